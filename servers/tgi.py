@@ -1,0 +1,34 @@
+"""Hugging Face Text Generation Inference: launcher flags, port 80 in its image."""
+
+from servers.engine import Engine
+
+__all__ = ["ENGINE"]
+
+ENGINE = Engine(
+    slug="tgi",
+    image="ghcr.io/huggingface/text-generation-inference:3.3.7",
+    image_source="newest tag in the TGI repo, v3.3.7 (2025-12-18); TGI is in maintenance mode",
+    host_port=8080,
+    container_port=80,
+    args=("--hostname", "0.0.0.0", "--port", "80"),
+    flags={
+        "MODEL": ("--model-id", "{}"),
+        "DTYPE": ("--dtype", "{}"),
+        "QUANTIZE": ("--quantize", "{}"),
+        "SPECULATE": ("--speculate", "{}"),
+        "MAX_TOTAL_TOKENS": ("--max-total-tokens", "{}"),
+        "MAX_INPUT_TOKENS": ("--max-input-tokens", "{}"),
+        "MAX_BATCH_PREFILL_TOKENS": ("--max-batch-prefill-tokens", "{}"),
+        "MAX_CONCURRENT_REQUESTS": ("--max-concurrent-requests", "{}"),
+        "SHARDS": ("--num-shard", "{}"),
+        "GPU_MEMORY_FRACTION": ("--cuda-memory-fraction", "{}"),
+    },
+    refused={
+        "SERVED_MODEL_NAME": "TGI serves one model and accepts any model name in requests",
+    },
+    defaults={"MODEL": "Qwen/Qwen2.5-0.5B-Instruct"},
+    choices={"DTYPE": ("float16", "bfloat16")},
+    health_cmd="curl",
+    cache_dir="/data",
+    service={"shm_size": "1g"},
+)
