@@ -1,0 +1,42 @@
+"""The closed list of warnings a run can carry, each with its cause and remedy.
+
+Warnings are printed to stderr at the end of the run and stored in its row (`warnings`), so a
+number is never read without the reason to doubt it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["WARNINGS", "check_run"]
+
+WARNINGS = {
+    "client_cpu_high": "a client process peaked above 90% of a core, so it may have delayed its "
+                       "own timestamps: add --processes, or fewer users per process",
+    "failed_requests": "some requests failed: see the errors column and requests.jsonl",
+    "output_tokens_from_chunks": "the engine reported no token counts, so output tokens are "
+                                 "counted stream chunks (a chunk may hold several tokens)",
+    "uneven_output_lengths": "requests stopped at different lengths (min and max differ by more "
+                             "than 10%), so tok/s compares unequal work: use --ignore-eos",
+    "too_few_requests": "fewer than 2 requests per user: the run measures ramp-up and tail, not "
+                        "a steady state; raise --requests",
+    "short_run": "the run took under 5 s; timings this short are noisy: raise --requests",
+}
+
+
+def check_run(row: dict[str, Any]) -> list[str]:
+    found = []
+    if (row.get("client_cpu_max_pct") or 0) > 90:
+        found.append("client_cpu_high")
+    if row.get("failed"):
+        found.append("failed_requests")
+    if "chunks" in (row.get("output_tokens_source") or ""):
+        found.append("output_tokens_from_chunks")
+    low, high = row.get("min_output_tokens"), row.get("max_output_tokens")
+    if low is not None and high and (high - low) > 0.1 * high:
+        found.append("uneven_output_lengths")
+    if row.get("requests", 0) < 2 * row.get("users", 0):
+        found.append("too_few_requests")
+    if (row.get("completion_time_s") or 0) < 5:
+        found.append("short_run")
+    return found

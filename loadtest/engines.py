@@ -1,0 +1,115 @@
+"""Locustfile: drive one LLM engine with a fixed workload and record every request exactly.
+
+    locust -f loadtest/engines.py --headless --users 128 --engine vllm --requests 512
+
+Users pull requests from one shared queue (loadtest/dispatch.py): exactly --requests are sent
+in total, with --processes too, and the run ends by itself when the last response completes.
+Each stream is read line by line and stamped on arrival (loadtest/transport.py); percentiles
+come from those raw records (loadtest/summary.py), not from Locust's rounded buckets, though
+Locust's own stats and web UI still show every request (response time = end-to-end).
+Results: OUT/runs.csv and OUT/runs/RUN_ID/{run.json,requests.jsonl} (loadtest/results.py).
+Exit codes: 0 all requests ok, 1 some failed (recorded), 2 the rig could not run.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from locust import User, constant, events, task  # import locust first: it monkey-patches
+from locust.runners import WorkerRunner
+
+from gevent.event import Event
+
+from loadtest.options import ConfigError, add_options, config_from_options
+from loadtest.probe import EngineInfo, ProbeError, probe_engine
+from loadtest.run import Run
+from loadtest.transport import new_client, send
+from loadtest.workload import WorkloadError
+
+_run: Run | None = None  # this process's run (each --processes child has its own)
+
+
+def _refuse(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+@events.init_command_line_parser.add_listener
+def _add_options(parser: Any) -> None:
+    add_options(parser)
+
+
+@events.init.add_listener
+def _prepare(environment: Any, runner: Any, **_: Any) -> None:
+    """Master or single process: check every option and the engine before anything is sent."""
+    global _run
+    if isinstance(runner, WorkerRunner) or environment.parsed_options is None:
+        return
+    options = environment.parsed_options
+    try:
+        config = config_from_options(options, environment.host)
+        info = probe_engine(config.url, config.api, config.headers())
+        if not (config.model or info.model):
+            raise ConfigError(f"{config.url} names no model; pass --model")
+        _run = Run(environment, config, info)
+    except (ConfigError, ProbeError, WorkloadError) as exc:
+        _refuse(str(exc))
+    options.model = config.model or info.model  # forwarded to workers with the other options
+    environment.host = config.url
+    if options.spawn_rate is None:  # dispatch waits for all users anyway: spawn them at once
+        options.spawn_rate = max(options.num_users or 1, 1)
+
+
+@events.test_start.add_listener
+def _start(environment: Any, **_: Any) -> None:
+    global _run
+    if isinstance(environment.runner, WorkerRunner):
+        options = environment.parsed_options
+        config = config_from_options(options, environment.host)
+        _run = Run(environment, config, EngineInfo(options.model, ""))
+    if _run is not None:
+        _run.start()
+
+
+@events.spawning_complete.add_listener
+def _open_gate(**_: Any) -> None:
+    if _run is not None:
+        _run.dispatcher.started.set()
+
+
+@events.quitting.add_listener
+def _save_partial(**_: Any) -> None:
+    if _run is not None:
+        _run.finish(status="interrupted")  # no-op when the run already finished
+
+
+class LLMUser(User):
+    """One client thread: one connection, one request at a time, no think time."""
+
+    wait_time = constant(0)
+
+    def on_start(self) -> None:
+        assert _run is not None
+        self.client = new_client(_run.config.url, read_timeout_s=_run.config.read_timeout_s)
+
+    def on_stop(self) -> None:
+        self.client.close()
+
+    @task
+    def send_one(self) -> None:
+        run = _run
+        assert run is not None
+        spec = run.dispatcher.take()
+        if spec is None:  # workload used up: wait for the runner to end the run
+            Event().wait()  # (a user that raises StopUser makes Locust log errors at quit)
+        record = send(self.client, spec, run.parse_line, run.tokens_source, run.headers,
+                      worker=run.worker_index)
+        self.environment.events.request.fire(
+            request_type=run.config.api, name=run.request_name, response_time=record.e2e_ms,
+            response_length=record.output_tokens or 0, context={},
+            exception=None if record.ok else RuntimeError(f"{record.error_kind}: {record.error}"))
+        run.dispatcher.complete(record)
+        if not record.ok:  # its connection may be mid-stream: start clean
+            self.client.close()
+            self.client = new_client(run.config.url, read_timeout_s=run.config.read_timeout_s)

@@ -1,0 +1,67 @@
+"""Who measured what, collected at run time (never rebuilt at report time).
+
+One collect_* function per source; each leaves out what it cannot read rather than guessing.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import locust
+
+from . import __version__
+
+__all__ = ["collect_rig_metadata", "collect_client_metadata", "collect_model_metadata"]
+
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def collect_rig_metadata() -> dict[str, Any]:
+    return {"rig_version": _rig_version(), "locust_version": locust.__version__,
+            "python_version": platform.python_version()}
+
+
+def collect_client_metadata(processes: int) -> dict[str, Any]:
+    return {"client_hostname": socket.gethostname(), "client_cpu_model": _cpu_model(),
+            "client_cpu_count": _cpu_count(), "processes": processes}
+
+
+def collect_model_metadata(model: str) -> dict[str, Any]:
+    """The model's digest when it is a local folder built here (tiny_model.py writes it)."""
+    digest_file = Path(model) / "model_sha256.txt"
+    if digest_file.is_file():
+        return {"model_sha256": digest_file.read_text().strip()}
+    return {}
+
+
+def _rig_version() -> str:
+    try:
+        sha = subprocess.run(["git", "-C", str(_REPO), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(_REPO), "status", "--porcelain",
+                                "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return __version__
+    if not sha:
+        return __version__
+    return f"{__version__}+g{sha}{'.dirty' if dirty else ''}"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0

@@ -1,0 +1,121 @@
+"""The rig's command-line options (added to Locust's own) and their validation.
+
+Bad input is refused with one line (ConfigError) before anything is sent.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .targets import TARGETS, Target
+
+__all__ = ["ConfigError", "RunConfig", "add_options", "config_from_options"]
+
+
+class ConfigError(ValueError):
+    """A bad option; the message is one line for the user."""
+
+
+def add_options(parser: Any) -> None:
+    group = parser.add_argument_group("llm-load-rig")
+    group.add_argument("--engine", default="vllm-cpu",
+                       help=f"engine slug: {', '.join(TARGETS)} (default vllm-cpu)")
+    group.add_argument("--requests", type=str, default="256",
+                       help="fixed workload size: exactly this many requests in total")
+    group.add_argument("--prompts", default="mixed",
+                       help="prompt set: a shipped name (mixed, story) or a .jsonl file")
+    group.add_argument("--max-tokens", type=str, default="128", help="output tokens per request")
+    group.add_argument("--ignore-eos", action="store_true", default=False,
+                       help="ask the engine for exactly --max-tokens (vLLM-family engines)")
+    group.add_argument("--api", default="", help="completions | chat | generate (engine default)")
+    group.add_argument("--model", default="", help="model name to request (default: ask the engine)")
+    group.add_argument("--temperature", type=str, default="0", help="sampling temperature")
+    group.add_argument("--out", default="results", help="results folder (default results/)")
+    group.add_argument("--flags", default="", help="engine flags to record with the run, as given")
+    group.add_argument("--gpu", default="", help="GPU(s) the engine runs on, to record")
+    group.add_argument("--read-timeout", type=str, default="600",
+                       help="seconds a stream may stay silent before the request fails")
+    group.add_argument("--repeat", type=str, default="1", help="repeat number, recorded (sweeps)")
+    group.add_argument("--tag", default="", help="free label recorded with the run (sweeps)")
+    group.add_argument("--warmup", action="store_true", default=False,
+                       help="a warm-up run: measured and saved in its folder, never added to runs.csv")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    engine: str
+    target: Target
+    url: str
+    api: str
+    requests: int
+    prompts: str
+    max_tokens: int
+    ignore_eos: bool
+    model: str
+    temperature: float
+    out: Path
+    flags: str
+    gpu: str
+    read_timeout_s: float
+    repeat: int
+    tag: str
+    warmup: bool
+    api_key: str | None
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+
+def config_from_options(options: Any, host: str | None) -> RunConfig:
+    engine = options.engine
+    if engine not in TARGETS:
+        raise ConfigError(f"unknown engine {engine!r}; choose one of: {', '.join(TARGETS)}")
+    target = TARGETS[engine]
+    api = options.api or target.api
+    if api not in target.apis:
+        raise ConfigError(f"engine {engine} speaks --api {' or '.join(target.apis)}, not {api!r}")
+    if engine == "openai" and not host:
+        raise ConfigError("--engine openai needs --host (the endpoint's base URL)")
+    url = (host or f"http://127.0.0.1:{target.port}").rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"--host must start with http:// or https://, got {url!r}")
+    if engine == "tgi" and api == "generate" and options.ignore_eos:
+        raise ConfigError("tgi's /generate_stream has no ignore_eos; use --api chat or drop --ignore-eos")
+    return RunConfig(
+        engine=engine, target=target, url=url, api=api,
+        requests=_positive_int("--requests", options.requests),
+        prompts=options.prompts,
+        max_tokens=_positive_int("--max-tokens", options.max_tokens),
+        ignore_eos=bool(options.ignore_eos), model=options.model,
+        temperature=_number("--temperature", options.temperature, minimum=0.0),
+        out=Path(options.out), flags=options.flags, gpu=options.gpu,
+        read_timeout_s=_number("--read-timeout", options.read_timeout, minimum=0.001),
+        repeat=_positive_int("--repeat", options.repeat), tag=options.tag,
+        warmup=bool(options.warmup), api_key=os.environ.get(target.api_key_env) or None,
+    )
+
+
+def _positive_int(name: str, value: Any) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}") from None
+    if number <= 0:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    return number
+
+
+def _number(name: str, value: Any, minimum: float) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a number, got {value!r}") from None
+    if number < minimum:
+        raise ConfigError(f"{name} must be at least {minimum:g}, got {value!r}")
+    return number

@@ -1,0 +1,60 @@
+"""Ask the engine, once, before the run: is it there, which model does it serve, which version.
+
+A plain blocking GET with a short timeout; any failure is one line for the user.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["EngineInfo", "ProbeError", "probe_engine"]
+
+
+class ProbeError(RuntimeError):
+    """The engine cannot be reached or does not answer as expected; one line for the user."""
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    model: str
+    engine_version: str
+
+
+def probe_engine(url: str, api: str, headers: dict[str, str], timeout_s: float = 10.0) -> EngineInfo:
+    if api == "generate":  # TGI native
+        info = _get_json(url + "/info", headers, timeout_s)
+        return EngineInfo(str(info.get("model_id", "")), str(info.get("version", "")))
+    models = _get_json(url + "/v1/models", headers, timeout_s)
+    data = models.get("data") or []
+    model = str(data[0].get("id", "")) if data and isinstance(data[0], dict) else ""
+    version = ""
+    try:
+        version = str(_get_json(url + "/version", headers, timeout_s).get("version", ""))
+    except ProbeError:
+        pass  # not every engine has /version
+    return EngineInfo(model, version)
+
+
+def _get_json(url: str, headers: dict[str, str], timeout_s: float) -> dict[str, Any]:
+    request = urllib.request.Request(url, headers={k: v for k, v in headers.items()
+                                                   if k == "Authorization"})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+    try:
+        with opener.open(request, timeout=timeout_s) as response:
+            body = response.read()
+    except urllib.error.HTTPError as exc:
+        raise ProbeError(f"{url} answered HTTP {exc.code}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ProbeError(f"cannot reach {url}: {reason}") from None
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        raise ProbeError(f"{url} did not answer JSON") from None
+    if not isinstance(parsed, dict):
+        raise ProbeError(f"{url} did not answer a JSON object")
+    return parsed

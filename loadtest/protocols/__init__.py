@@ -1,0 +1,40 @@
+"""API dialects: how to build a request body and read one line of the engine's stream.
+
+Each dialect is a small module with pure functions; `DIALECTS` maps an API name to it.
+`parse_line` gets one raw line exactly as it came off the socket and returns a StreamEvent,
+or None for lines that carry nothing (blank separators, SSE comments, keep-alives).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["StreamEvent", "ProtocolError", "sse_data"]
+
+
+class StreamEvent(NamedTuple):
+    output: bool = False  # carries generated output (counts for TTFT and chunk gaps)
+    finished: bool = False  # the engine said the stream is complete
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    error: str | None = None  # the engine sent an error event
+
+
+class ProtocolError(ValueError):
+    """A line that is not what the dialect says it must be."""
+
+
+def sse_data(line: bytes) -> bytes | None:
+    """The payload of an SSE `data:` line ("data:" with or without one space), else None."""
+    if not line.startswith(b"data:"):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(b":"):
+            return None  # event separator or comment (keep-alive ping)
+        if stripped.startswith((b"event:", b"id:", b"retry:")):
+            return None
+        raise ProtocolError(f"not an SSE line: {line[:80]!r}")
+    payload = line[5:]
+    if payload.startswith(b" "):
+        payload = payload[1:]
+    return payload.rstrip(b"\r\n")

@@ -1,0 +1,68 @@
+"""OpenAI-compatible completions and chat streams (vLLM, Aphrodite, SGLang, llama.cpp,
+text-generation-webui, TGI's Messages API, hosted endpoints).
+
+Stream: `data: {chunk}` lines ending with `data: [DONE]`. We always send
+`stream_options.include_usage`, so one last chunk with `choices: []` carries `usage`
+(text-generation-webui sends `usage: null` on the finishing chunk first: tolerated).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import ProtocolError, StreamEvent, sse_data
+
+__all__ = ["PATHS", "TOKENS_SOURCE", "build_body", "parse_line"]
+
+TOKENS_SOURCE = "usage"
+PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+_DONE = StreamEvent(finished=True)
+
+
+def build_body(api: str, model: str, prompt: str, max_tokens: int, *, ignore_eos: bool,
+               temperature: float) -> bytes:
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True,
+                            "stream_options": {"include_usage": True},
+                            "temperature": temperature}
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    if ignore_eos:
+        body["ignore_eos"] = True  # vLLM-family extension: fixed output length
+    return json.dumps(body).encode()
+
+
+def parse_line(line: bytes) -> StreamEvent | None:
+    payload = sse_data(line)
+    if payload is None or not payload:
+        return None
+    if payload == b"[DONE]":
+        return _DONE
+    try:
+        chunk = json.loads(payload)
+    except ValueError as exc:
+        raise ProtocolError(f"bad JSON in stream: {payload[:80]!r}") from exc
+    if not isinstance(chunk, dict):
+        raise ProtocolError(f"stream chunk is not an object: {payload[:80]!r}")
+    if "error" in chunk:
+        return StreamEvent(error=_error_text(chunk["error"]))
+    usage = chunk.get("usage") or {}
+    choices = chunk.get("choices") or []
+    output, finish_reason = False, None
+    for choice in choices:
+        text = choice.get("text")
+        if text is None:
+            text = (choice.get("delta") or {}).get("content")
+        output = output or bool(text)
+        finish_reason = choice.get("finish_reason") or finish_reason
+    return StreamEvent(output=output, finish_reason=finish_reason,
+                       prompt_tokens=usage.get("prompt_tokens"),
+                       output_tokens=usage.get("completion_tokens"))
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        return str(error.get("message") or error)
+    return str(error)

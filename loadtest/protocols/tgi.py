@@ -1,0 +1,50 @@
+"""Text Generation Inference's native stream: POST /generate_stream.
+
+Quirks (engines.md): lines are `data:{...}` with no space; there is no `[DONE]`; `details`
+defaults to false, so we send `details: true` to get `generated_tokens`; the last event carries
+`generated_text` and `details.finish_reason`; errors come as `{"error": ..., "error_type": ...}`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import ProtocolError, StreamEvent, sse_data
+
+__all__ = ["PATHS", "TOKENS_SOURCE", "build_body", "parse_line"]
+
+TOKENS_SOURCE = "details"
+PATHS = {"generate": "/generate_stream"}
+
+
+def build_body(api: str, model: str, prompt: str, max_tokens: int, *, ignore_eos: bool,
+               temperature: float) -> bytes:
+    if ignore_eos:
+        raise ValueError("tgi's /generate_stream has no ignore_eos; drop --ignore-eos")
+    parameters: dict[str, Any] = {"max_new_tokens": max_tokens, "details": True}
+    if temperature > 0:
+        parameters.update(do_sample=True, temperature=temperature)
+    return json.dumps({"inputs": prompt, "parameters": parameters}).encode()
+
+
+def parse_line(line: bytes) -> StreamEvent | None:
+    payload = sse_data(line)
+    if payload is None or not payload:
+        return None
+    try:
+        event = json.loads(payload)
+    except ValueError as exc:
+        raise ProtocolError(f"bad JSON in stream: {payload[:80]!r}") from exc
+    if not isinstance(event, dict):
+        raise ProtocolError(f"stream event is not an object: {payload[:80]!r}")
+    if "error" in event:
+        return StreamEvent(error=f"{event.get('error_type', 'error')}: {event['error']}")
+    if "token" not in event:
+        raise ProtocolError(f"stream event without token: {payload[:80]!r}")
+    details = event.get("details")
+    if not details:
+        return StreamEvent(output=True)
+    return StreamEvent(output=True, finished=True, finish_reason=details.get("finish_reason"),
+                       prompt_tokens=details.get("input_length"),
+                       output_tokens=details.get("generated_tokens"))

@@ -1,0 +1,81 @@
+"""What one request did, measured on the client. The metric definitions live here.
+
+Timestamps are `time.perf_counter_ns()` (CLOCK_MONOTONIC on Linux: one clock for every process
+on a host) taken the moment a stream line is handed over, before it is parsed.
+
+- TTFT (`ttft_ms`): request sent -> first chunk that carries generated output.
+- Chunk gaps (`chunk_gaps_ns`): time between consecutive output-carrying chunks after the first;
+  the pooled gaps of a run are its ITL (inter-token latency; a chunk may hold several tokens,
+  which the record's `output_tokens` and `output_chunks` let a reader see).
+- End-to-end (`e2e_ms`): request sent -> stream finished (last byte read).
+- `output_tokens`: as the server reports it (`output_tokens_source`: "usage" for OpenAI
+  usage, "details" for TGI details); "chunks" only when the server reported nothing, and then a
+  warning is raised for the run.
+
+`error_kind` is one closed vocabulary for failed requests:
+connect (no connection), timeout (no byte within the read timeout), http_status (status >= 400),
+stream_error (the engine sent an error event), stream_protocol (a line we cannot parse),
+truncated (the stream ended before the engine said it was finished).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["ERROR_KINDS", "RequestRecord"]
+
+ERROR_KINDS = ("connect", "timeout", "http_status", "stream_error", "stream_protocol", "truncated")
+
+
+@dataclass
+class RequestRecord:
+    request_id: int
+    prompt_id: str
+    sent_at: float  # unix time, for humans and for joining with server logs
+    sent_ns: int
+    first_chunk_ns: int | None = None
+    done_ns: int | None = None
+    chunk_gaps_ns: list[int] = field(default_factory=list)
+    output_chunks: int = 0
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    output_tokens_source: str | None = None
+    finish_reason: str | None = None
+    http_status: int | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    worker: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+    @property
+    def ttft_ms(self) -> float | None:
+        if self.first_chunk_ns is None:
+            return None
+        return (self.first_chunk_ns - self.sent_ns) / 1e6
+
+    @property
+    def e2e_ms(self) -> float | None:
+        if self.done_ns is None:
+            return None
+        return (self.done_ns - self.sent_ns) / 1e6
+
+    def fail(self, kind: str, message: str) -> "RequestRecord":
+        assert kind in ERROR_KINDS, kind
+        if self.error_kind is None:  # the first failure is the cause; keep it
+            self.error_kind, self.error = kind, message[:500]
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["ttft_ms"] = self.ttft_ms
+        row["e2e_ms"] = self.e2e_ms
+        return row
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> "RequestRecord":
+        names = cls.__dataclass_fields__.keys()
+        return cls(**{k: v for k, v in row.items() if k in names})

@@ -1,0 +1,127 @@
+"""Files a run leaves, written so a crash never leaves half of anything.
+
+    OUT/runs.csv                  one flat row per run (appended atomically, under a lock)
+    OUT/runs/RUN_ID/run.json      metadata before the first request; metadata + summary at the end
+    OUT/runs/RUN_ID/requests.jsonl one line per finished request, flushed as it finishes
+
+A run whose process dies keeps its run.json (status "running") and every request line already
+written, and adds no row to runs.csv.
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, TextIO
+
+from .record import RequestRecord
+
+__all__ = ["RUN_COLUMNS", "RecordWriter", "write_json", "append_run_row", "read_records", "read_runs"]
+
+SCHEMA_VERSION = 1
+RUN_COLUMNS = [
+    "timestamp", "run_id", "engine", "model", "host", "flags", "gpu", "users", "processes",
+    "requests", "completed", "failed", "completion_time_s", "output_tokens", "output_tok_per_s",
+    "req_per_s", "avg_output_tokens", "min_output_tokens", "max_output_tokens",
+    "output_tokens_source", "prompt_tokens",
+    "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
+    "ttft_mean_ms", "ttft_p90_ms", "itl_mean_ms", "itl_p90_ms", "e2e_mean_ms", "e2e_p90_ms",
+    "tpot_mean_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms",
+    "errors", "warnings", "workload", "workload_sha256", "api", "max_tokens", "ignore_eos",
+    "temperature", "repeat", "tag", "engine_version", "model_sha256", "client_cpu_max_pct",
+    "client_cpu_count", "client_cpu_model", "client_hostname", "locust_version",
+    "python_version", "rig_version", "schema_version", "run_dir",
+]
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Replace `path` atomically: a reader sees the old file or the new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False,
+                                     encoding="utf-8") as tmp:
+        json.dump(data, tmp, indent=2, default=str)
+        tmp.write("\n")
+        tmp.flush()
+        os.fsync(tmp.fileno())
+    os.replace(tmp.name, path)
+
+
+class RecordWriter:
+    """Appends one JSON line per request and flushes it, so a crash loses at most the line
+    being written (the reader skips a torn last line)."""
+
+    def __init__(self, path: Path, run_id: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._run_id = run_id
+        self._file: TextIO = path.open("a", encoding="utf-8")
+
+    def write(self, record: RequestRecord) -> None:
+        row = {"run_id": self._run_id, **record.to_json()}
+        self._file.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_records(path: Path) -> list[RequestRecord]:
+    records = []
+    with path.open(encoding="utf-8") as file:
+        for line in file:
+            try:
+                records.append(RequestRecord.from_json(json.loads(line)))
+            except ValueError:
+                continue  # a torn last line from a killed run
+    return records
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def read_runs(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(newline="", encoding="utf-8") as file:
+        return list(csv.DictReader(file))
+
+
+def append_run_row(path: Path, row: dict[str, Any]) -> None:
+    """Add one row to runs.csv: the whole file is rewritten to a temp file and renamed, so a crash
+    leaves the old file intact. New columns are added at the end (old rows get them empty)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    row = {"schema_version": SCHEMA_VERSION, **row}
+    with _locked(path):
+        rows = read_runs(path)
+        columns = [c for c in RUN_COLUMNS if c in row or any(c in r for r in rows)]
+        for source in (*rows, row):
+            columns += [c for c in source if c not in columns]
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.",
+                                         delete=False, newline="", encoding="utf-8") as tmp:
+            writer = csv.DictWriter(tmp, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(rows)
+            writer.writerow({k: _cell(v) for k, v in row.items()})
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(tmp.name, path)
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, float):
+        return f"{value:.6g}" if abs(value) < 1e6 else f"{value:.1f}"
+    if isinstance(value, (list, tuple)):
+        return ";".join(map(str, value))
+    return "" if value is None else value

@@ -1,0 +1,138 @@
+"""One measured run in one Locust process: its workload, dispatcher, records and files.
+
+The master (or the only process) owns the files and the summary; workers only send.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from locust.runners import MasterRunner, WorkerRunner
+
+from .checks import WARNINGS, check_run
+from .client_cpu import CpuSampler
+from .dispatch import Dispatcher
+from .metadata import collect_client_metadata, collect_model_metadata, collect_rig_metadata
+from .options import RunConfig
+from .probe import EngineInfo
+from .record import RequestRecord
+from .results import RecordWriter, append_run_row, write_json
+from .summary import summarize
+from .targets import dialect_for
+from .workload import build_workload
+
+__all__ = ["Run"]
+
+log = logging.getLogger("llm-load-rig")
+
+
+class Run:
+    def __init__(self, environment: Any, config: RunConfig, info: EngineInfo) -> None:
+        self.environment = environment
+        self.config = config
+        self.info = info
+        self.workload = build_workload(config.prompts, config.requests, api=config.api,
+                                       model=config.model or info.model,
+                                       max_tokens=config.max_tokens, ignore_eos=config.ignore_eos,
+                                       temperature=config.temperature)
+        dialect = dialect_for(config.api)
+        self.parse_line = dialect.parse_line
+        self.tokens_source: str = dialect.TOKENS_SOURCE
+        self.headers = config.headers()
+        self.request_name = f"{config.engine}:{self.workload.name}"
+        self.records: list[RequestRecord] = []
+        self.cpu = CpuSampler()
+        self.dispatcher = Dispatcher(environment, self.workload, self._on_record, self.finish,
+                                     worker_report=self.cpu.stop)
+        self.run_id = ""
+        self.run_dir = Path()
+        self._writer: RecordWriter | None = None
+        self._meta: dict[str, Any] = {}
+        self._finished = False
+
+    @property
+    def owns_files(self) -> bool:
+        return not isinstance(self.environment.runner, WorkerRunner)
+
+    @property
+    def worker_index(self) -> int:
+        runner = self.environment.runner
+        return max(getattr(runner, "worker_index", 0), 0)
+
+    def start(self) -> None:
+        self.cpu.start()
+        if not self.owns_files:
+            return
+        users = self.environment.parsed_options.num_users or 1
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        self.run_id = f"{stamp}-{self.config.engine}-u{users}-{secrets.token_hex(2)}"
+        self.run_dir = self.config.out / "runs" / self.run_id
+        self._meta = self._metadata(users, stamp)
+        write_json(self.run_dir / "run.json", {**self._meta, "status": "running"})
+        self._writer = RecordWriter(self.run_dir / "requests.jsonl", self.run_id)
+        log.info("run %s: %d requests to %s, results in %s", self.run_id, self.config.requests,
+                 self.config.url, self.run_dir)
+
+    def _metadata(self, users: int, stamp: str) -> dict[str, Any]:
+        c = self.config
+        processes = max(getattr(self.environment.runner, "worker_count", 0), 1)
+        return {
+            "timestamp": stamp, "run_id": self.run_id, "engine": c.engine,
+            "model": c.model or self.info.model, "host": c.url, "flags": c.flags, "gpu": c.gpu,
+            "users": users, "requests": c.requests, "workload": self.workload.name,
+            "workload_sha256": self.workload.sha256, "prompts": c.prompts, "api": c.api,
+            "max_tokens": c.max_tokens, "ignore_eos": c.ignore_eos, "temperature": c.temperature,
+            "repeat": c.repeat, "tag": c.tag, "warmup": c.warmup,
+            "engine_version": self.info.engine_version,
+            "http_read_timeout_s": c.read_timeout_s, "run_dir": str(self.run_dir),
+            **collect_model_metadata(c.model or self.info.model),
+            **collect_rig_metadata(), **collect_client_metadata(processes),
+        }
+
+    def _on_record(self, record: RequestRecord) -> None:
+        self.records.append(record)
+        if self._writer is not None:
+            self._writer.write(record)
+
+    def finish(self, status: str = "complete") -> None:
+        """Summarize and write the run (master/local, once). Only complete, non-warm-up runs
+        get a row in runs.csv; an interrupted run keeps its run.json and records."""
+        if self._finished or not self.owns_files or self._writer is None:
+            return
+        self._finished = True
+        self._writer.close()
+        cpu = self.cpu.stop()
+        for report in self.dispatcher.worker_reports:
+            peak = report.get("client_cpu_max_pct") or 0
+            cpu["client_cpu_max_pct"] = max(cpu["client_cpu_max_pct"] or 0, peak)
+        row = {**self._meta, **summarize(self.records), **cpu}
+        row["warnings"] = check_run(row)
+        write_json(self.run_dir / "run.json", {**row, "status": status})
+        if status == "complete" and not self.config.warmup:
+            append_run_row(self.config.out / "runs.csv", row)
+        _print_summary(row, status)
+
+
+def _print_summary(row: dict[str, Any], status: str) -> None:
+    def fmt(value: Any, digits: int = 1) -> str:
+        return "-" if value is None else f"{value:,.{digits}f}"
+
+    print(f"\n== llm-load-rig: {row['engine']} | {row['users']} users | {status} ==", file=sys.stderr)
+    print(f"requests {row['completed']}/{row['requests']} ok, {row['failed']} failed "
+          f"{('(' + row['errors'] + ')') if row['errors'] else ''}", file=sys.stderr)
+    print(f"completion {fmt(row['completion_time_s'], 2)} s | output {row['output_tokens']} tokens "
+          f"({row['output_tokens_source']}) | {fmt(row['output_tok_per_s'])} tok/s | "
+          f"{fmt(row['req_per_s'], 2)} req/s", file=sys.stderr)
+    for metric in ("ttft", "itl", "e2e"):
+        print(f"{metric:>4} ms  p50 {fmt(row[f'{metric}_p50_ms'])}  p90 {fmt(row[f'{metric}_p90_ms'])}"
+              f"  p99 {fmt(row[f'{metric}_p99_ms'])}  mean {fmt(row[f'{metric}_mean_ms'])}",
+              file=sys.stderr)
+    print(f"client cpu peak {fmt(row.get('client_cpu_max_pct'))}% | results {row['run_dir']}",
+          file=sys.stderr)
+    for name in row["warnings"]:
+        print(f"warning: {name}: {WARNINGS[name]}", file=sys.stderr)

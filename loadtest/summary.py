@@ -1,0 +1,86 @@
+"""summarize(records) -> the run's numbers, computed from raw per-request records.
+
+Percentiles: numpy's default (linear interpolation between the two nearest ranks), over exact
+values, never Locust's rounded buckets. Every count behind a rate is kept beside it.
+- completion_time_s: first request sent -> last response finished (failed ones included: the
+  workload is done when its last request is).
+- output_tok_per_s: output tokens of completed requests / completion_time_s.
+- ttft_*, e2e_*: over completed requests. itl_*: over the pooled chunk gaps of completed requests.
+- tpot_*: per completed request, (e2e - ttft) / (output_tokens - 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .record import RequestRecord
+
+__all__ = ["summarize", "percentile_columns"]
+
+_METRICS = ("ttft", "itl", "e2e", "tpot")
+
+
+def percentile_columns() -> list[str]:
+    return [f"{m}_{stat}_ms" for m in _METRICS for stat in ("mean", "p50", "p90", "p99")]
+
+
+def summarize(records: Sequence[RequestRecord]) -> dict[str, Any]:
+    done = [r for r in records if r.ok]
+    row: dict[str, Any] = {
+        "requests_sent": len(records),
+        "completed": len(done),
+        "failed": len(records) - len(done),
+        "errors": _error_counts(records),
+    }
+    if records:
+        start = min(r.sent_ns for r in records)
+        end = max(r.done_ns or r.sent_ns for r in records)
+        row["completion_time_s"] = (end - start) / 1e9
+    else:
+        row["completion_time_s"] = None
+    output = [r.output_tokens or 0 for r in done]
+    row["output_tokens"] = int(sum(output))
+    row["prompt_tokens"] = int(sum(r.prompt_tokens or 0 for r in done))
+    row["avg_output_tokens"] = float(np.mean(output)) if output else None
+    row["min_output_tokens"] = int(min(output)) if output else None
+    row["max_output_tokens"] = int(max(output)) if output else None
+    row["output_tokens_source"] = _tokens_source(done)
+    seconds = row["completion_time_s"]
+    row["output_tok_per_s"] = row["output_tokens"] / seconds if seconds else None
+    row["req_per_s"] = len(done) / seconds if seconds else None
+    row.update(_distribution("ttft", [r.ttft_ms for r in done if r.ttft_ms is not None]))
+    row.update(_distribution("itl", [g / 1e6 for r in done for g in r.chunk_gaps_ns]))
+    row.update(_distribution("e2e", [r.e2e_ms for r in done if r.e2e_ms is not None]))
+    row.update(_distribution("tpot", [_tpot(r) for r in done if _tpot(r) is not None]))
+    return row
+
+
+def _tpot(record: RequestRecord) -> float | None:
+    if record.ttft_ms is None or record.e2e_ms is None or (record.output_tokens or 0) < 2:
+        return None
+    return (record.e2e_ms - record.ttft_ms) / (record.output_tokens - 1)
+
+
+def _distribution(metric: str, values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {f"{metric}_{s}_ms": None for s in ("mean", "p50", "p90", "p99")}
+    array = np.asarray(values, dtype=float)
+    p50, p90, p99 = np.percentile(array, [50, 90, 99])
+    return {f"{metric}_mean_ms": float(array.mean()), f"{metric}_p50_ms": float(p50),
+            f"{metric}_p90_ms": float(p90), f"{metric}_p99_ms": float(p99)}
+
+
+def _tokens_source(records: Sequence[RequestRecord]) -> str | None:
+    sources = sorted({r.output_tokens_source for r in records if r.output_tokens_source})
+    return "+".join(sources) if sources else None
+
+
+def _error_counts(records: Sequence[RequestRecord]) -> str:
+    counts: dict[str, int] = {}
+    for r in records:
+        if r.error_kind:
+            counts[r.error_kind] = counts.get(r.error_kind, 0) + 1
+    return ";".join(f"{k}={v}" for k, v in sorted(counts.items()))

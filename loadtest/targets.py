@@ -1,0 +1,38 @@
+"""The engines the rig knows: default port on localhost, default API, how to find the model.
+
+One slug per engine everywhere (compose service, servers/ entry, `--engine`, results column).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+from .protocols import openai, tgi
+
+__all__ = ["Target", "TARGETS", "dialect_for"]
+
+
+@dataclass(frozen=True)
+class Target:
+    port: int
+    api: str  # default API: completions | chat | generate
+    apis: tuple[str, ...]
+    api_key_env: str = "LLM_API_KEY"
+
+
+_OPENAI_APIS = ("completions", "chat")
+TARGETS: dict[str, Target] = {
+    "vllm": Target(8000, "completions", _OPENAI_APIS),
+    "vllm-cpu": Target(8000, "completions", _OPENAI_APIS),
+    "tgi": Target(8080, "generate", ("generate", "chat")),
+    "aphrodite": Target(2242, "completions", _OPENAI_APIS),
+    "textgen": Target(5000, "completions", _OPENAI_APIS),
+    "llamacpp": Target(8081, "completions", _OPENAI_APIS),
+    "sglang": Target(30000, "completions", _OPENAI_APIS),
+    "openai": Target(443, "chat", _OPENAI_APIS, api_key_env="OPENAI_API_KEY"),
+}
+
+
+def dialect_for(api: str) -> ModuleType:
+    return tgi if api == "generate" else openai

@@ -1,0 +1,119 @@
+"""send(client, spec) -> RequestRecord: one streaming request, every chunk stamped on arrival.
+
+This is the hand-written hot path. It reads the body line by line as bytes arrive
+(geventhttpclient's `readline(b"\\n")` returns as soon as a line is complete; no block
+buffering), stamps each line with `perf_counter_ns()` before parsing it, and never retries.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Mapping
+from time import perf_counter_ns
+
+from geventhttpclient import HTTPClient
+
+from .protocols import ProtocolError, StreamEvent
+from .record import RequestRecord
+from .workload import RequestSpec
+
+__all__ = ["new_client", "send"]
+
+_ERROR_BODY_BYTES = 2000
+
+
+def new_client(url: str, *, read_timeout_s: float, connect_timeout_s: float = 10.0) -> HTTPClient:
+    """One keep-alive connection (one user = one stream at a time); proxies are never used."""
+    return HTTPClient.from_url(url, concurrency=1, connection_timeout=connect_timeout_s,
+                               network_timeout=read_timeout_s)
+
+
+def send(client: HTTPClient, spec: RequestSpec, parse_line: Callable[[bytes], StreamEvent | None],
+         tokens_source: str, headers: Mapping[str, str], worker: int = 0) -> RequestRecord:
+    """Send one request and read its stream to the end. Failures become the record's error;
+    after a failed record the caller must not reuse `client` (its connection state is unknown)."""
+    record = RequestRecord(spec.request_id, spec.prompt_id, time.time(), perf_counter_ns(),
+                           worker=worker)
+    try:
+        response = client.request("POST", spec.path, body=spec.body, headers=headers)
+    except Exception as exc:  # noqa: BLE001 - every failure is recorded, none is raised
+        record.done_ns = perf_counter_ns()
+        return record.fail(_failure_kind(exc, before_response=True), _describe(exc))
+    record.http_status = response.status_code
+    if response.status_code >= 400:
+        text = _read_error_body(response)
+        record.done_ns = perf_counter_ns()
+        return record.fail("http_status", f"HTTP {response.status_code}: {text}")
+    try:
+        finished = _read_stream(response, record, parse_line, tokens_source)
+    except ProtocolError as exc:
+        record.fail("stream_protocol", str(exc))
+    except Exception as exc:  # noqa: BLE001
+        record.fail(_failure_kind(exc, before_response=False), _describe(exc))
+    else:
+        if not finished and record.ok:
+            record.fail("truncated", "stream ended before the engine finished it")
+        response.release()
+    if record.done_ns is None:
+        record.done_ns = perf_counter_ns()
+    if record.ok and record.output_tokens is None:
+        record.output_tokens, record.output_tokens_source = record.output_chunks, "chunks"
+    return record
+
+
+def _read_stream(response, record: RequestRecord,
+                 parse_line: Callable[[bytes], StreamEvent | None], tokens_source: str) -> bool:
+    readline = response.readline
+    gaps = record.chunk_gaps_ns
+    last_ns = 0
+    finished = False
+    while True:
+        line = readline(b"\n")
+        now = perf_counter_ns()
+        if not line:
+            record.done_ns = now
+            return finished
+        event = parse_line(line)
+        if event is None:
+            continue
+        if event.error is not None:
+            record.done_ns = now
+            record.fail("stream_error", event.error)
+            return True
+        if event.output:
+            if record.first_chunk_ns is None:
+                record.first_chunk_ns = now
+            else:
+                gaps.append(now - last_ns)
+            last_ns = now
+            record.output_chunks += 1
+        if event.finish_reason is not None:
+            record.finish_reason = event.finish_reason
+        if event.output_tokens is not None:
+            record.output_tokens, record.output_tokens_source = event.output_tokens, tokens_source
+        if event.prompt_tokens is not None:
+            record.prompt_tokens = event.prompt_tokens
+        if event.finished:
+            finished = True
+
+
+def _read_error_body(response) -> str:
+    try:
+        return response.read(_ERROR_BODY_BYTES).decode("utf-8", "replace").strip()
+    except Exception as exc:  # noqa: BLE001
+        return f"(body unreadable: {_describe(exc)})"
+
+
+def _failure_kind(exc: BaseException, *, before_response: bool) -> str:
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return "timeout"
+    if before_response and isinstance(exc, (ConnectionRefusedError, socket.gaierror)):
+        return "connect"
+    if before_response and isinstance(exc, OSError) and not isinstance(exc, ConnectionResetError):
+        return "connect"
+    return "truncated"
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -1,0 +1,113 @@
+"""Stream parsing and request bodies, one behaviour per test, on lines as engines send them."""
+
+import json
+
+import pytest
+
+from loadtest.protocols import ProtocolError, StreamEvent, openai, tgi
+
+
+def test_openai_completion_chunk_carries_output():
+    line = b'data: {"choices":[{"index":0,"text":"Hi","finish_reason":null}],"usage":null}\n'
+    assert openai.parse_line(line) == StreamEvent(output=True)
+
+
+def test_openai_chat_role_chunk_carries_no_output():
+    line = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n'
+    assert openai.parse_line(line).output is False
+
+
+def test_openai_chat_content_chunk_carries_output():
+    line = b'data: {"choices":[{"index":0,"delta":{"content":" world"}}]}\n'
+    assert openai.parse_line(line).output is True
+
+
+def test_openai_usage_chunk_gives_token_counts():
+    line = (b'data: {"choices":[],"usage":{"prompt_tokens":4,"total_tokens":9,'
+            b'"completion_tokens":5}}\n')
+    event = openai.parse_line(line)
+    assert (event.output, event.prompt_tokens, event.output_tokens) == (False, 4, 5)
+
+
+def test_openai_finish_reason_is_kept():
+    line = b'data: {"choices":[{"index":0,"text":"x","finish_reason":"length"}]}\n'
+    assert openai.parse_line(line).finish_reason == "length"
+
+
+def test_openai_done_finishes_the_stream():
+    assert openai.parse_line(b"data: [DONE]\n").finished is True
+
+
+def test_blank_lines_and_comments_are_skipped():
+    assert openai.parse_line(b"\n") is None
+    assert openai.parse_line(b": ping\n") is None
+    assert openai.parse_line(b"\r\n") is None
+
+
+def test_textgen_finishing_chunk_with_null_usage_is_tolerated():
+    line = b'data: {"choices":[{"index":0,"text":"","finish_reason":"stop"}],"usage":null}\n'
+    event = openai.parse_line(line)
+    assert (event.output, event.finish_reason, event.output_tokens) == (False, "stop", None)
+
+
+def test_openai_error_event_is_an_error():
+    line = b'data: {"error":{"message":"out of memory","type":"server_error"}}\n'
+    assert openai.parse_line(line).error == "out of memory"
+
+
+def test_bad_json_is_a_protocol_error():
+    with pytest.raises(ProtocolError):
+        openai.parse_line(b"data: {not json\n")
+
+
+def test_non_sse_line_is_a_protocol_error():
+    with pytest.raises(ProtocolError):
+        openai.parse_line(b"<html>502 Bad Gateway</html>\n")
+
+
+def test_openai_body_asks_for_usage_and_streams():
+    body = json.loads(openai.build_body("completions", "m", "hello", 16, ignore_eos=True,
+                                        temperature=0.0))
+    assert body == {"model": "m", "prompt": "hello", "max_tokens": 16, "stream": True,
+                    "stream_options": {"include_usage": True}, "temperature": 0.0,
+                    "ignore_eos": True}
+
+
+def test_openai_chat_body_sends_messages():
+    body = json.loads(openai.build_body("chat", "m", "hello", 16, ignore_eos=False,
+                                        temperature=0.0))
+    assert body["messages"] == [{"role": "user", "content": "hello"}]
+    assert "ignore_eos" not in body and "prompt" not in body
+
+
+# TGI native: `data:` with no space, no [DONE], details only on the last event.
+TGI_TOKEN = b'data:{"index":1,"token":{"id":42,"text":" Deep","logprob":-0.3,"special":false},' \
+            b'"top_tokens":null,"generated_text":null,"details":null}\n'
+TGI_LAST = b'data:{"index":3,"token":{"id":2,"text":"</s>","logprob":-0.1,"special":true},' \
+           b'"top_tokens":null,"generated_text":"Deep learning","details":{"finish_reason":' \
+           b'"eos_token","generated_tokens":3,"input_length":7,"seed":null}}\n'
+
+
+def test_tgi_token_event_without_space_after_data():
+    assert tgi.parse_line(TGI_TOKEN) == StreamEvent(output=True)
+
+
+def test_tgi_last_event_finishes_with_details():
+    event = tgi.parse_line(TGI_LAST)
+    assert event == StreamEvent(output=True, finished=True, finish_reason="eos_token",
+                                prompt_tokens=7, output_tokens=3)
+
+
+def test_tgi_error_event():
+    line = b'data:{"error":"Request failed during generation","error_type":"generation"}\n'
+    assert tgi.parse_line(line).error == "generation: Request failed during generation"
+
+
+def test_tgi_body_asks_for_details():
+    body = json.loads(tgi.build_body("generate", "", "hi", 20, ignore_eos=False, temperature=0.0))
+    assert body == {"inputs": "hi", "parameters": {"max_new_tokens": 20, "details": True}}
+
+
+def test_tgi_refuses_ignore_eos():
+    with pytest.raises(ValueError, match="ignore_eos"):
+        tgi.build_body("generate", "", "hi", 20, ignore_eos=True, temperature=0.0)
