@@ -69,8 +69,10 @@ class Run:
         if not self.owns_files:
             return
         users = self.environment.parsed_options.num_users or 1
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        self.run_id = f"{stamp}-{self.config.engine}-u{users}-{secrets.token_hex(2)}"
+        now = time.gmtime()
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", now)
+        self.run_id = (f"{time.strftime('%Y%m%dT%H%M%SZ', now)}-{self.config.engine}-u{users}"
+                       f"-{secrets.token_hex(2)}")
         self.run_dir = self.config.out / "runs" / self.run_id
         self._meta = self._metadata(users, stamp)
         write_json(self.run_dir / "run.json", {**self._meta, "status": "running"})
