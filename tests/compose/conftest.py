@@ -33,6 +33,20 @@ def _clean_env(env: dict[str, str]) -> dict[str, str]:
 
 
 @pytest.fixture
+def require_compose() -> None:
+    """Skip, with the reason, where `docker compose` v2 does not run."""
+    reason = compose_available()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def clean_env() -> Callable[[dict[str, str]], dict[str, str]]:
+    """Build a subprocess environment: PATH, HOME and Docker's own variables, plus the given ones."""
+    return _clean_env
+
+
+@pytest.fixture
 def compose(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run `docker compose ARGS` on docker-compose.yml with exactly ``env`` (no .env, no shell leftovers)."""
     reason = compose_available()

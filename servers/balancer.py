@@ -1,0 +1,137 @@
+"""One engine replica per GPU behind nginx: the "data parallel instead of sharding" layout.
+
+    python -m servers.balancer ENGINE GPUS          e.g. python -m servers.balancer tgi 0,1,2,3
+    python -m servers.balancer vllm-cpu --replicas N
+
+writes ``build/lb-ENGINE.yml`` (services ``ENGINE-gpu0`` ... each pinned to one GPU,
+plus ``ENGINE-lb``, nginx in profile ``lb``) and ``build/lb-ENGINE.nginx.conf``, and
+prints the command that starts it. Compose cannot make one service per item of
+a variable, so this file is generated; each replica runs the same engine
+command as the ``ENGINE`` service in docker-compose.yml, from the same ``.env``.
+nginx publishes the engine's usual host port, so the rig drives it like the
+engine itself. It balances by least connections with proxy buffering off, so
+token streams pass through as they are produced.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from servers.compose import HEADER, service
+from servers.engine import Engine
+from servers.registry import engine
+from servers.settings import SettingError, env_name, parse_gpus
+
+__all__ = ["NGINX_IMAGE", "render", "nginx_conf", "main"]
+
+NGINX_IMAGE = "nginx:1.27.5-alpine"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def nginx_conf(backends: list[str]) -> str:
+    """nginx config: least connections, no proxy buffering, long reads for long generations."""
+    servers = "".join(f"    server {b} max_fails=3 fail_timeout=30s;\n" for b in backends)
+    return (
+        "upstream engine {\n    least_conn;\n" + servers + "    keepalive 64;\n}\n\n"
+        "server {\n"
+        "    listen 80;\n"
+        "    location / {\n"
+        "        proxy_pass http://engine;\n"
+        "        proxy_http_version 1.1;\n"
+        '        proxy_set_header Connection "";\n'
+        "        proxy_set_header Host $host;\n"
+        "        proxy_buffering off;\n"
+        "        proxy_cache off;\n"
+        "        proxy_request_buffering off;\n"
+        "        proxy_read_timeout 3600s;\n"
+        "        proxy_send_timeout 3600s;\n"
+        "        client_max_body_size 64m;\n"
+        "    }\n"
+        "}\n"
+    )
+
+
+def _replica(eng: Engine, gpu: str | None) -> dict[str, Any]:
+    svc = service(eng)
+    del svc["ports"]
+    for key, default in eng.arg_defaults.items():  # replicas listen on the default inside the network
+        expr = f"${{{env_name(eng.slug, key)}:-{default}}}"
+        svc["command"] = svc["command"].replace(expr, default)
+        svc["healthcheck"]["test"] = [t.replace(expr, default) for t in svc["healthcheck"]["test"]]
+    svc["profiles"] = ["lb"]
+    if gpu is not None:
+        svc["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] = [gpu]
+    return svc
+
+
+def render(slug: str, gpus: list[str | None], conf_path: str) -> tuple[str, str]:
+    """(compose file text, nginx.conf text) for one replica per entry of ``gpus``."""
+    eng = engine(slug)
+    names = [f"{slug}-gpu{g}" if g is not None else f"{slug}-{i}" for i, g in enumerate(gpus)]
+    port = eng.container_port or eng.arg_defaults["PORT"]
+    services = {name: _replica(eng, g) for name, g in zip(names, gpus)}
+    host_port = f"${{{env_name(slug, 'PORT')}:-{eng.host_port}}}"
+    services[f"{slug}-lb"] = {
+        "image": f"${{LB_IMAGE:-{NGINX_IMAGE}}}",
+        "profiles": ["lb"],
+        "ports": [f"${{BIND_ADDRESS:-127.0.0.1}}:{host_port}:80"],
+        "volumes": [f"{conf_path}:/etc/nginx/conf.d/default.conf:ro"],
+        "depends_on": {name: {"condition": "service_healthy"} for name in names},
+        "healthcheck": {
+            "test": ["CMD", "wget", "-q", "-O", "/dev/null", f"http://127.0.0.1:80{eng.health_path}"],
+            "interval": "10s",
+            "timeout": "5s",
+            "retries": 3,
+        },
+    }
+    doc = {
+        "name": f"llm-load-rig-lb-{slug}",
+        "services": services,
+        "volumes": {"model-cache": {"name": "llm-load-rig-model-cache"}},
+    }
+    text = HEADER.replace("servers.compose", "servers.balancer") + yaml.safe_dump(
+        doc, sort_keys=False, width=10_000, default_flow_style=False
+    )
+    backends = [f"{name}:{port}" for name in names]
+    return text, nginx_conf(backends)
+
+
+def _parse_args(argv: list[str]) -> tuple[str, list[str | None]]:
+    if len(argv) != 2 and not (len(argv) == 3 and argv[1] == "--replicas"):
+        raise SettingError("usage: python -m servers.balancer ENGINE GPUS | ENGINE --replicas N")
+    slug = argv[0]
+    eng = engine(slug)
+    if len(argv) == 3:
+        if eng.gpu:
+            raise SettingError(f"{slug} runs on GPUs: give GPU indexes, e.g. python -m servers.balancer {slug} 0,1")
+        if not argv[2].isdigit() or int(argv[2]) < 1:
+            raise SettingError(f"--replicas must be a whole number >= 1 (got {argv[2]!r})")
+        return slug, [None] * int(argv[2])
+    if not eng.gpu:
+        raise SettingError(f"{slug} runs on CPU: use --replicas N instead of GPUs")
+    return slug, list(parse_gpus(argv[1]))
+
+
+def main(argv: list[str]) -> int:
+    try:
+        slug, gpus = _parse_args(argv)
+    except SettingError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    compose_path = ROOT / "build" / f"lb-{slug}.yml"
+    conf_path = ROOT / "build" / f"lb-{slug}.nginx.conf"
+    compose_text, conf_text = render(slug, gpus, f"./build/{conf_path.name}")
+    compose_path.parent.mkdir(parents=True, exist_ok=True)
+    compose_path.write_text(compose_text)
+    conf_path.write_text(conf_text)
+    print(f"wrote {compose_path.relative_to(ROOT)} and {conf_path.relative_to(ROOT)}; start with:")
+    print(f"  docker compose --project-directory . -f build/{compose_path.name} --profile lb up -d --wait")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
