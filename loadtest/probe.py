@@ -22,6 +22,7 @@ class ProbeError(RuntimeError):
 class EngineInfo:
     model: str
     engine_version: str
+    model_root: str = ""  # where the engine loaded the model from (vLLM's /v1/models "root")
 
 
 def probe_engine(url: str, api: str, headers: dict[str, str], timeout_s: float = 10.0) -> EngineInfo:
@@ -30,13 +31,14 @@ def probe_engine(url: str, api: str, headers: dict[str, str], timeout_s: float =
         return EngineInfo(str(info.get("model_id", "")), str(info.get("version", "")))
     models = _get_json(url + "/v1/models", headers, timeout_s)
     data = models.get("data") or []
-    model = str(data[0].get("id", "")) if data and isinstance(data[0], dict) else ""
+    first = data[0] if data and isinstance(data[0], dict) else {}
+    model, root = str(first.get("id", "")), str(first.get("root") or "")
     version = ""
     try:
         version = str(_get_json(url + "/version", headers, timeout_s).get("version", ""))
     except ProbeError:
         pass  # not every engine has /version
-    return EngineInfo(model, version)
+    return EngineInfo(model, version, root)
 
 
 def _get_json(url: str, headers: dict[str, str], timeout_s: float) -> dict[str, Any]:

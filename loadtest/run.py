@@ -92,7 +92,7 @@ class Run:
             "repeat": c.repeat, "tag": c.tag, "warmup": c.warmup,
             "engine_version": self.info.engine_version,
             "http_read_timeout_s": c.read_timeout_s, "run_dir": str(self.run_dir),
-            **collect_model_metadata(c.model or self.info.model),
+            **collect_model_metadata(self.info.model_root or c.model or self.info.model),
             **collect_rig_metadata(), **collect_client_metadata(processes),
         }
 

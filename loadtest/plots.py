@@ -1,0 +1,208 @@
+"""PNG plots of a report, each drawn from the cell table, the runs or one run's files.
+
+Every function writes one PNG and returns nothing; a plot with no data to draw is not written
+(the caller checks the path). Times on a run's timeline are seconds since its first request.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: never open a window, works without a display
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from .runset import CONFIG  # noqa: E402
+
+__all__ = ["plot_users", "plot_frontier", "plot_distributions", "plot_timeline", "config_label"]
+
+_DPI = 110
+
+
+def config_label(row: pd.Series) -> str:
+    label = f"{row['engine']} {row['flags'] or '(defaults)'}"
+    return f"{label} gpu {row['gpu']}" if row["gpu"] else label
+
+
+def plot_users(cells: pd.DataFrame, path: Path) -> None:
+    """Completion time and output tok/s against users; error bars: sd over repeats."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for _, config in cells.groupby(CONFIG, sort=True, dropna=False):
+        config = config.sort_values("users")
+        label = config_label(config.iloc[0])
+        left.errorbar(config["users"], config["time_s_mean"], yerr=config["time_s_sd"].fillna(0),
+                      marker="o", capsize=3, label=label)
+        right.errorbar(config["users"], config["tok_s_mean"], yerr=config["tok_s_sd"].fillna(0),
+                       marker="o", capsize=3, label=label)
+    for axis, title in ((left, "completion time (s)"), (right, "output tok/s")):
+        _users_axis(axis, cells["users"])
+        axis.set_ylabel(title)
+        axis.set_ylim(bottom=0)
+        axis.grid(alpha=0.3)
+    right.legend(fontsize=8, loc="best")
+    fig.suptitle("Completion time and throughput against client users (error bars: sd of repeats)",
+                 fontsize=10)
+    _save(fig, path)
+
+
+def plot_frontier(cells: pd.DataFrame, path: Path) -> None:
+    """Output tok/s against TTFT p99 and ITL p99, one line per configuration, points = users."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for _, config in cells.groupby(CONFIG, sort=True, dropna=False):
+        config = config.sort_values("users")
+        label = config_label(config.iloc[0])
+        for axis, column in zip(axes, ("ttft_p99_ms", "itl_p99_ms")):
+            line = axis.plot(config[column], config["tok_s_mean"], marker="o", label=label)[0]
+            for _, cell in config.iterrows():
+                axis.annotate(f"u{cell['users']:g}", (cell[column], cell["tok_s_mean"]),
+                              textcoords="offset points", xytext=(4, 4), fontsize=7,
+                              color=line.get_color())
+    axes[0].set_xlabel("TTFT p99 (ms)")
+    axes[1].set_xlabel("ITL p99 (ms)")
+    axes[0].set_ylabel("output tok/s")
+    for axis in axes:
+        axis.grid(alpha=0.3)
+        axis.set_xlim(left=0)
+        axis.set_ylim(bottom=0)
+    axes[1].legend(fontsize=8, loc="best")
+    fig.suptitle("Throughput-latency frontier (up and to the left is better; uN = N users)",
+                 fontsize=10)
+    _save(fig, path)
+
+
+def plot_distributions(samples: list[tuple[str, pd.DataFrame]], path: Path) -> None:
+    """Box plots of TTFT and ITL per run (whiskers 1st-99th percentile), one box per run."""
+    labels, ttft, itl = [], [], []
+    for label, requests in samples:
+        done = requests[requests["error_kind"].isna()] if "error_kind" in requests else requests
+        labels.append(label)
+        ttft.append(done["ttft_ms"].dropna().to_numpy())
+        gaps = [g / 1e6 for gaps in done["chunk_gaps_ns"] for g in gaps]
+        itl.append(np.asarray(gaps, dtype=float))
+    if not labels:
+        return
+    height = max(3.0, 0.28 * len(labels) + 1.5)
+    fig, axes = plt.subplots(1, 2, figsize=(12, height), sharey=True)
+    for axis, values, title in ((axes[0], ttft, "TTFT (ms)"), (axes[1], itl, "ITL (ms)")):
+        filled = [v if len(v) else np.array([np.nan]) for v in values]
+        axis.boxplot(filled, vert=False, whis=(1, 99), showfliers=False)
+        axis.set_xlabel(title)
+        axis.set_xscale("symlog", linthresh=1.0)
+        axis.grid(alpha=0.3, axis="x")
+    axes[0].set_yticks(range(1, len(labels) + 1), labels, fontsize=7)
+    axes[0].invert_yaxis()
+    fig.suptitle("Per-run TTFT and ITL (box: quartiles, whiskers: p1-p99)", fontsize=10)
+    _save(fig, path)
+
+
+def plot_timeline(title: str, requests: pd.DataFrame, telemetry: pd.DataFrame,
+                  path: Path) -> None:
+    """Each request as a bar (sent -> first token: waiting/prefill; first token -> done: decode),
+    with the engine's and the GPUs' samples below on the same time axis."""
+    if requests.empty:
+        return
+    start_s = float(requests["sent_at"].min())
+    engine = _source(telemetry, "engine")
+    gpu = _source(telemetry, "gpu")
+    panels = 1 + (not engine.empty) * 2 + (not gpu.empty) * 2
+    ratios = [3] + [1] * (panels - 1)
+    fig, axes = plt.subplots(panels, 1, figsize=(11, 3.2 + 1.3 * (panels - 1)), sharex=True,
+                             gridspec_kw={"height_ratios": ratios}, squeeze=False)
+    axes = list(axes[:, 0])
+    _draw_requests(axes[0], requests.sort_values("sent_at"), start_s)
+    next_axis = 1
+    if not engine.empty:
+        _draw_engine(axes[next_axis], axes[next_axis + 1], engine, start_s)
+        next_axis += 2
+    if not gpu.empty:
+        _draw_gpu(axes[next_axis], axes[next_axis + 1], gpu, start_s)
+    axes[-1].set_xlabel("seconds since the first request was sent")
+    axes[0].set_title(title, fontsize=10)
+    _save(fig, path)
+
+
+def _draw_requests(axis: plt.Axes, requests: pd.DataFrame, start_s: float) -> None:
+    position = np.arange(len(requests))
+    sent = requests["sent_at"].to_numpy() - start_s
+    first = requests["first_chunk_at_s"].to_numpy() - start_s
+    done = requests["done_at_s"].to_numpy() - start_s
+    failed = requests["error_kind"].notna().to_numpy() if "error_kind" in requests else None
+    wait_end = np.where(np.isnan(first), done, first)
+    axis.hlines(position, sent, wait_end, color="tab:orange", lw=1.2,
+                label="sent -> first token (queue + prefill)")
+    axis.hlines(position, first, done, color="tab:blue", lw=1.2, label="first token -> done")
+    if failed is not None and failed.any():
+        axis.plot(done[failed], position[failed], "rx", ms=4, label="failed")
+    axis.set_ylabel("request (by send time)")
+    axis.set_ylim(len(requests), -1)
+    axis.legend(fontsize=7, loc="lower right")
+    axis.grid(alpha=0.3, axis="x")
+
+
+def _draw_engine(counts: plt.Axes, cache: plt.Axes, engine: pd.DataFrame, start_s: float) -> None:
+    t = engine["t"] - start_s
+    for column, label in (("running", "running"), ("waiting", "waiting")):
+        if column in engine and engine[column].notna().any():
+            counts.step(t, engine[column], where="post", label=f"engine {label}")
+    counts.set_ylabel("requests")
+    counts.legend(fontsize=7, loc="upper right")
+    counts.grid(alpha=0.3)
+    if "kv_cache_pct" in engine and engine["kv_cache_pct"].notna().any():
+        cache.plot(t, engine["kv_cache_pct"], color="tab:purple", label="KV cache %")
+    if "queue_time_sum_s" in engine and engine["queue_time_sum_s"].notna().any():
+        queue_ms = _interval_mean_ms(engine["queue_time_sum_s"], engine["queue_time_count"])
+        twin = cache.twinx()
+        twin.plot(t, queue_ms, color="tab:green", drawstyle="steps-post",
+                  label="queue time (ms, mean per interval)")
+        twin.set_ylabel("queue ms", fontsize=8)
+        twin.legend(fontsize=7, loc="upper left")
+    cache.set_ylabel("KV cache %")
+    cache.legend(fontsize=7, loc="upper right")
+    cache.grid(alpha=0.3)
+
+
+def _interval_mean_ms(total_s: pd.Series, count: pd.Series) -> np.ndarray:
+    """Mean of a Prometheus histogram over each scrape interval: d(sum) / d(count)."""
+    d_sum = total_s.astype(float).diff().to_numpy()
+    d_count = count.astype(float).diff().to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(d_count > 0, 1000 * d_sum / d_count, np.nan)
+
+
+def _draw_gpu(usage: plt.Axes, memory: plt.Axes, gpu: pd.DataFrame, start_s: float) -> None:
+    for index, samples in gpu.groupby("gpu"):
+        t = samples["t"] - start_s
+        usage.plot(t, samples["util_pct"], label=f"GPU {index} util %")
+        if "power_w" in samples:
+            usage.plot(t, samples["power_w"], ls="--", label=f"GPU {index} power W")
+        memory.plot(t, samples["mem_used_mib"], label=f"GPU {index} memory MiB")
+    usage.set_ylabel("util % / W")
+    memory.set_ylabel("MiB")
+    for axis in (usage, memory):
+        axis.legend(fontsize=7, loc="upper right")
+        axis.grid(alpha=0.3)
+
+
+def _source(telemetry: pd.DataFrame, name: str) -> pd.DataFrame:
+    if telemetry.empty or "source" not in telemetry:
+        return pd.DataFrame()
+    return telemetry[telemetry["source"] == name].sort_values("t")
+
+
+def _users_axis(axis: plt.Axes, users: pd.Series) -> None:
+    axis.set_xlabel("client users")
+    values = sorted(set(users.dropna()))
+    if values and values[-1] / max(values[0], 1) >= 8:
+        axis.set_xscale("log", base=2)
+    axis.set_xticks(values, [f"{v:g}" for v in values])
+
+
+def _save(fig: plt.Figure, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=_DPI)
+    plt.close(fig)

@@ -1,0 +1,334 @@
+"""python -m loadtest.report [RESULTS] [--out DIR]: the report engineers read, from results files.
+
+    python -m loadtest.report results/                      # -> results/report/
+    python -m loadtest.report results/sweep --out /tmp/r --baseline "--max-num-seqs=256"
+    python -m loadtest.report results/ --where engine=vllm --where tag=nightly
+
+Reads every runs.csv under RESULTS and each run's requests.jsonl / telemetry.jsonl; never runs
+anything. Prints the comparison table to stdout and writes report.md, report.html (images
+embedded, one file to send) and the PNGs beside them. Runs of different workloads, models or
+output-token sources are reported as separate groups and never ranked against each other.
+Exit codes: 0 report written (or nothing to report, said in one line), 2 bad folder or option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .checks import WARNINGS
+from .plots import config_label, plot_distributions, plot_frontier, plot_timeline, plot_users
+from .runset import CONFIG, GROUP, group_label, load_runs, read_requests, read_telemetry, \
+    run_files, select_runs
+from .tables import SATURATED_CPU_PCT, cell_table, comparison_markdown, flag_effects, \
+    flag_effects_markdown, markdown_table
+
+__all__ = ["main", "build_report", "Report"]
+
+_MAX_DISTRIBUTION_RUNS = 60
+
+
+@dataclass
+class Report:
+    """The report as blocks, rendered to Markdown and to HTML from the same content."""
+    out: Path
+    blocks: list[tuple[str, str]] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)  # comparison tables, for stdout
+
+    def heading(self, level: int, text: str) -> None:
+        self.blocks.append((f"h{level}", text))
+
+    def text(self, text: str) -> None:
+        self.blocks.append(("p", text))
+
+    def table(self, markdown: str) -> None:
+        self.blocks.append(("table", markdown))
+
+    def image(self, path: Path, alt: str) -> None:
+        if path.exists():
+            self.blocks.append(("img", f"{path.relative_to(self.out)}\n{alt}"))
+
+    def markdown(self) -> str:
+        parts = []
+        for kind, content in self.blocks:
+            if kind.startswith("h"):
+                parts.append("#" * int(kind[1]) + " " + content)
+            elif kind == "img":
+                src, alt = content.split("\n", 1)
+                parts.append(f"![{alt}]({src})")
+            else:
+                parts.append(content)
+        return "\n\n".join(parts) + "\n"
+
+    def html(self) -> str:
+        body = [_html_block(kind, content, self.out) for kind, content in self.blocks]
+        return _HTML_PAGE.format(body="\n".join(body))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    root = Path(args.results)
+    if not root.is_dir():
+        print(f"error: no results folder {root} (pass the --out folder of a run or sweep)",
+              file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else root / "report"
+    try:
+        runs = select_runs(load_runs(root), args.where)
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return 2
+    if runs.empty:
+        reason = "no matching runs" if args.where else "no runs.csv rows"
+        message = f"nothing to report: {reason} under {root} (a complete, non-warm-up run adds one)"
+        print(message)
+        _write(_empty_report(out, message))
+        return 0
+    report = build_report(runs, out, baseline=args.baseline, source=root)
+    _write(report)
+    print("\n\n".join(report.tables))
+    print(f"\nreport: {out / 'report.md'} and {out / 'report.html'}", file=sys.stderr)
+    return 0
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.report",
+                                     description="Tables and plots from llm-load-rig results.")
+    parser.add_argument("results", nargs="?", default="results",
+                        help="results folder: every runs.csv below it is read (default results/)")
+    parser.add_argument("--out", help="where to write the report (default RESULTS/report/)")
+    parser.add_argument("--baseline", default=None, metavar="FLAGS",
+                        help="flags of the baseline for flag effects (default: the first run's)")
+    parser.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
+                        help="keep only runs whose runs.csv COLUMN equals VALUE (repeatable)")
+    return parser.parse_args(argv)
+
+
+def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
+                 source: Path | None = None) -> Report:
+    report = Report(out)
+    groups = list(runs.groupby(GROUP, sort=False, dropna=False))
+    report.heading(1, "llm-load-rig report")
+    report.text(f"{len(runs)} runs of {', '.join(sorted(runs['engine'].unique()))}"
+                f"{f' from `{source}`' if source else ''}, "
+                f"{runs['timestamp'].min()} to {runs['timestamp'].max()}; "
+                f"written {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}.")
+    report.text("Each cell is one engine, options (flags), gpu and user count; `±` is the sample "
+                "standard deviation over its repeats (none with one run). Latency percentiles are "
+                "the mean of each run's own percentile, computed from its raw requests.")
+    if len(groups) > 1:
+        report.text(f"**Not comparable as a whole:** these runs fall into {len(groups)} groups "
+                    "with a different workload (workload_sha256), model or output-token source. "
+                    "Each group is shown on its own; nothing is ranked across groups.")
+    _client_section(report, runs)
+    for number, (_, group) in enumerate(groups, start=1):
+        suffix = "" if number == 1 else f"-g{number}"
+        title = f"Group {number}: {group_label(group)}" if len(groups) > 1 else group_label(group)
+        _group_section(report, group, title, suffix, baseline)
+    _warnings_section(report, runs)
+    return report
+
+
+def _client_section(report: Report, runs: pd.DataFrame) -> None:
+    cpu = pd.to_numeric(runs.get("client_cpu_max_pct"), errors="coerce")
+    if cpu is None or cpu.isna().all():
+        report.text("Client CPU: not recorded for these runs.")
+        return
+    saturated = runs[cpu > SATURATED_CPU_PCT]
+    if saturated.empty:
+        report.text(f"Client CPU: no load-generator process went above {SATURATED_CPU_PCT:.0f}% "
+                    f"of a core (highest peak {cpu.max():.0f}%), so client timestamps are "
+                    "not delayed by the client.")
+        return
+    names = ", ".join(f"`{r}`" for r in saturated["run_id"])
+    report.text(f"**Client saturated** in {len(saturated)} run(s) (a load-generator process "
+                f"above {SATURATED_CPU_PCT:.0f}% of a core; their latencies may include client "
+                f"delay; add --processes): {names}.")
+
+
+def _group_section(report: Report, runs: pd.DataFrame, title: str, suffix: str,
+                   baseline: str | None) -> None:
+    out = report.out
+    cells = cell_table(runs)
+    report.heading(2, title)
+    table = comparison_markdown(cells)
+    report.table(table)
+    report.tables.append(f"{title}\n{table}")
+    plot_users(cells, out / f"users{suffix}.png")
+    report.heading(3, "Completion time and output tok/s against users")
+    report.image(out / f"users{suffix}.png", "completion time and output tok/s against users")
+    plot_frontier(cells, out / f"frontier{suffix}.png")
+    report.heading(3, "Throughput-latency frontier")
+    report.image(out / f"frontier{suffix}.png", "output tok/s against TTFT p99 and ITL p99")
+    _flags_section(report, runs, baseline)
+    _distribution_section(report, runs, suffix)
+    _timeline_section(report, runs)
+    _runs_section(report, runs)
+
+
+def _flags_section(report: Report, runs: pd.DataFrame, baseline: str | None) -> None:
+    effects = flag_effects(runs, baseline)
+    if effects.empty:
+        if baseline is not None and runs["flags"].nunique() > 1:
+            report.heading(3, "Flag effects")
+            report.text(f"No cell ran the baseline flags `{baseline}`: nothing to compare with.")
+        return
+    report.heading(3, "Flag effects")
+    report.text("Each options cell against the baseline options at the same engine, gpu and "
+                "users. Ratios are cell / baseline (tok/s above 1 is faster; time and latency "
+                "above 1 are slower). A difference counts only when it is larger than both "
+                "cells' repeat spreads added together.")
+    report.table(flag_effects_markdown(effects))
+
+
+def _distribution_section(report: Report, runs: pd.DataFrame, suffix: str) -> None:
+    chosen = runs.tail(_MAX_DISTRIBUTION_RUNS)
+    samples = []
+    for _, run in chosen.iterrows():
+        folder = run_files(run)
+        if folder is not None:
+            samples.append((_run_label(run), read_requests(folder)))
+    path = report.out / f"distributions{suffix}.png"
+    plot_distributions([(label, frame) for label, frame in samples if not frame.empty], path)
+    report.heading(3, "Per-run TTFT and ITL distributions")
+    if len(runs) > len(chosen):
+        report.text(f"The latest {len(chosen)} of {len(runs)} runs.")
+    missing = len(chosen) - len(samples)
+    if missing:
+        report.text(f"{missing} run(s) have no requests.jsonl where runs.csv says: not drawn.")
+    report.image(path, "TTFT and ITL per run")
+
+
+def _timeline_section(report: Report, runs: pd.DataFrame) -> None:
+    """One timeline per configuration: its run with the most users (the most queueing)."""
+    report.heading(3, "Request timelines")
+    report.text("Per configuration, the run with the most users (its last repeat): one bar per "
+                "request, orange while it waits for its first token, blue while it decodes; "
+                "the engine's and GPUs' telemetry, where recorded, on the same time axis.")
+    for _, config in runs.groupby(CONFIG, sort=True, dropna=False):
+        run = config.sort_values(["users", "timestamp"]).iloc[-1]
+        folder = run_files(run)
+        if folder is None:
+            report.text(f"`{run['run_id']}`: no requests.jsonl found.")
+            continue
+        path = report.out / "timelines" / f"{run['run_id']}.png"
+        plot_timeline(f"{_run_label(run)} ({run['run_id']})", read_requests(folder),
+                      read_telemetry(folder), path)
+        report.image(path, f"timeline of {run['run_id']}")
+
+
+def _runs_section(report: Report, runs: pd.DataFrame) -> None:
+    report.heading(3, "Runs")
+    telemetry = [c for c in ("gpu_mem_peak_mib", "gpu_util_mean_pct", "gpu_energy_j",
+                             "gpu_j_per_output_token", "engine_kv_cache_peak_pct",
+                             "engine_waiting_peak") if c in runs and runs[c].notna().any()]
+    header = ["run", "options", "users", "repeat", "tok/s", "time (s)", "failed", "client CPU %",
+              "telemetry", *telemetry, "warnings"]
+    body = []
+    for _, run in runs.iterrows():
+        body.append([f"`{run['run_id']}`", f"`{run['flags']}`" if run["flags"] else "(defaults)",
+                     _cell(run.get("users"), 0), _cell(run.get("repeat"), 0),
+                     _cell(run.get("output_tok_per_s"), 1), _cell(run.get("completion_time_s"), 2),
+                     _cell(run.get("failed"), 0), _cell(run.get("client_cpu_max_pct"), 0),
+                     _telemetry_state(run), *[_cell(run.get(c), 3) for c in telemetry],
+                     str(run["warnings"]).replace(";", ", ")])
+    report.table(markdown_table(header, body))
+
+
+def _telemetry_state(run: pd.Series) -> str:
+    gpu, engine = run.get("telemetry_gpu") or "", run.get("telemetry_engine") or ""
+    if not gpu and not engine:
+        return "-"
+    return f"gpu {gpu or '-'}, engine {engine or '-'}"
+
+
+def _warnings_section(report: Report, runs: pd.DataFrame) -> None:
+    names = sorted({n for cell in runs["warnings"].astype(str) for n in cell.split(";") if n})
+    if not names:
+        return
+    report.heading(2, "Warnings")
+    report.text("\n".join(f"- `{n}`: {WARNINGS.get(n, '(unknown warning)')}" for n in names))
+
+
+def _run_label(run: pd.Series) -> str:
+    return f"{config_label(run)} u{_cell(run.get('users'), 0)} r{_cell(run.get('repeat'), 0)}"
+
+
+def _cell(value: object, digits: int) -> str:
+    number = pd.to_numeric(value, errors="coerce")
+    return "-" if pd.isna(number) else f"{number:,.{digits}f}"
+
+
+def _empty_report(out: Path, message: str) -> Report:
+    report = Report(out)
+    report.heading(1, "llm-load-rig report")
+    report.text(message)
+    return report
+
+
+def _write(report: Report) -> None:
+    report.out.mkdir(parents=True, exist_ok=True)
+    (report.out / "report.md").write_text(report.markdown(), encoding="utf-8")
+    (report.out / "report.html").write_text(report.html(), encoding="utf-8")
+
+
+def _html_block(kind: str, content: str, out: Path) -> str:
+    if kind.startswith("h"):
+        return f"<{kind}>{_inline(content)}</{kind}>"
+    if kind == "img":
+        src, alt = content.split("\n", 1)
+        data = base64.b64encode((out / src).read_bytes()).decode("ascii")
+        return f'<p><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"></p>'
+    if kind == "table":
+        return _html_table(content)
+    if content.startswith("- "):
+        items = "".join(f"<li>{_inline(line[2:])}</li>" for line in content.splitlines())
+        return f"<ul>{items}</ul>"
+    return f"<p>{_inline(content)}</p>"
+
+
+def _html_table(markdown: str) -> str:
+    lines = markdown.splitlines()
+    rows = [_split_row(line) for line in lines[:1] + lines[2:]]
+    head = "".join(f"<th>{_inline(c)}</th>" for c in rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>"
+                   for row in rows[1:])
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _split_row(line: str) -> list[str]:
+    cells = re.split(r"(?<!\\)\|", line.strip()[1:-1])
+    return [c.strip().replace("\\|", "|") for c in cells]
+
+
+def _inline(text: str) -> str:
+    text = html.escape(text)
+    text = re.sub(r"`([^`]*)`", r"<code>\1</code>", text)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", text)
+
+
+_HTML_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>llm-load-rig report</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; }}
+table {{ border-collapse: collapse; font-size: 13px; margin: 1em 0; }}
+th, td {{ border: 1px solid #ccc; padding: 3px 6px; text-align: right; }}
+th {{ background: #f3f3f3; }}
+td:first-child, td:nth-child(2) {{ text-align: left; }}
+img {{ max-width: 100%; }}
+code {{ font-size: 12px; }}
+</style></head><body>
+{body}
+</body></html>
+"""
+
+if __name__ == "__main__":
+    sys.exit(main())

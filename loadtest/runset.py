@@ -1,0 +1,116 @@
+"""The runs a report covers: every runs.csv row under a results folder, with its files.
+
+A results folder may hold one runs.csv (one `--out`) or many (a sweep writes one per cell), so
+every runs.csv below the folder is read; a run listed twice counts once. A run's files are looked
+for beside the runs.csv that lists it (`runs/RUN_ID/`), then at its recorded `run_dir`, so a
+results folder that was moved or copied still reports fully.
+
+Cells: runs that share engine, flags, gpu and users are repeats of one cell. Runs are comparable
+only when workload_sha256, model and output_tokens_source agree (the comparison group); nothing
+ranks runs across groups.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["CONFIG", "CELL", "GROUP", "load_runs", "select_runs", "run_files", "read_requests",
+           "read_telemetry", "group_label"]
+
+CONFIG = ["engine", "flags", "gpu"]
+CELL = [*CONFIG, "users"]
+GROUP = ["workload_sha256", "model", "output_tokens_source"]
+_TEXT = {"timestamp", "run_id", "engine", "model", "host", "flags", "gpu", "errors", "warnings",
+         "workload", "workload_sha256", "api", "tag", "engine_version", "model_sha256",
+         "output_tokens_source", "rig_version", "run_dir", "prompts", "client_cpu_model",
+         "client_hostname", "locust_version", "python_version", "telemetry_gpu",
+         "telemetry_engine", "gpu_names", "gpu_energy_source", "ignore_eos", "warmup"}
+
+
+def load_runs(root: Path) -> pd.DataFrame:
+    """Every run row under `root`, one per run_id; empty when there are none."""
+    frames = []
+    for path in sorted(root.rglob("runs.csv")):
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        frame["_csv_dir"] = str(path.parent)
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame()
+    runs = pd.concat(frames, ignore_index=True).drop_duplicates("run_id", keep="last")
+    for column in runs.columns:
+        if column not in _TEXT and not column.startswith("_"):
+            runs[column] = _numeric(runs[column])
+    for column in {*CELL, *GROUP, "warnings", "tag", "timestamp", "workload"} - {"users"}:
+        if column not in runs:
+            runs[column] = ""
+    return runs.sort_values(["timestamp", "run_id"]).reset_index(drop=True)
+
+
+def _numeric(column: pd.Series) -> pd.Series:
+    """Numbers where every non-empty cell is a number; the text left as it is otherwise."""
+    converted = pd.to_numeric(column, errors="coerce")
+    return converted if converted.notna().sum() == (column != "").sum() else column
+
+
+def select_runs(runs: pd.DataFrame, where: list[str]) -> pd.DataFrame:
+    """Keep rows matching every `COLUMN=VALUE` (compared as text)."""
+    for condition in where:
+        column, _, value = condition.partition("=")
+        if column not in runs:
+            raise KeyError(f"--where {condition}: no column {column!r} in runs.csv")
+        runs = runs[runs[column].astype(str) == value]
+    return runs
+
+
+def run_files(run: pd.Series) -> Path | None:
+    """The folder holding this run's requests.jsonl (and telemetry), or None if it is gone."""
+    candidates = [Path(run["_csv_dir"]) / "runs" / str(run["run_id"])]
+    if run.get("run_dir"):
+        candidates.append(Path(str(run["run_dir"])))
+    for folder in candidates:
+        if (folder / "requests.jsonl").exists():
+            return folder
+    return None
+
+
+def read_requests(folder: Path) -> pd.DataFrame:
+    """One row per request, with unix times of send, first chunk and done (`*_at_s`)."""
+    rows = _read_jsonl(folder / "requests.jsonl")
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    sent_ns = frame["sent_ns"].astype("float64")
+    for name, column in (("first_chunk_at_s", "first_chunk_ns"), ("done_at_s", "done_ns")):
+        frame[name] = frame["sent_at"] + (frame[column].astype("float64") - sent_ns) / 1e9
+    return frame
+
+
+def read_telemetry(folder: Path) -> pd.DataFrame:
+    """Telemetry samples of a run (see loadtest/telemetry), empty when none were taken."""
+    return pd.DataFrame(_read_jsonl(folder / "telemetry.jsonl"))
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    rows = []
+    with path.open(encoding="utf-8") as file:
+        for line in file:
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue  # a torn last line from a killed run
+    return rows
+
+
+def group_label(rows: pd.DataFrame) -> str:
+    """Names a comparison group by what its runs share."""
+    first = rows.iloc[0]
+    names = ", ".join(sorted(set(rows["workload"].astype(str)))) or "?"
+    return (f"workload {names} (sha256 {str(first['workload_sha256'])[:12] or '?'}), "
+            f"model {Path(str(first['model'])).name or '?'}, "
+            f"output tokens from {first['output_tokens_source'] or '?'}")

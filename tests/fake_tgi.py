@@ -1,0 +1,101 @@
+"""A stand-in for Text Generation Inference's native API, for tests only: no real TGI runs here.
+
+It follows engines.md exactly, quirks included: `GET /info` and `/health`; `POST
+/generate_stream` answers SSE over chunked encoding with one `data:{...}` event per token (no
+space after the colon, no `[DONE]`), `details: null` on every event but the last, whose
+`details` has finish_reason, generated_tokens and input_length (only when the request asked
+for `details: true`). Its cadence is known (`prefill_s`, then one token every `token_s`), which
+lets a test check what the rig measures against what the server did.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+__all__ = ["FakeTGI"]
+
+
+class FakeTGI:
+    def __init__(self, prefill_s: float = 0.05, token_s: float = 0.02) -> None:
+        self.prefill_s, self.token_s = prefill_s, token_s
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "FakeTGI":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()  # real servers (uvicorn, axum) disable Nagle: small writes go now
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path == "/info":
+                    self._json({"model_id": "fake/tgi-model", "version": "3.3.7",
+                                "max_total_tokens": 4096})
+                elif self.path == "/health":
+                    self._json({})
+                else:
+                    self._json({"error": "not found"}, status=404)
+
+            def do_POST(self) -> None:
+                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path != "/generate_stream":
+                    self._json({"error": "not found"}, status=404)
+                    return
+                parameters = request.get("parameters", {})
+                tokens = parameters.get("max_new_tokens", 1024)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                time.sleep(fake.prefill_s)
+                for index in range(1, tokens + 1):
+                    last = index == tokens
+                    details = None
+                    if last and parameters.get("details"):
+                        details = {"finish_reason": "length", "generated_tokens": tokens,
+                                   "input_length": len(request["inputs"].split()), "seed": None}
+                    event = {"index": index,
+                             "token": {"id": index, "text": " tok", "logprob": -0.5,
+                                       "special": False},
+                             "top_tokens": None,
+                             "generated_text": " tok" * tokens if last else None,
+                             "details": details}
+                    self._chunk(b"data:" + json.dumps(event).encode() + b"\n\n")
+                    if not last:
+                        time.sleep(fake.token_s)
+                self._chunk(b"")
+
+            def _chunk(self, data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            def _json(self, body: dict, status: int = 200) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler

@@ -1,0 +1,61 @@
+"""Bad input: one clear line on stderr and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import free_port, run_locust
+
+
+def _refused(result, message: str) -> None:
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+
+
+def test_unknown_engine():
+    _refused(run_locust("--engine", "nope"), "unknown engine 'nope'")
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_requests_must_be_positive(value: str):
+    _refused(run_locust("--requests", value), "--requests must be a positive integer")
+
+
+def test_bad_max_tokens():
+    _refused(run_locust("--max-tokens", "0"), "--max-tokens must be a positive integer")
+
+
+def test_unreachable_host():
+    url = f"http://127.0.0.1:{free_port()}"
+    _refused(run_locust("--host", url), f"cannot reach {url}/v1/models")
+
+
+def test_missing_prompt_file(engine_url: str):
+    _refused(run_locust("--host", engine_url, "--prompts", "/nonexistent/p.jsonl"),
+             "no prompt file '/nonexistent/p.jsonl'")
+
+
+def test_malformed_prompt_file(engine_url: str, tmp_path: Path):
+    prompts = tmp_path / "bad.jsonl"
+    prompts.write_text('{"prompt": "fine"}\n{"prompt": \n')
+    _refused(run_locust("--host", engine_url, "--prompts", str(prompts)),
+             f"{prompts}:2: not valid JSON")
+
+
+def test_prompt_without_text(engine_url: str, tmp_path: Path):
+    prompts = tmp_path / "bad.jsonl"
+    prompts.write_text('{"id": "x"}\n')
+    _refused(run_locust("--host", engine_url, "--prompts", str(prompts)),
+             'each line needs a non-empty string "prompt"')
+
+
+def test_tgi_with_ignore_eos_is_refused():
+    _refused(run_locust("--engine", "tgi", "--ignore-eos"), "tgi's /generate_stream has no ignore_eos")
+
+
+def test_api_the_engine_does_not_speak():
+    _refused(run_locust("--engine", "vllm", "--api", "generate"), "engine vllm speaks --api")

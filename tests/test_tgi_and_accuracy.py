@@ -1,0 +1,32 @@
+"""TGI's native stream through the whole rig, and the measurer against a known cadence."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_locust
+from fake_tgi import FakeTGI
+
+
+def test_tgi_native_stream_is_measured_against_the_servers_known_cadence(tmp_path: Path):
+    with FakeTGI(prefill_s=0.05, token_s=0.02) as tgi:
+        result = run_locust("--engine", "tgi", "--host", tgi.url, "--users", "4",
+                            "--requests", "8", "--max-tokens", "10", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    with (tmp_path / "runs.csv").open(newline="") as file:
+        [row] = list(csv.DictReader(file))
+    assert (row["engine"], row["model"], row["api"]) == ("tgi", "fake/tgi-model", "generate")
+    assert (row["completed"], row["output_tokens"], row["output_tokens_source"]) == (
+        "8", "80", "details")
+    # The server waits 50 ms, then sends a token every 20 ms: the rig must see just that.
+    assert float(row["ttft_p50_ms"]) == pytest.approx(50, abs=8)
+    assert float(row["itl_p50_ms"]) == pytest.approx(20, abs=3)
+    assert float(row["e2e_p50_ms"]) == pytest.approx(50 + 9 * 20, abs=15)
+    [requests] = (tmp_path / "runs").glob("*/requests.jsonl")
+    for line in requests.read_text().splitlines():
+        record = json.loads(line)
+        assert record["finish_reason"] == "length" and len(record["chunk_gaps_ns"]) == 9
