@@ -1,0 +1,84 @@
+"""Run summaries from raw records, and result files that survive crashes."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from loadtest.checks import check_run
+from loadtest.record import RequestRecord
+from loadtest.results import RecordWriter, append_run_row, read_records, write_json
+from loadtest.summary import summarize
+
+MS = 1_000_000
+
+
+def _record(i: int, sent_ms: int, ttft_ms: int, gaps_ms: list[int], tokens: int,
+            error: str | None = None) -> RequestRecord:
+    sent = sent_ms * MS
+    first = sent + ttft_ms * MS
+    record = RequestRecord(i, "p", 0.0, sent, first_chunk_ns=first,
+                           done_ns=first + sum(gaps_ms) * MS,
+                           chunk_gaps_ns=[g * MS for g in gaps_ms], output_chunks=len(gaps_ms) + 1,
+                           output_tokens=tokens, output_tokens_source="usage")
+    if error:
+        record.fail(error, "boom")
+    return record
+
+
+def test_summary_counts_rates_and_exact_percentiles():
+    records = [_record(0, 0, 100, [10, 10], 3), _record(1, 50, 200, [30], 2),
+               _record(2, 60, 10, [], 0, error="http_status")]
+    row = summarize(records)
+    assert (row["completed"], row["failed"], row["errors"]) == (2, 1, "http_status=1")
+    assert row["completion_time_s"] == pytest.approx(0.280)  # 0 ms -> 50 + 200 + 30 ms
+    assert row["output_tokens"] == 5
+    assert row["output_tok_per_s"] == pytest.approx(5 / 0.280)
+    assert row["ttft_p50_ms"] == pytest.approx(150)  # linear between 100 and 200
+    assert row["itl_p50_ms"] == pytest.approx(10)  # pooled gaps 10, 10, 30
+    assert row["e2e_p99_ms"] == pytest.approx(120 + 0.99 * (230 - 120))
+    assert row["tpot_mean_ms"] == pytest.approx((10 + 30) / 2)
+
+
+def test_summary_of_nothing_is_empty_not_an_error():
+    row = summarize([])
+    assert row["completed"] == 0 and row["output_tok_per_s"] is None and row["ttft_p50_ms"] is None
+
+
+def test_checks_name_uneven_lengths_and_failures():
+    row = {"failed": 1, "min_output_tokens": 10, "max_output_tokens": 128, "requests": 100,
+           "users": 8, "completion_time_s": 30, "output_tokens_source": "usage"}
+    assert check_run(row) == ["failed_requests", "uneven_output_lengths"]
+
+
+def test_runs_csv_gains_new_columns_without_losing_old_rows(tmp_path: Path):
+    path = tmp_path / "runs.csv"
+    append_run_row(path, {"engine": "vllm", "users": 8, "output_tok_per_s": 123.456789})
+    append_run_row(path, {"engine": "tgi", "users": 16, "gpu_energy_j": 5.5})
+    with path.open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert [(r["engine"], r["users"]) for r in rows] == [("vllm", "8"), ("tgi", "16")]
+    assert rows[0]["output_tok_per_s"] == "123.457" and rows[0]["gpu_energy_j"] == ""
+    assert rows[1]["gpu_energy_j"] == "5.5"
+    assert not list(tmp_path.glob(".runs.csv.*"))  # no temp files left behind
+
+
+def test_a_torn_last_request_line_is_skipped(tmp_path: Path):
+    path = tmp_path / "requests.jsonl"
+    writer = RecordWriter(path, "run-1")
+    writer.write(_record(0, 0, 5, [1], 2))
+    writer.close()
+    with path.open("a") as file:
+        file.write('{"request_id": 1, "prompt_id"')  # the process died mid-write
+    [record] = read_records(path)
+    assert record.request_id == 0 and record.output_tokens == 2
+
+
+def test_write_json_replaces_the_file_whole(tmp_path: Path):
+    path = tmp_path / "run.json"
+    write_json(path, {"status": "running"})
+    write_json(path, {"status": "complete", "n": 1})
+    assert json.loads(path.read_text()) == {"status": "complete", "n": 1}
