@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .redact import redact, redact_url
 from .targets import TARGETS, Target
 
 __all__ = ["ConfigError", "RunConfig", "add_options", "config_from_options"]
@@ -84,7 +85,10 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
         raise ConfigError("--engine openai needs --host (the endpoint's base URL)")
     url = (host or f"http://127.0.0.1:{target.port}").rstrip("/")
     if not url.startswith(("http://", "https://")):
-        raise ConfigError(f"--host must start with http:// or https://, got {url!r}")
+        raise ConfigError(f"--host must start with http:// or https://, got {redact_url(url)!r}")
+    url = url.removesuffix("/v1")  # the base URL: the API paths are added per request
+    if engine == "openai" and not options.model:
+        raise ConfigError("--engine openai needs --model (an endpoint serves many)")
     if engine == "tgi" and api == "generate" and options.ignore_eos:
         raise ConfigError("tgi's /generate_stream has no ignore_eos; use --api chat or drop --ignore-eos")
     return RunConfig(
@@ -94,7 +98,7 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
         max_tokens=_positive_int("--max-tokens", options.max_tokens),
         ignore_eos=bool(options.ignore_eos), model=options.model,
         temperature=_number("--temperature", options.temperature, minimum=0.0),
-        out=Path(options.out), flags=options.flags, gpu=options.gpu,
+        out=Path(options.out), flags=redact(options.flags), gpu=options.gpu,
         read_timeout_s=_number("--read-timeout", options.read_timeout, minimum=0.001),
         repeat=_positive_int("--repeat", options.repeat), tag=options.tag,
         warmup=bool(options.warmup), api_key=os.environ.get(target.api_key_env) or None,

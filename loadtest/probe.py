@@ -11,6 +11,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from .redact import redact_url
+
 __all__ = ["EngineInfo", "ProbeError", "probe_engine"]
 
 
@@ -42,6 +44,7 @@ def probe_engine(url: str, api: str, headers: dict[str, str], timeout_s: float =
 
 
 def _get_json(url: str, headers: dict[str, str], timeout_s: float) -> dict[str, Any]:
+    shown = redact_url(url)
     request = urllib.request.Request(url, headers={k: v for k, v in headers.items()
                                                    if k == "Authorization"})
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
@@ -49,14 +52,14 @@ def _get_json(url: str, headers: dict[str, str], timeout_s: float) -> dict[str, 
         with opener.open(request, timeout=timeout_s) as response:
             body = response.read()
     except urllib.error.HTTPError as exc:
-        raise ProbeError(f"{url} answered HTTP {exc.code}") from None
+        raise ProbeError(f"{shown} answered HTTP {exc.code}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise ProbeError(f"cannot reach {url}: {reason}") from None
+        raise ProbeError(f"cannot reach {shown}: {reason}") from None
     try:
         parsed = json.loads(body)
     except ValueError:
-        raise ProbeError(f"{url} did not answer JSON") from None
+        raise ProbeError(f"{shown} did not answer JSON") from None
     if not isinstance(parsed, dict):
-        raise ProbeError(f"{url} did not answer a JSON object")
+        raise ProbeError(f"{shown} did not answer a JSON object")
     return parsed

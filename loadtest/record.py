@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .redact import redact
+
 __all__ = ["ERROR_KINDS", "RequestRecord"]
 
 ERROR_KINDS = ("connect", "timeout", "http_status", "stream_error", "stream_protocol", "truncated")
@@ -66,7 +68,7 @@ class RequestRecord:
     def fail(self, kind: str, message: str) -> "RequestRecord":
         assert kind in ERROR_KINDS, kind
         if self.error_kind is None:  # the first failure is the cause; keep it
-            self.error_kind, self.error = kind, message[:500]
+            self.error_kind, self.error = kind, redact(message[:500])
         return self
 
     def to_json(self) -> dict[str, Any]:

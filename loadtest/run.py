@@ -21,6 +21,7 @@ from .metadata import collect_client_metadata, collect_model_metadata, collect_r
 from .options import RunConfig
 from .probe import EngineInfo
 from .record import RequestRecord
+from .redact import redact_url
 from .results import RecordWriter, append_run_row, write_json
 from .summary import summarize
 from .targets import dialect_for
@@ -78,14 +79,15 @@ class Run:
         write_json(self.run_dir / "run.json", {**self._meta, "status": "running"})
         self._writer = RecordWriter(self.run_dir / "requests.jsonl", self.run_id)
         log.info("run %s: %d requests to %s, results in %s", self.run_id, self.config.requests,
-                 self.config.url, self.run_dir)
+                 redact_url(self.config.url), self.run_dir)
 
     def _metadata(self, users: int, stamp: str) -> dict[str, Any]:
         c = self.config
         processes = max(getattr(self.environment.runner, "worker_count", 0), 1)
         return {
             "timestamp": stamp, "run_id": self.run_id, "engine": c.engine,
-            "model": c.model or self.info.model, "host": c.url, "flags": c.flags, "gpu": c.gpu,
+            "model": c.model or self.info.model, "host": redact_url(c.url), "flags": c.flags,
+            "gpu": c.gpu,
             "users": users, "requests": c.requests, "workload": self.workload.name,
             "workload_sha256": self.workload.sha256, "prompts": c.prompts, "api": c.api,
             "max_tokens": c.max_tokens, "ignore_eos": c.ignore_eos, "temperature": c.temperature,

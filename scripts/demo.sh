@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # usage: scripts/demo.sh [USERS[,USERS...]] [REQUESTS]
-#   e.g. scripts/demo.sh 1,8,32,128 128
+#   e.g. scripts/demo.sh 1,8,32,128 256
 #   Installs the rig and the embedded engine (vLLM on CPU, tiny model), starts the engine on
 #   127.0.0.1:8000, runs the fixed workload (REQUESTS x 128 output tokens) at each user count,
 #   writes results/ and a report with plots, prints the table, and stops the engine.
@@ -8,7 +8,7 @@ set -euo pipefail
 usage() { sed -n '2,6s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 [[ $# -le 2 ]] || usage
 users_csv=${1:-1,8,32,128}
-requests=${2:-128}
+requests=${2:-256}
 [[ $users_csv =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "error: USERS must look like 1,8,32" >&2; exit 2; }
 [[ $requests =~ ^[1-9][0-9]*$ ]] || { echo "error: REQUESTS must be a positive integer" >&2; exit 2; }
 cd "$(dirname "$0")/.."
