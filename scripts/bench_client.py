@@ -21,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -69,6 +71,7 @@ async def _reference_run(url: str, bodies: list[bytes], users: int) -> dict:
     ttfts = [(r["first"] - r["sent"]) / 1e6 for r in results if r["first"]]
     tokens = sum(r["tokens"] for r in results)
     return {"output_tok_per_s": tokens / span_s, "ttft_p50_ms": float(np.percentile(ttfts, 50)),
+            "ttft_mean_ms": float(np.mean(ttfts)),
             "completion_time_s": span_s, "output_tokens": tokens, "completed": len(results)}
 
 
@@ -88,9 +91,28 @@ def rig(url: str, args: argparse.Namespace) -> dict:
         subprocess.run(cmd, check=True, capture_output=True)
         with open(Path(out) / "runs.csv", newline="") as file:
             row = next(csv.DictReader(file))
-    keys = ("output_tok_per_s", "ttft_p50_ms", "completion_time_s", "output_tokens", "completed",
-            "client_cpu_mean_pct")
+    keys = ("output_tok_per_s", "ttft_p50_ms", "ttft_mean_ms", "completion_time_s", "output_tokens",
+            "completed", "client_cpu_mean_pct")
     return {k: float(row[k]) for k in keys}
+
+
+def server_ttft_totals(url: str) -> tuple[float, float]:
+    """vLLM's own TTFT histogram (sum of seconds, count): a second, server-side measurement."""
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    totals = {}
+    for line in text.splitlines():
+        for part in ("sum", "count"):
+            if line.startswith(f"vllm:time_to_first_token_seconds_{part}"):
+                totals[part] = totals.get(part, 0.0) + float(line.rsplit(" ", 1)[1])
+    return totals.get("sum", 0.0), totals.get("count", 0.0)
+
+
+def with_server_ttft(url: str, run: Callable[[], dict]) -> dict:
+    sum0, count0 = server_ttft_totals(url)
+    result = run()
+    sum1, count1 = server_ttft_totals(url)
+    server_mean_ms = 1000 * (sum1 - sum0) / (count1 - count0) if count1 > count0 else float("nan")
+    return result | {"server_ttft_mean_ms": server_mean_ms}
 
 
 def free_port() -> int:
@@ -111,11 +133,12 @@ def compare(url: str, args: argparse.Namespace) -> int:
     runs: dict[str, list[dict]] = {"reference": [], "rig": []}
     for round_no in range(1, args.rounds + 1):
         for name in ("reference", "rig") if round_no % 2 else ("rig", "reference"):
-            result = (reference(url + path, bodies, args.users) if name == "reference"
-                      else rig(url, args))
+            result = with_server_ttft(url, (lambda: reference(url + path, bodies, args.users))
+                                      if name == "reference" else (lambda: rig(url, args)))
             runs[name].append(result)
             print(f"round {round_no} {name:>9}: {result['output_tok_per_s']:8.1f} tok/s  "
-                  f"TTFT p50 {result['ttft_p50_ms']:7.1f} ms  "
+                  f"TTFT p50 {result['ttft_p50_ms']:7.1f} ms, mean {result['ttft_mean_ms']:6.1f} "
+                  f"(server's mean {result['server_ttft_mean_ms']:6.1f}) ms  "
                   f"{result['completion_time_s']:.2f} s  {int(result['output_tokens'])} tokens  "
                   f"client CPU {result['client_cpu_mean_pct']:.0f}% of a core",
                   flush=True)
@@ -131,6 +154,9 @@ def compare(url: str, args: argparse.Namespace) -> int:
     print(f"rig/reference output tok/s: {tps_ratio:.3f}x (goal >= 0.95)")
     print(f"rig/reference TTFT p50:     {ttft_ratio:.3f}x (goal within 0.85-1.15)")
     print(f"client CPU while running:   rig {rig_cpu:.0f}%, reference {ref_cpu:.0f}% of a core")
+    for name in ("rig", "reference"):
+        excess = statistics.median(r["ttft_mean_ms"] - r["server_ttft_mean_ms"] for r in runs[name])
+        print(f"{name:>9} TTFT mean minus the server's own TTFT mean: {excess:+.1f} ms (median)")
     ok = tps_ratio >= 0.95 and 0.85 <= ttft_ratio <= 1.15
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
