@@ -1,0 +1,15 @@
+"""Sweeps: client threads and engine flags, orchestrated and resumable.
+
+    python -m loadtest.sweep.threads ENGINE --users 1,4,16,64 --repeats 2   (scripts/sweep_threads.sh)
+    python -m loadtest.sweep.flags MATRIX.yaml [--dry-run]                    (scripts/sweep_flags.sh)
+
+One module per stage: matrix (load + check the YAML) -> cells (names and hashes) -> launch
+(start/stop an engine) -> measure (one Locust run) -> state (sweep.json) -> table (results).
+A thread sweep is a flag sweep with one engine configuration.
+"""
+
+from .matrix import EngineConfig, Matrix, MatrixError, WorkloadOptions, load_matrix, parse_matrix
+from .runner import run_sweep
+
+__all__ = ["EngineConfig", "Matrix", "MatrixError", "WorkloadOptions", "load_matrix", "parse_matrix",
+           "run_sweep"]

@@ -1,0 +1,44 @@
+"""python -m loadtest.sweep.flags MATRIX.yaml: the flag sweep (scripts/sweep_flags.sh).
+
+    python -m loadtest.sweep.flags sweeps/vllm-cpu-max-num-seqs.yaml
+    python -m loadtest.sweep.flags sweeps/tgi-speculate.yaml --dry-run   # every cell and command
+
+The whole matrix is checked before anything starts (unknown engine or setting, a value an
+engine refuses, a GPU this host lacks); a bad one is refused with one line and exit 2.
+Re-running the same command resumes: cells measured before (same settings, same workload,
+same rig version) are skipped, and say so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .gpus import gpu_count
+from .matrix import MatrixError, load_matrix
+from .runner import run_sweep
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.sweep.flags",
+                                     description="Start each engine configuration of a matrix, "
+                                                 "measure it at every user count, stop it.")
+    parser.add_argument("matrix", type=Path, help="YAML matrix (see sweeps/README.md)")
+    parser.add_argument("--out", type=Path, default=Path("results"),
+                        help="results folder: runs.csv and sweeps/NAME/ (default results/)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print every configuration, cell and command; start nothing (no GPU needed)")
+    args = parser.parse_args(argv)
+    try:
+        matrix = load_matrix(args.matrix, None if args.dry_run else gpu_count())
+        return run_sweep(matrix, args.out, kind="flags", dry_run=args.dry_run)
+    except MatrixError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""Start and stop one engine configuration: a running engine, a local process, or Compose.
+
+Every launcher has the same four verbs: start(timeout_s) returns once the engine is healthy
+(or raises EngineFailed with its log's tail, having stopped what it started), failure() says
+why a started engine is no longer running (None while it runs), log_tail(), and stop(),
+which is safe to call twice and always leaves nothing running.
+
+- RunningEngine: an engine someone else started (`--host URL`); never started or stopped.
+- LocalProcess: the embedded vLLM CPU engine (loadtest/local_engine.py), flags from settings.
+- ComposeService: the engine's service in docker-compose.yml, as its own Compose project, with
+  the configuration's settings in a generated env file; one replica per GPU behind nginx via
+  servers/balancer.py; status and logs through the Docker SDK.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any, Protocol
+
+from loadtest.local_engine import EngineStartError, LocalEngine
+from servers.balancer import render as render_balancer
+from servers.registry import ENGINES
+from servers.settings import FLAG_SETTINGS, env_name
+
+from .matrix import EngineConfig
+
+__all__ = ["EngineFailed", "Launcher", "RunningEngine", "LocalProcess", "ComposeService",
+           "free_port", "local_args", "make_launcher"]
+
+ROOT = Path(__file__).resolve().parents[2]
+_LOG_LINES = 30
+_DOWN_TIMEOUT_S = 20
+
+
+class EngineFailed(RuntimeError):
+    """The engine did not start or stopped; ``log_tail`` holds the end of its log."""
+
+    def __init__(self, reason: str, log_tail: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.log_tail = log_tail
+
+
+class Launcher(Protocol):
+    url: str
+
+    def describe(self) -> str: ...
+    def start(self, timeout_s: float) -> None: ...
+    def failure(self) -> str | None: ...
+    def log_tail(self) -> str: ...
+    def stop(self) -> None: ...
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def make_launcher(config: EngineConfig, workdir: Path, project: str) -> Launcher:
+    if config.launch == "running":
+        return RunningEngine(config.host)
+    if config.launch == "local":
+        return LocalProcess(config, free_port(), workdir / "engine.log")
+    return ComposeService(config, free_port(), workdir, project)
+
+
+class RunningEngine:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def describe(self) -> str:
+        return f"(engine already running at {self.url}: not started or stopped)"
+
+    def start(self, timeout_s: float) -> None:
+        pass
+
+    def failure(self) -> str | None:
+        return None
+
+    def log_tail(self) -> str:
+        return ""
+
+    def stop(self) -> None:
+        pass
+
+
+def local_args(config: EngineConfig) -> list[str]:
+    """vLLM flags for the settings given (the engine's own defaults stay LocalEngine's)."""
+    templates = ENGINES[config.engine].flags
+    argv: list[str] = []
+    for name in FLAG_SETTINGS:
+        value = config.settings.get(name, "")
+        if value and name in templates:
+            argv += [part.replace("{}", value) for part in templates[name]]
+    if config.settings.get("EXTRA_ARGS"):
+        argv += shlex.split(config.settings["EXTRA_ARGS"])
+    return argv
+
+
+class LocalProcess:
+    def __init__(self, config: EngineConfig, port: int, log_path: Path) -> None:
+        self.engine = LocalEngine(port, extra_args=local_args(config), log_path=log_path)
+        self.url = self.engine.url
+
+    def describe(self) -> str:
+        return shlex.join(self.engine.command())
+
+    def start(self, timeout_s: float) -> None:
+        try:
+            self.engine.start(timeout_s)  # stops the process itself if it fails or is interrupted
+        except EngineStartError as exc:
+            reason, _, tail = str(exc).partition("\n")
+            raise EngineFailed(reason, tail or self.engine.log_tail(_LOG_LINES)) from None
+
+    def failure(self) -> str | None:
+        process = self.engine.process
+        if process is None or process.poll() is None:
+            return None
+        return f"engine exited ({process.returncode})"
+
+    def log_tail(self) -> str:
+        return self.engine.log_tail(_LOG_LINES)
+
+    def stop(self) -> None:
+        self.engine.stop()
+
+
+class ComposeService:
+    def __init__(self, config: EngineConfig, port: int, workdir: Path, project: str) -> None:
+        self.config = config
+        self.port = port
+        self.workdir = workdir
+        self.project = project
+        self.url = f"http://127.0.0.1:{port}"
+        self._client: Any = None
+
+    def env(self) -> dict[str, str]:
+        """The Compose variables for this configuration (engine-prefixed, as in .env)."""
+        slug = self.config.engine
+        values = {**self.config.settings, "PORT": str(self.port)}
+        if self.config.gpus and not self.config.replicas:
+            values["GPUS"] = self.config.gpus
+        if self.config.network == "host":
+            values["HOST"] = "127.0.0.1"
+        return {env_name(slug, k): v for k, v in sorted(values.items())}
+
+    def files(self) -> list[Path]:
+        if self.config.replicas:
+            return [self.workdir / "compose.replicas.yml"]
+        files = [ROOT / "docker-compose.yml"]
+        if self.config.network == "host":
+            files.append(self.workdir / "compose.host-network.yml")
+        return files
+
+    def command(self, *args: str) -> list[str]:
+        cmd = ["docker", "compose", "-p", self.project, "--project-directory", str(ROOT),
+               "--env-file", str(self.workdir / "engine.env")]
+        for path in self.files():
+            cmd += ["-f", str(path)]
+        return cmd + list(args)
+
+    def up_args(self, timeout_s: float) -> list[str]:
+        wait = ["up", "-d", "--wait", "--wait-timeout", str(int(timeout_s))]
+        if self.config.replicas:
+            return ["--profile", "lb", *wait]
+        return [*wait, self.config.engine]
+
+    def describe(self) -> str:
+        env = " ".join(f"{k}={v}" for k, v in self.env().items())
+        return f"{env} {shlex.join(self.command(*self.up_args(0)))}".replace("--wait-timeout 0",
+                                                                              "--wait-timeout T")
+
+    def start(self, timeout_s: float) -> None:
+        self._write_files()
+        self._run(["down", "--timeout", str(_DOWN_TIMEOUT_S), "--remove-orphans"], 120)  # leftovers
+        try:
+            result = self._run(self.up_args(timeout_s), timeout_s + 60)
+        except subprocess.TimeoutExpired:
+            tail = self.log_tail()
+            self.stop()
+            raise EngineFailed(f"not healthy after {timeout_s:.0f} s", tail) from None
+        except BaseException:
+            self.stop()
+            raise
+        if result.returncode != 0:
+            why = _last_line(result.stderr) or f"docker compose up exited {result.returncode}"
+            tail = self.log_tail() or result.stderr[-3000:]
+            self.stop()
+            raise EngineFailed(f"docker compose up failed: {why}", tail)
+
+    def failure(self) -> str | None:
+        containers = self._containers()
+        if not containers:
+            return "no container is running"
+        for container in containers:
+            if container.status != "running":
+                code = container.attrs.get("State", {}).get("ExitCode")
+                return f"container {container.name} {container.status} (exit {code})"
+        return None
+
+    def log_tail(self) -> str:
+        parts = []
+        for container in self._containers():
+            text = container.logs(tail=_LOG_LINES).decode(errors="replace").rstrip()
+            parts.append(f"--- {container.name}\n{text}")
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        """Save every container's log to engine.log, then `down`; remove anything left."""
+        try:
+            self._save_logs()
+        except Exception:  # noqa: BLE001 - logs are a courtesy; stopping is not optional
+            pass
+        self._run(["down", "--timeout", str(_DOWN_TIMEOUT_S), "--remove-orphans"], 180)
+        for container in self._containers():
+            container.remove(force=True)
+
+    def _write_files(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        env_text = "".join(f"{k}={v}\n" for k, v in self.env().items())
+        (self.workdir / "engine.env").write_text(env_text)
+        if self.config.network == "host":
+            (self.workdir / "compose.host-network.yml").write_text(
+                f"services:\n  {self.config.engine}:\n    network_mode: host\n    ports: !reset []\n")
+        if self.config.replicas:
+            gpus: list[str | None] = (list(self.config.gpus.split(",")) if self.config.replicas == "per-gpu"
+                                      else [None] * int(self.config.replicas))
+            conf = self.workdir / "nginx.conf"
+            compose_text, conf_text = render_balancer(self.config.engine, gpus, str(conf))
+            (self.workdir / "compose.replicas.yml").write_text(compose_text)
+            conf.write_text(conf_text)
+
+    def _run(self, args: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+        keep = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONFIG", "HF_TOKEN")
+        env = {k: os.environ[k] for k in keep if k in os.environ}
+        return subprocess.run(self.command(*args), capture_output=True, text=True, env=env, cwd=ROOT,
+                              timeout=timeout_s)
+
+    def _containers(self) -> list[Any]:
+        if self._client is None:
+            import docker  # only where containers are used
+
+            self._client = docker.from_env()
+        label = f"com.docker.compose.project={self.project}"
+        return list(self._client.containers.list(all=True, filters={"label": label}))
+
+    def _save_logs(self) -> None:
+        with (self.workdir / "engine.log").open("a", encoding="utf-8") as log:
+            for container in self._containers():
+                log.write(f"--- {container.name}\n")
+                log.write(container.logs().decode(errors="replace"))
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""

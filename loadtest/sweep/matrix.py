@@ -1,0 +1,342 @@
+"""A sweep matrix: engines x flag values x GPU sets x user counts x repeats, checked whole.
+
+    name: vllm-cpu-max-num-seqs          # tag in runs.csv, folder OUT/sweeps/NAME/
+    workload: {prompts: mixed, requests: 64, max_tokens: 32, ignore_eos: true}
+    users: [8, 32]
+    repeats: 2
+    warmup_requests: 16                  # optional (default: 2 x the largest user count, >= 16; 0 = none)
+    health_timeout_s: 900                # optional
+    run_timeout_s: 1800                  # optional: one Locust run
+    engines:
+      - engine: vllm-cpu                 # a servers/ slug
+        launch: local                    # local (embedded vLLM CPU process) | compose (default)
+        # host: http://127.0.0.1:8080    # instead: an engine already running (not started/stopped;
+        #                                #   only `flags` and `gpus` to record beside it)
+        settings: {MAX_TOTAL_TOKENS: 512}          # fixed for every configuration of this entry
+        sweep: {MAX_CONCURRENT_REQUESTS: [2, 32]}  # one configuration per combination; null = not set
+        gpus: ["0", "0,1"]               # GPU engines: one configuration per GPU set (default ["0"])
+        replicas: per-gpu                # compose: one replica per GPU of the set behind nginx (CPU: N)
+        network: host                    # compose: host networking (a dockerd with --bridge=none)
+
+Settings are the bare names of servers/settings.py (MAX_CONCURRENT_REQUESTS, SPECULATE, ...);
+the sweep owns PORT and HOST, and GPUS comes from `gpus`. load_matrix() refuses a bad matrix
+with one line (MatrixError) before anything starts.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from loadtest.targets import TARGETS
+from loadtest.workload import WorkloadError, build_workload
+from servers.registry import ENGINES, validate
+from servers.settings import SettingError
+
+__all__ = ["MatrixError", "WorkloadOptions", "EngineConfig", "Matrix", "load_matrix",
+           "parse_matrix", "check_gpus", "default_warmup_requests"]
+
+_TOP_KEYS = {"name", "workload", "users", "repeats", "warmup_requests", "health_timeout_s",
+             "run_timeout_s", "engines"}
+_ENGINE_KEYS = {"engine", "launch", "settings", "sweep", "gpus", "replicas", "network"}
+_RUNNING_KEYS = {"engine", "host", "flags", "gpus"}
+_WORKLOAD_KEYS = {"prompts", "requests", "max_tokens", "ignore_eos", "api", "temperature"}
+_SWEEP_OWNED = {"PORT": "the sweep picks a free port", "HOST": "set `network: host` instead",
+                "GPUS": "list GPU sets under `gpus:`"}
+_LOCAL_REFUSED = {"MODEL", "SERVED_MODEL_NAME", "IMAGE"}
+
+
+class MatrixError(ValueError):
+    """A matrix the sweep refuses; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class WorkloadOptions:
+    prompts: str = "mixed"
+    requests: int = 256
+    max_tokens: int = 128
+    ignore_eos: bool = False
+    api: str = ""
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """One engine configuration: started once, measured at every user count and repeat."""
+
+    engine: str
+    launch: str  # local | compose | running
+    settings: dict[str, str]  # without PORT/HOST/GPUS
+    gpus: str = ""  # "0" or "0,1"; "" on CPU
+    replicas: str = ""  # "" | "per-gpu" | "N"
+    network: str = ""  # "" | "host"
+    swept: tuple[str, ...] = ()  # the settings that vary, for the folder name
+    host: str = ""  # launch == running: the engine's URL
+    flags_text: str = ""  # launch == running: the user's --flags, recorded as given
+
+
+@dataclass(frozen=True)
+class Matrix:
+    name: str
+    workload: WorkloadOptions
+    users: tuple[int, ...]
+    repeats: int
+    configs: tuple[EngineConfig, ...]
+    warmup_requests: int
+    health_timeout_s: float = 900
+    run_timeout_s: float = 1800
+    source: dict[str, Any] = field(default_factory=dict)
+
+
+def load_matrix(path: Path, gpu_count: int | None) -> Matrix:
+    """Read and check a YAML matrix; ``gpu_count`` None skips the GPU presence check (dry run)."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise MatrixError(f"cannot read matrix {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise MatrixError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise MatrixError(f"{path}: a matrix is a YAML mapping with name, workload, users, engines")
+    return parse_matrix(data, gpu_count, where=str(path))
+
+
+def parse_matrix(data: dict[str, Any], gpu_count: int | None, where: str = "matrix") -> Matrix:
+    _no_unknown(data, _TOP_KEYS, where)
+    name = _name(data.get("name"), where)
+    workload = _workload(data.get("workload") or {}, where)
+    users = _int_list(data.get("users"), f"{where}: users")
+    repeats = _positive(data.get("repeats", 1), f"{where}: repeats")
+    entries = data.get("engines")
+    if not isinstance(entries, list) or not entries:
+        raise MatrixError(f"{where}: engines must be a non-empty list of {{engine: SLUG, ...}}")
+    configs: list[EngineConfig] = []
+    for index, entry in enumerate(entries, 1):
+        configs += _expand(entry, f"{where}: engines[{index}]")
+    _no_duplicates(configs, where)
+    for config in configs:
+        _check_config(config, gpu_count, where)
+        _check_workload(workload, config.engine, where)
+    warmup = data.get("warmup_requests", default_warmup_requests(users))
+    warmup = 0 if warmup == 0 else _positive(warmup, f"{where}: warmup_requests")
+    return Matrix(name=name, workload=workload, users=users, repeats=repeats,
+                  configs=tuple(configs), warmup_requests=warmup,
+                  health_timeout_s=_positive(data.get("health_timeout_s", 900), f"{where}: health_timeout_s"),
+                  run_timeout_s=_positive(data.get("run_timeout_s", 1800), f"{where}: run_timeout_s"),
+                  source=data)
+
+
+def default_warmup_requests(users: tuple[int, ...]) -> int:
+    return max(16, 2 * max(users))
+
+
+def check_gpus(configs: tuple[EngineConfig, ...], gpu_count: int) -> None:
+    """Refuse a configuration that names a GPU this host does not have."""
+    for config in configs:
+        if not config.gpus:
+            continue
+        missing = [g for g in config.gpus.split(",") if int(g) >= gpu_count]
+        if missing:
+            have = "no GPU" if gpu_count == 0 else f"{gpu_count} GPU(s)"
+            raise MatrixError(f"{config.engine} needs GPU {','.join(missing)} but this host has {have} "
+                              f"(use --dry-run to check the matrix without GPUs)")
+
+
+def _expand(entry: Any, where: str) -> list[EngineConfig]:
+    if not isinstance(entry, dict) or "engine" not in entry:
+        raise MatrixError(f"{where}: each engine entry is a mapping with `engine: SLUG`")
+    if "host" in entry:
+        return [_running(entry, where)]
+    _no_unknown(entry, _ENGINE_KEYS, where)
+    slug = str(entry["engine"])
+    if slug not in ENGINES:
+        raise MatrixError(f"{where}: unknown engine {slug!r}; known: {', '.join(ENGINES)}")
+    launch = str(entry.get("launch", "compose"))
+    if launch not in ("local", "compose"):
+        raise MatrixError(f"{where}: launch must be local or compose, got {launch!r}")
+    if launch == "local" and slug != "vllm-cpu":
+        raise MatrixError(f"{where}: launch: local runs only the embedded vllm-cpu engine, not {slug}")
+    fixed = _settings(entry.get("settings") or {}, f"{where}: settings")
+    swept = entry.get("sweep") or {}
+    if not isinstance(swept, dict):
+        raise MatrixError(f"{where}: sweep must map SETTING to a list of values")
+    names = sorted(swept)
+    values = [_value_list(swept[n], f"{where}: sweep.{n}") for n in names]
+    _settings({n: "x" for n in names}, f"{where}: sweep")  # owned/unknown-name checks
+    gpu_sets = _gpu_sets(entry.get("gpus"), slug, f"{where}: gpus")
+    replicas = _replicas(entry.get("replicas"), slug, launch, f"{where}: replicas")
+    network = str(entry.get("network") or "")
+    if network not in ("", "host"):
+        raise MatrixError(f"{where}: network must be host (or left out), got {network!r}")
+    if network and (launch == "local" or replicas):
+        raise MatrixError(f"{where}: network: host is for one compose service (no local, no replicas)")
+    configs = []
+    for combo in itertools.product(*values):
+        settings = {**fixed, **{n: v for n, v in zip(names, combo) if v}}
+        for gpus in gpu_sets:
+            configs.append(EngineConfig(slug, launch, dict(sorted(settings.items())), gpus, replicas,
+                                        network, tuple(names)))
+    return configs
+
+
+def _running(entry: dict[str, Any], where: str) -> EngineConfig:
+    """An engine someone else started: measured at `host`, never started or stopped."""
+    _no_unknown(entry, _RUNNING_KEYS, where)
+    slug, host = str(entry["engine"]), str(entry["host"] or "").rstrip("/")
+    if slug not in TARGETS:
+        raise MatrixError(f"{where}: unknown engine {slug!r}; known: {', '.join(TARGETS)}")
+    if not host.startswith(("http://", "https://")):
+        raise MatrixError(f"{where}: host must start with http:// or https://, got {host!r}")
+    gpus = entry.get("gpus") or ""
+    if isinstance(gpus, list):
+        gpus = ",".join(map(str, gpus))
+    return EngineConfig(slug, "running", {}, str(gpus), host=host, flags_text=str(entry.get("flags") or ""))
+
+
+def _check_config(config: EngineConfig, gpu_count: int | None, where: str) -> None:
+    if config.launch == "running":
+        return
+    settings = dict(config.settings)
+    if config.gpus:
+        settings["GPUS"] = config.gpus
+    if config.launch == "local":
+        refused = sorted(_LOCAL_REFUSED & set(settings))
+        if refused:
+            raise MatrixError(f"{where}: launch: local serves the embedded tiny model; "
+                              f"{refused[0]} is for launch: compose")
+    try:
+        validate(config.engine, settings)
+    except SettingError as exc:
+        raise MatrixError(f"{where}: {exc}") from None
+    if gpu_count is not None:
+        check_gpus((config,), gpu_count)
+
+
+def _check_workload(workload: WorkloadOptions, engine: str, where: str) -> None:
+    target = TARGETS[engine]
+    api = workload.api or target.api
+    if api not in target.apis:
+        raise MatrixError(f"{where}: engine {engine} speaks api {' or '.join(target.apis)}, not {api!r}")
+    try:
+        build_workload(workload.prompts, workload.requests, api=api, model="m",
+                       max_tokens=workload.max_tokens, ignore_eos=workload.ignore_eos,
+                       temperature=workload.temperature)
+    except WorkloadError as exc:
+        raise MatrixError(f"{where}: workload: {exc}") from None
+
+
+def _workload(data: Any, where: str) -> WorkloadOptions:
+    if not isinstance(data, dict):
+        raise MatrixError(f"{where}: workload must be a mapping ({', '.join(sorted(_WORKLOAD_KEYS))})")
+    _no_unknown(data, _WORKLOAD_KEYS, f"{where}: workload")
+    defaults = WorkloadOptions()
+    try:
+        temperature = float(data.get("temperature", defaults.temperature))
+    except (TypeError, ValueError):
+        raise MatrixError(f"{where}: workload.temperature must be a number") from None
+    return WorkloadOptions(
+        prompts=str(data.get("prompts", defaults.prompts)),
+        requests=_positive(data.get("requests", defaults.requests), f"{where}: workload.requests"),
+        max_tokens=_positive(data.get("max_tokens", defaults.max_tokens), f"{where}: workload.max_tokens"),
+        ignore_eos=bool(data.get("ignore_eos", defaults.ignore_eos)),
+        api=str(data.get("api") or ""), temperature=temperature)
+
+
+def _settings(data: Any, where: str) -> dict[str, str]:
+    if not isinstance(data, dict):
+        raise MatrixError(f"{where} must map SETTING: value")
+    for name in data:
+        if name in _SWEEP_OWNED:
+            raise MatrixError(f"{where}: {name} is set by the sweep ({_SWEEP_OWNED[name]})")
+    return {str(k): _scalar(v) for k, v in data.items() if _scalar(v)}
+
+
+def _value_list(values: Any, where: str) -> list[str]:
+    if not isinstance(values, list) or not values:
+        raise MatrixError(f"{where} must be a non-empty list of values (null = not set)")
+    out = [_scalar(v) for v in values]
+    if len(set(out)) != len(out):
+        raise MatrixError(f"{where} lists a value twice")
+    return out
+
+
+def _scalar(value: Any) -> str:
+    if value is None or value is False:
+        return ""
+    if isinstance(value, (dict, list)):
+        raise MatrixError(f"a setting value must be a single value, got {value!r}")
+    return "" if str(value).lower() == "none" else str(value)
+
+
+def _gpu_sets(value: Any, slug: str, where: str) -> list[str]:
+    if not ENGINES[slug].gpu:
+        if value:
+            raise MatrixError(f"{where}: {slug} runs on CPU; leave gpus out")
+        return [""]
+    if value is None:
+        return ["0"]
+    if not isinstance(value, list) or not value:
+        raise MatrixError(f"{where} must be a list of GPU sets, like [\"0\", \"0,1\"]")
+    sets = [str(v) for v in value]
+    if len(set(sets)) != len(sets):
+        raise MatrixError(f"{where} lists a GPU set twice")
+    return sets
+
+
+def _replicas(value: Any, slug: str, launch: str, where: str) -> str:
+    if value in (None, "", 1):
+        return ""
+    if launch != "compose":
+        raise MatrixError(f"{where}: replicas need launch: compose (servers/balancer.py)")
+    if ENGINES[slug].gpu:
+        if value != "per-gpu":
+            raise MatrixError(f"{where}: {slug} runs on GPUs: use `replicas: per-gpu` (one per GPU of the set)")
+        return "per-gpu"
+    if not isinstance(value, int) or value < 1:
+        raise MatrixError(f"{where}: {slug} runs on CPU: replicas must be a whole number >= 1")
+    return str(value)
+
+
+def _no_duplicates(configs: list[EngineConfig], where: str) -> None:
+    seen = set()
+    for config in configs:
+        key = (config.engine, config.launch, tuple(config.settings.items()), config.gpus, config.replicas)
+        if key in seen:
+            raise MatrixError(f"{where}: {config.engine} configuration {dict(config.settings)} "
+                              f"on GPUs {config.gpus or '-'} appears twice")
+        seen.add(key)
+
+
+def _no_unknown(data: dict[str, Any], known: set[str], where: str) -> None:
+    unknown = sorted(set(map(str, data)) - known)
+    if unknown:
+        raise MatrixError(f"{where}: unknown key {unknown[0]!r}; known: {', '.join(sorted(known))}")
+
+
+def _name(value: Any, where: str) -> str:
+    name = str(value or "")
+    if not name or not all(c.isalnum() or c in "-_." for c in name):
+        raise MatrixError(f"{where}: name must be letters, digits, - _ . (it names the sweep folder)")
+    return name
+
+
+def _int_list(value: Any, where: str) -> tuple[int, ...]:
+    if isinstance(value, int):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise MatrixError(f"{where} must be a list of positive whole numbers, like [8, 32]")
+    numbers = tuple(_positive(v, where) for v in value)
+    if len(set(numbers)) != len(numbers):
+        raise MatrixError(f"{where} lists a value twice")
+    return numbers
+
+
+def _positive(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isdigit() \
+            or int(value) < 1:
+        raise MatrixError(f"{where} must be a whole number >= 1, got {value!r}")
+    return int(value)

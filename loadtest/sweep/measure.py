@@ -1,0 +1,101 @@
+"""One measured run (or warm-up) of a sweep: the rig's own Locust CLI in a fresh process.
+
+The run appends its row to OUT/runs.csv itself; this module builds the command, runs it with a
+time limit (stopping it, and only it, on timeout or interrupt), keeps its output in the cell's
+locust.log, and finds the row it added.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadtest.results import read_runs
+
+from .matrix import WorkloadOptions
+
+__all__ = ["Outcome", "locust_command", "run_locust", "find_row"]
+
+ROOT = Path(__file__).resolve().parents[2]
+_STOP_GRACE_S = 15
+
+
+@dataclass(frozen=True)
+class Outcome:
+    exit_code: int  # Locust's: 0 ok, 1 some requests failed (recorded), 2 rig could not run; -1 timed out
+    error: str  # the last "error: ..." line, or why it timed out
+    run_dir: str  # from the run's summary line, when it printed one
+
+
+def locust_command(*, engine: str, url: str, users: int, workload: WorkloadOptions, out: Path,
+                   repeat: int, tag: str, flags: str, gpu: str, warmup_requests: int = 0) -> list[str]:
+    requests = warmup_requests or workload.requests
+    cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest" / "engines.py"), "--headless",
+           "--only-summary", "--engine", engine, "--host", url, "--users", str(users),
+           "--requests", str(requests), "--max-tokens", str(workload.max_tokens),
+           "--prompts", workload.prompts, "--temperature", str(workload.temperature),
+           "--out", str(out), "--repeat", str(repeat), "--tag", tag, "--flags", flags, "--gpu", gpu]
+    if workload.ignore_eos:
+        cmd.append("--ignore-eos")
+    if workload.api:
+        cmd += ["--api", workload.api]
+    if warmup_requests:
+        cmd.append("--warmup")
+    return cmd
+
+
+def run_locust(cmd: list[str], log_path: Path, timeout_s: float) -> Outcome:
+    """Run ``cmd`` in its own process group, output to ``log_path``; stop it on timeout/interrupt."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("w", encoding="utf-8") as log:
+        log.write("+ " + " ".join(cmd) + "\n")
+        log.flush()
+        process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True, env=_environ())
+        try:
+            code = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _stop(process)
+            return Outcome(-1, f"timed out after {timeout_s:.0f} s (Locust stopped)", "")
+        except BaseException:
+            _stop(process)
+            raise
+    text = log_path.read_text(encoding="utf-8", errors="replace")
+    errors = re.findall(r"^error: (.+)$", text, re.MULTILINE)
+    run_dirs = re.findall(r"\| results (\S+)\s*$", text, re.MULTILINE)
+    return Outcome(code, errors[-1] if errors else "", run_dirs[-1] if run_dirs else "")
+
+
+def find_row(runs_csv: Path, before: set[str], tag: str, users: int, repeat: int) -> dict[str, str] | None:
+    """The row this cell's run added to runs.csv (new run_id, same tag, users and repeat)."""
+    for row in reversed(read_runs(runs_csv)):
+        if (row.get("run_id") not in before and row.get("tag") == tag
+                and row.get("users") == str(users) and row.get("repeat") == str(repeat)):
+            return row
+    return None
+
+
+def _environ() -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+        env.pop(name, None)  # loopback traffic must never be rerouted
+    return env
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    """SIGTERM the run's process group (it saves a partial run), SIGKILL after a grace period."""
+    for sig, wait_s in ((signal.SIGTERM, _STOP_GRACE_S), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue

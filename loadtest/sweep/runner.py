@@ -1,0 +1,316 @@
+"""Run a sweep: for each engine configuration, start, warm up, measure every cell, stop.
+
+Phases per configuration: skip what was measured before (same cell hash, same rig version,
+row still in runs.csv) -> start the engine and wait for health -> one warm-up run (never in
+runs.csv) -> one fresh Locust process per cell, one at a time -> stop the engine. An engine
+that fails to start, crashes or times out is recorded as failed with its log's tail, and the
+sweep goes on. SIGINT/SIGTERM stop the running cell and the engine, save sweep.json, exit 130.
+
+Exit codes: 0 every cell measured, 1 some cells failed (recorded), 2 refused before starting,
+130 interrupted (re-run the same command to resume).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any, Callable
+
+from loadtest.local_engine import ENGINE_PYTHON, TINY_MODEL
+from loadtest.targets import TARGETS
+from loadtest.workload import build_workload
+from servers.registry import ENGINES
+
+from .cells import Cell, config_hash, expand_cells, flags_text
+from .launch import EngineFailed, Launcher, make_launcher
+from .matrix import EngineConfig, Matrix, MatrixError
+from .measure import find_row, locust_command, run_locust
+from .state import SweepState, run_ids_in
+from .table import RULES, cell_frame, comparison_table, config_table
+
+__all__ = ["run_sweep", "sweep_dir", "print_tables", "rig_version", "preflight"]
+
+ROOT = Path(__file__).resolve().parents[2]
+Plan = list[tuple[EngineConfig, str, list[Cell]]]
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def sweep_dir(out: Path, name: str) -> Path:
+    return out / "sweeps" / name
+
+
+def workload_sha256(matrix: Matrix) -> str:
+    api = matrix.workload.api or TARGETS[matrix.configs[0].engine].api
+    w = matrix.workload
+    return build_workload(w.prompts, w.requests, api=api, model="m", max_tokens=w.max_tokens,
+                          ignore_eos=w.ignore_eos, temperature=w.temperature).sha256
+
+
+def rig_version() -> str:
+    """The rig version runs record (loadtest/metadata.py), read in a child: it imports Locust."""
+    code = "from loadtest.metadata import collect_rig_metadata as c; print(c()['rig_version'])"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                            timeout=120)
+    return result.stdout.strip() or "unknown"
+
+
+def preflight(matrix: Matrix, out: Path) -> None:
+    """Refuse (MatrixError) what would fail for every cell: unwritable results, no engine to start."""
+    folder = sweep_dir(out, matrix.name)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / ".write-check").write_text("")
+        (folder / ".write-check").unlink()
+    except OSError as exc:
+        raise MatrixError(f"cannot write the results folder {folder}: {exc.strerror}") from None
+    launches = {c.launch for c in matrix.configs}
+    if "local" in launches:
+        if not ENGINE_PYTHON.exists() or not (TINY_MODEL / "config.json").exists():
+            raise MatrixError("launch: local needs the embedded engine: run scripts/install.sh")
+    if "compose" in launches:
+        _check_docker(matrix)
+
+
+def _check_docker(matrix: Matrix) -> None:
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure here means "no Docker engine"
+        raise MatrixError(f"launch: compose needs a Docker engine ({type(exc).__name__}); "
+                          "run: bash scripts/docker_setup.sh") from None
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode != 0:
+        raise MatrixError("launch: compose needs docker compose v2; run: bash scripts/docker_setup.sh")
+    for config in matrix.configs:
+        eng = ENGINES[config.engine]
+        image = config.settings.get("IMAGE", eng.image)
+        if config.launch == "compose" and eng.service.get("pull_policy") == "never":
+            if not client.images.list(name=image):
+                raise MatrixError(f"no image {image} for {config.engine}: "
+                                  f"run: bash scripts/build_images.sh {config.engine}")
+
+
+def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False) -> int:
+    plan = expand_cells(matrix, workload_sha256(matrix))
+    folder = sweep_dir(out, matrix.name)
+    if dry_run:
+        _print_plan(matrix, plan, out)
+        return 0
+    preflight(matrix, out)
+    version = rig_version()
+    state = SweepState.open(folder / "sweep.json", {
+        "name": matrix.name, "kind": kind, "status": "running", "rig_version": version,
+        "results": str(out), "rules": RULES, "matrix": matrix.source})
+    state.save()
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        for config, slug, cells in plan:
+            _run_config(matrix, config, slug, cells, out, state, version)
+    except KeyboardInterrupt:
+        state.data["status"] = "interrupted"
+        state.save()
+        say(f"interrupted: engine stopped, progress saved in {state.path}; "
+            "run the same command again to resume")
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    state.data["status"] = "complete"
+    state.save()
+    print_tables(state, plan, out, matrix)
+    _report(out, matrix.name, folder)
+    failed = [c for _, _, cells in plan for c in cells if state.cell(c).get("status") == "failed"]
+    if failed:
+        say(f"{len(failed)} cell(s) failed; reasons in {state.path}")
+    return 1 if failed else 0
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cell], out: Path,
+                state: SweepState, version: str) -> None:
+    done = run_ids_in(out / "runs.csv")
+    todo = []
+    for cell in cells:
+        reason = state.measured_before(cell, version, done)
+        if reason:
+            state.set_cell(cell, status="skipped", reason=reason)
+            say(f"skip {cell.path}: {reason}")
+        else:
+            todo.append(cell)
+    info = {"config_hash": config_hash(config), "engine": config.engine, "launch": config.launch,
+            "settings": config.settings, "flags": flags_text(config), "gpus": config.gpus,
+            "replicas": config.replicas}
+    if not todo:
+        state.set_config(slug, **info, status="skipped", reason="every cell measured before")
+        return
+    workdir = sweep_dir(out, matrix.name) / slug
+    launcher = make_launcher(config, workdir, _project(matrix.name))
+    state.set_config(slug, **info, status="starting", reason="", log_tail="",
+                     engine_log=str(workdir / "engine.log") if config.launch != "running" else "")
+    for cell in todo:
+        state.set_cell(cell, status="pending", reason="")
+    try:
+        say(f"start {slug}: {launcher.describe()}")
+        launcher.start(matrix.health_timeout_s)
+        say(f"healthy: {launcher.url}")
+        _warm_up(matrix, config, slug, launcher, out, state)
+        for index, cell in enumerate(todo):
+            try:
+                _measure(matrix, cell, launcher, out, state)
+            except EngineFailed:
+                for rest in todo[index + 1:]:
+                    state.set_cell(rest, status="failed", reason="engine stopped before this cell")
+                raise
+        state.set_config(slug, status="ok")
+    except EngineFailed as exc:
+        say(f"failed {slug}: {exc.reason}\n{exc.log_tail}")
+        state.set_config(slug, status="failed", reason=exc.reason, log_tail=exc.log_tail)
+        for cell in todo:
+            if state.cell(cell).get("status") == "pending":
+                state.set_cell(cell, status="failed", reason=f"engine: {exc.reason}")
+    finally:
+        say(f"stop {slug}")
+        launcher.stop()
+
+
+def _warm_up(matrix: Matrix, config: EngineConfig, slug: str, launcher: Launcher, out: Path,
+             state: SweepState) -> None:
+    if not matrix.warmup_requests:
+        state.set_config(slug, warmup={"requests": 0})
+        return
+    users = max(matrix.users)
+    cmd = locust_command(engine=config.engine, url=launcher.url, users=users, workload=matrix.workload,
+                         out=out, repeat=1, tag=matrix.name, flags=flags_text(config), gpu=config.gpus,
+                         warmup_requests=matrix.warmup_requests)
+    say(f"warm-up {slug}: {matrix.warmup_requests} requests at {users} users (not in runs.csv)")
+    log = sweep_dir(out, matrix.name) / slug / "warmup.log"
+    outcome = run_locust(cmd, log, matrix.run_timeout_s)
+    state.set_config(slug, warmup={"requests": matrix.warmup_requests, "users": users,
+                                   "exit_code": outcome.exit_code, "run_dir": outcome.run_dir,
+                                   "log": str(log)})
+    if outcome.exit_code not in (0, 1):
+        why = launcher.failure() or outcome.error or f"exit {outcome.exit_code}"
+        raise EngineFailed(f"warm-up failed: {why}", launcher.log_tail())
+
+
+def _measure(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path, state: SweepState) -> None:
+    config = cell.config
+    runs_csv = out / "runs.csv"
+    before = run_ids_in(runs_csv)
+    cmd = locust_command(engine=config.engine, url=launcher.url, users=cell.users,
+                         workload=matrix.workload, out=out, repeat=cell.repeat, tag=matrix.name,
+                         flags=flags_text(config), gpu=config.gpus)
+    say(f"run {cell.path}")
+    log = sweep_dir(out, matrix.name) / cell.path / "locust.log"
+    outcome = run_locust(cmd, log, matrix.run_timeout_s)
+    row = find_row(runs_csv, before, matrix.name, cell.users, cell.repeat) \
+        if outcome.exit_code in (0, 1) else None
+    if row is not None:
+        state.set_cell(cell, status="ok", reason="" if outcome.exit_code == 0 else "some requests failed",
+                       run_id=row["run_id"], rig_version=row.get("rig_version", ""),
+                       workload_sha256=row.get("workload_sha256", ""), exit_code=outcome.exit_code,
+                       completion_time_s=row.get("completion_time_s"),
+                       output_tok_per_s=row.get("output_tok_per_s"), log=str(log))
+        say(f"  ok: {row.get('completion_time_s')} s, {row.get('output_tok_per_s')} output tok/s")
+        return
+    dead = launcher.failure()
+    reason = outcome.error or f"Locust exit {outcome.exit_code} and no runs.csv row"
+    state.set_cell(cell, status="failed", reason=f"engine: {dead}" if dead else reason,
+                   exit_code=outcome.exit_code, log=str(log))
+    say(f"  failed: {dead or reason}")
+    if dead:
+        raise EngineFailed(f"engine stopped during {cell.name}: {dead}", launcher.log_tail())
+
+
+def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix) -> None:
+    """The sweep's tables on stdout (also saved as table.txt beside sweep.json)."""
+    from loadtest.results import read_runs
+
+    config_of = {state.cell(c)["run_id"]: slug for _, slug, cells in plan for c in cells
+                 if state.cell(c).get("status") in ("ok", "skipped") and state.cell(c).get("run_id")}
+    runs = cell_frame(read_runs(out / "runs.csv"), config_of)
+    lines = [f"sweep {matrix.name}: workload {matrix.workload.prompts} x {matrix.workload.requests} "
+             f"requests, max {matrix.workload.max_tokens} tokens, {matrix.repeats} repeat(s) per cell"]
+    for config, slug, cells in plan:
+        entry = state.data["configs"].get(slug, {})
+        lines += ["", f"== {slug}  [{flags_text(config) or 'engine defaults'}]"
+                  + (f"  GPUs {config.gpus}" if config.gpus else ""), _warmup_line(entry)]
+        if entry.get("status") == "failed":
+            lines.append(f"FAILED: {entry.get('reason')} (log tail in sweep.json)")
+        lines.append(config_table(runs[runs["config"] == slug]))
+    if len(plan) > 1:
+        lines += ["", "completion time by configuration (mean over repeats; * fastest per user count):",
+                  comparison_table(runs)]
+    lines += ["", RULES]
+    text = "\n".join(lines)
+    print(text)
+    (sweep_dir(out, matrix.name) / "table.txt").write_text(text + "\n")
+
+
+def _warmup_line(entry: dict[str, Any]) -> str:
+    warmup = entry.get("warmup") or {}
+    if entry.get("status") == "skipped":
+        return "every cell measured before: not started again (warm-up as recorded then)"
+    if not warmup.get("requests"):
+        return "no warm-up"
+    return (f"warmed up before measuring: {warmup['requests']} requests at {warmup.get('users')} users "
+            f"(exit {warmup.get('exit_code')}; not in runs.csv)")
+
+
+def _print_plan(matrix: Matrix, plan: Plan, out: Path) -> None:
+    say_out: Callable[[str], None] = print
+    total = sum(len(cells) for _, _, cells in plan)
+    say_out(f"dry run: sweep {matrix.name}, {len(plan)} configuration(s), {total} cell(s); nothing started")
+    for config, slug, cells in plan:
+        launcher = make_launcher(config, sweep_dir(out, matrix.name) / slug, _project(matrix.name))
+        say_out(f"\n== {slug}  [{flags_text(config) or 'engine defaults'}]  hash {config_hash(config)}")
+        say_out(f"start: {launcher.describe()}")
+        if matrix.warmup_requests:
+            warm = locust_command(engine=config.engine, url=launcher.url, users=max(matrix.users),
+                                  workload=matrix.workload, out=out, repeat=1, tag=matrix.name,
+                                  flags=flags_text(config), gpu=config.gpus,
+                                  warmup_requests=matrix.warmup_requests)
+            say_out(f"warm-up: {_show(warm)}")
+        for cell in cells:
+            cmd = locust_command(engine=config.engine, url=launcher.url, users=cell.users,
+                                 workload=matrix.workload, out=out, repeat=cell.repeat,
+                                 tag=matrix.name, flags=flags_text(config), gpu=config.gpus)
+            say_out(f"{cell.name} [{cell.cell_id}]: {_show(cmd)}")
+        say_out("stop" + ("" if config.launch != "running" else ": (not started here)"))
+
+
+def _show(cmd: list[str]) -> str:
+    import shlex
+
+    return shlex.join(["locust", *cmd[3:]])
+
+
+def _project(name: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in name.lower())
+    return f"llm-load-rig-sweep-{safe}"
+
+
+def _report(out: Path, name: str, folder: Path) -> None:
+    if not (ROOT / "loadtest" / "report.py").exists():
+        return
+    cmd = [sys.executable, "-m", "loadtest.report", str(out), "--where", f"tag={name}",
+           "--out", str(folder / "report")]
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    except subprocess.TimeoutExpired:
+        say("report: python -m loadtest.report timed out; run it yourself")
+        return
+    if result.returncode == 0:
+        say(f"report: {folder / 'report' / 'report.md'}")
+    else:
+        lines = result.stderr.strip().splitlines()
+        say(f"report: python -m loadtest.report failed: {lines[-1] if lines else result.returncode}")

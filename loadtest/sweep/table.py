@@ -1,0 +1,98 @@
+"""The sweep's tables, from runs.csv rows only: completion time and output tok/s per user count.
+
+Rules, printed under every table:
+- fastest (`*`): the lowest mean completion time;
+- knee (`<- knee`): the smallest user count whose mean output tok/s is within 5% of the best
+  mean; adding users past it stops paying (more load, at most 5% more throughput);
+- unstable: the repeats' standard deviation is more than 10% of their mean, for completion time
+  or output tok/s (pyperf's rule): run more repeats before trusting that row.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+__all__ = ["KNEE_PCT", "UNSTABLE_PCT", "RULES", "cell_frame", "config_table", "comparison_table"]
+
+KNEE_PCT = 5.0
+UNSTABLE_PCT = 10.0
+RULES = (f"* fastest: lowest mean completion time. <- knee: the smallest user count whose mean "
+         f"output tok/s is within {KNEE_PCT:g}% of the best; past it, adding users stops paying. "
+         f"unstable: stdev over the repeats > {UNSTABLE_PCT:g}% of the mean (pyperf's rule). "
+         f"spread = min-max over the repeats.")
+
+
+def cell_frame(rows: list[dict[str, str]], config_of: dict[str, str]) -> pd.DataFrame:
+    """runs.csv rows -> one line per run: config, users, repeat, completion_time_s, output_tok_per_s.
+
+    ``config_of`` maps each run_id of the sweep to its configuration's folder name."""
+    kept = [{"config": config_of[r["run_id"]], "users": int(r["users"]), "repeat": int(r["repeat"]),
+             "completion_time_s": _float(r.get("completion_time_s")),
+             "output_tok_per_s": _float(r.get("output_tok_per_s")),
+             "failed": int(_float(r.get("failed")) or 0)}
+            for r in rows if r.get("run_id") in config_of]
+    return pd.DataFrame(kept, columns=["config", "users", "repeat", "completion_time_s",
+                                       "output_tok_per_s", "failed"])
+
+
+def _stats(runs: pd.DataFrame) -> pd.DataFrame:
+    grouped = runs.groupby("users").agg(
+        runs=("repeat", "count"), failed=("failed", "sum"),
+        t_mean=("completion_time_s", "mean"), t_sd=("completion_time_s", "std"),
+        t_min=("completion_time_s", "min"), t_max=("completion_time_s", "max"),
+        r_mean=("output_tok_per_s", "mean"), r_sd=("output_tok_per_s", "std"),
+        r_min=("output_tok_per_s", "min"), r_max=("output_tok_per_s", "max"))
+    return grouped.sort_index().fillna({"t_sd": 0.0, "r_sd": 0.0})
+
+
+def config_table(runs: pd.DataFrame) -> str:
+    """One configuration's runs as a text table, fastest and knee marked."""
+    stats = _stats(runs)
+    if stats.empty:
+        return "(no measured runs)"
+    fastest = stats["t_mean"].idxmin()
+    knee = stats.index[stats["r_mean"] >= stats["r_mean"].max() * (1 - KNEE_PCT / 100)].min()
+    lines = [f"{'users':>6} {'runs':>4}   {'completion s':>12} {'spread':>15}   "
+             f"{'output tok/s':>12} {'spread':>17}   notes"]
+    for users, s in stats.iterrows():
+        notes = (["*"] if users == fastest else []) + (["<- knee"] if users == knee else [])
+        if _unstable(s["t_sd"], s["t_mean"]) or _unstable(s["r_sd"], s["r_mean"]):
+            notes.append("unstable")
+        if s["failed"]:
+            notes.append(f"{int(s['failed'])} requests failed")
+        lines.append(f"{users:>6} {int(s['runs']):>4}   {s['t_mean']:>12.2f} "
+                     f"{_spread(s['t_min'], s['t_max'], 2):>15}   {s['r_mean']:>12.1f} "
+                     f"{_spread(s['r_min'], s['r_max'], 1):>17}   {' '.join(notes)}")
+    return "\n".join(lines)
+
+
+def comparison_table(runs: pd.DataFrame) -> str:
+    """Mean completion time of every configuration at every user count; `*` the fastest per row."""
+    if runs.empty:
+        return "(no measured runs)"
+    means = runs.pivot_table(index="users", columns="config", values="completion_time_s",
+                             aggfunc="mean", sort=False)
+    configs = list(dict.fromkeys(runs["config"]))
+    width = max(12, *(len(c) for c in configs))
+    lines = [f"{'users':>6}  " + "  ".join(f"{c:>{width}}" for c in configs)]
+    for users, row in means.sort_index().iterrows():
+        best = row.min()
+        cells = [("-" if pd.isna(row.get(c)) else f"{row[c]:.2f} s" + (" *" if row[c] == best else "  "))
+                 for c in configs]
+        lines.append(f"{users:>6}  " + "  ".join(f"{c:>{width}}" for c in cells))
+    return "\n".join(lines)
+
+
+def _unstable(sd: float, mean: float) -> bool:
+    return bool(mean) and sd / mean > UNSTABLE_PCT / 100
+
+
+def _spread(low: float, high: float, digits: int) -> str:
+    return f"{low:.{digits}f}-{high:.{digits}f}"
+
+
+def _float(value: str | None) -> float:
+    try:
+        return float(value) if value not in (None, "") else float("nan")
+    except ValueError:
+        return float("nan")

@@ -1,0 +1,120 @@
+"""python -m loadtest.sweep.threads ENGINE: the thread sweep (scripts/sweep_threads.sh).
+
+    python -m loadtest.sweep.threads vllm-cpu --users 1,4,16,64 --repeats 2 --requests 64
+    python -m loadtest.sweep.threads tgi --host http://127.0.0.1:8080 --users 24,64,128,256
+
+The same fixed workload at each user count, R times each (a fresh Locust process per run),
+after one warm-up run, then a table of completion time and output tok/s per user count with the
+fastest and the knee marked. With --host the engine is one already running (not started or
+stopped); without it the engine is started (vllm-cpu: the embedded local process; others, or
+--launch compose: its docker-compose.yml service) with the --set settings, and stopped at the end.
+It is a flag sweep with one configuration: same resume, same records (OUT/sweeps/NAME/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from .gpus import gpu_count
+from .matrix import MatrixError, default_warmup_requests, parse_matrix
+from .runner import run_sweep
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m loadtest.sweep.threads",
+                                description="How many client threads saturate this engine?")
+    p.add_argument("engine", help="engine slug (vllm-cpu, vllm, tgi, ...)")
+    p.add_argument("--users", default="24,64,128,256", help="user counts, comma-separated")
+    p.add_argument("--repeats", default="3", help="runs per user count (default 3)")
+    p.add_argument("--requests", default="256", help="fixed workload size (default 256)")
+    p.add_argument("--max-tokens", default="128", help="output tokens per request (default 128)")
+    p.add_argument("--prompts", default="mixed", help="prompt set name or .jsonl file")
+    p.add_argument("--ignore-eos", action="store_true", help="ask for exactly --max-tokens")
+    p.add_argument("--api", default="", help="completions | chat | generate (engine default)")
+    p.add_argument("--host", default="", help="an engine already running at this URL: not started")
+    p.add_argument("--flags", default="", help="with --host: the engine's flags, to record")
+    p.add_argument("--gpu", default="", help="with --host: the engine's GPUs, to record")
+    p.add_argument("--launch", choices=["local", "compose"], default=None,
+                   help="how to start the engine (default: local for vllm-cpu, else compose)")
+    p.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
+                   help="engine setting for the started engine (servers/settings.py), repeatable")
+    p.add_argument("--gpus", default="", help="GPU set for the started engine, e.g. 0 or 0,1")
+    p.add_argument("--network", choices=["host"], default=None, help="compose: host networking")
+    p.add_argument("--warmup-requests", default=None,
+                   help="requests in the warm-up run (default 2 x the largest user count, >= 16; 0 = none)")
+    p.add_argument("--name", default="", help="sweep name: tag and folder (default threads-ENGINE)")
+    p.add_argument("--out", type=Path, default=Path("results"), help="results folder (default results/)")
+    p.add_argument("--health-timeout", default="900", help="seconds to wait for a started engine")
+    p.add_argument("--run-timeout", default="1800", help="seconds one run may take")
+    p.add_argument("--dry-run", action="store_true", help="print every cell and command; start nothing")
+    return p
+
+
+def matrix_data(args: argparse.Namespace) -> dict[str, Any]:
+    """The one-configuration matrix these options describe."""
+    try:
+        users = [int(u) for u in args.users.split(",")]
+    except ValueError:
+        raise MatrixError(f"--users must be whole numbers separated by commas, got {args.users!r}") from None
+    if args.host:
+        if args.set or args.launch or args.gpus or args.network:
+            raise MatrixError("--host measures an engine already running: drop --set/--launch/--gpus/--network")
+        entry: dict[str, Any] = {"engine": args.engine, "host": args.host, "flags": args.flags,
+                                 "gpus": args.gpu}
+    else:
+        if args.flags or args.gpu:
+            raise MatrixError("--flags/--gpu record a running engine's setup (with --host); "
+                              "to start one with settings use --set SETTING=VALUE and --gpus")
+        entry = {"engine": args.engine,
+                 "launch": args.launch or ("local" if args.engine == "vllm-cpu" else "compose"),
+                 "settings": _settings(args.set)}
+        if args.gpus:
+            entry["gpus"] = [args.gpus]
+        if args.network:
+            entry["network"] = args.network
+    return {"name": args.name or f"threads-{args.engine}", "users": users, "repeats": args.repeats,
+            "workload": {"prompts": args.prompts, "requests": args.requests,
+                         "max_tokens": args.max_tokens, "ignore_eos": args.ignore_eos, "api": args.api},
+            "warmup_requests": _warmup(args.warmup_requests, users),
+            "health_timeout_s": args.health_timeout, "run_timeout_s": args.run_timeout,
+            "engines": [entry]}
+
+
+def _settings(pairs: list[str]) -> dict[str, str]:
+    settings = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise MatrixError(f"--set takes SETTING=VALUE (e.g. MAX_CONCURRENT_REQUESTS=64), got {pair!r}")
+        settings[name] = value
+    return settings
+
+
+def _warmup(value: str | None, users: list[int]) -> int:
+    if value is None:
+        return default_warmup_requests(tuple(users))
+    if not value.isdigit():
+        raise MatrixError(f"--warmup-requests must be a whole number (0 = none), got {value!r}")
+    return int(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        data = matrix_data(args)
+        launched = "host" not in data["engines"][0]
+        gpus = gpu_count() if launched and not args.dry_run else None
+        matrix = parse_matrix(data, gpus, where="thread sweep")
+        return run_sweep(matrix, args.out, kind="threads", dry_run=args.dry_run)
+    except MatrixError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
