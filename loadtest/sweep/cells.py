@@ -12,6 +12,8 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 
+from servers.registry import ENGINES
+
 from .matrix import EngineConfig, Matrix, WorkloadOptions
 
 __all__ = ["Cell", "config_hash", "config_slug", "flags_text", "expand_cells", "unique_slugs"]
@@ -56,7 +58,7 @@ def config_slug(config: EngineConfig) -> str:
     parts = [config.engine]
     for name in config.swept:
         value = config.settings.get(name, "none")
-        parts.append(f"{name.lower().replace('_', '')}{_safe(value)}")
+        parts.append(f"{_short(config.engine, name)}{_safe(value)}")
     if config.gpus and (config.gpus != "0" or config.replicas):
         parts.append("gpu" + config.gpus.replace(",", "_"))
     if config.replicas:
@@ -91,6 +93,13 @@ def _cell_id(config_digest: str, workload: WorkloadOptions, workload_sha256: str
 def _digest(data: object) -> str:
     text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _short(engine: str, setting: str) -> str:
+    """The engine's own flag for a setting when it is one word (--max-num-seqs -> maxnumseqs)."""
+    template = ENGINES[engine].flags.get(setting, ())
+    word = template[0] if len(template) == 2 and template[1] == "{}" else setting
+    return "".join(c for c in word.lower() if c.isalnum())
 
 
 def _safe(value: str) -> str:

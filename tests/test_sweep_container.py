@@ -1,0 +1,63 @@
+"""The flag sweep through the real `vllm-cpu` Compose service: start per configuration, measure, down.
+
+Needs a Docker engine with Compose v2 and the llm-load-rig/vllm-cpu image (scripts/docker_setup.sh,
+scripts/build_images.sh vllm-cpu); skipped with the reason where they are missing. Host
+networking on a free port, like CI (dockerd --bridge=none).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loadtest.results import read_runs
+from servers.vllm_cpu import IMAGE
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.docker
+
+
+def _docker_missing() -> str | None:
+    if shutil.which("docker") is None:
+        return "no docker CLI (run: bash scripts/docker_setup.sh)"
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode != 0:
+        return "no docker compose v2 (run: bash scripts/docker_setup.sh)"
+    images = subprocess.run(["docker", "images", "-q", IMAGE], capture_output=True, text=True)
+    if images.returncode != 0:
+        return "no Docker engine answers (run: bash scripts/docker_setup.sh)"
+    if not images.stdout.strip():
+        return f"no image {IMAGE} (run: bash scripts/build_images.sh vllm-cpu)"
+    return None
+
+
+def test_flag_sweep_through_the_vllm_cpu_container(tmp_path: Path) -> None:
+    reason = _docker_missing()
+    if reason:
+        pytest.skip(reason)
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(
+        "name: seqs-compose\nworkload: {prompts: mixed, requests: 32, max_tokens: 16, ignore_eos: true}\n"
+        "users: [16]\nrepeats: 1\nwarmup_requests: 8\nhealth_timeout_s: 900\nengines:\n"
+        "  - engine: vllm-cpu\n    launch: compose\n    network: host\n"
+        "    sweep: {MAX_CONCURRENT_REQUESTS: [1, 16]}\n")
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "loadtest.sweep.flags", str(matrix), "--out", str(out)],
+                            capture_output=True, text=True, cwd=REPO, timeout=1800)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = read_runs(out / "runs.csv")
+    by_flags = {r["flags"]: float(r["completion_time_s"]) for r in runs}
+    assert set(by_flags) == {"MAX_CONCURRENT_REQUESTS=1", "MAX_CONCURRENT_REQUESTS=16"}
+    assert by_flags["MAX_CONCURRENT_REQUESTS=16"] < by_flags["MAX_CONCURRENT_REQUESTS=1"]
+    state = json.loads((out / "sweeps/seqs-compose/sweep.json").read_text())
+    assert {c["status"] for c in state["configs"].values()} == {"ok"}
+    folder = out / "sweeps/seqs-compose/vllm-cpu-maxnumseqs16"
+    assert "VLLM_CPU_MAX_CONCURRENT_REQUESTS=16" in (folder / "engine.env").read_text()
+    assert "--max-num-seqs 16" in (folder / "engine.log").read_text() or (folder / "engine.log").stat().st_size
+    left = subprocess.run(["docker", "ps", "-aq", "--filter", "label=com.docker.compose.project="
+                           "llm-load-rig-sweep-seqs-compose"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "the sweep left a container behind"

@@ -1,0 +1,154 @@
+"""Sweep matrices are checked whole before anything starts; cells are named and hashed stably.
+
+No engine needed: these run in seconds.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loadtest.sweep.cells import config_hash, expand_cells, flags_text
+from loadtest.sweep.matrix import MatrixError, parse_matrix
+from loadtest.sweep.state import SweepState
+from loadtest.sweep.table import cell_frame, config_table
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((REPO / "sweeps").glob("*.yaml"))
+
+
+def matrix(**engine: Any) -> dict[str, Any]:
+    return {"name": "t", "workload": {"requests": 8, "max_tokens": 8}, "users": [1, 4],
+            "engines": [{"engine": "vllm-cpu", "launch": "local", **engine}]}
+
+
+def refusal(data: dict[str, Any], gpu_count: int | None = 0) -> str:
+    with pytest.raises(MatrixError) as info:
+        parse_matrix(data, gpu_count)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_refuses_an_unknown_engine() -> None:
+    data = matrix()
+    data["engines"][0] = {"engine": "nosuch"}
+    assert "unknown engine 'nosuch'" in refusal(data)
+
+
+def test_refuses_an_unknown_setting() -> None:
+    assert "unknown setting 'MAX_NUM_SEQS'" in refusal(matrix(sweep={"MAX_NUM_SEQS": [2, 64]}))
+
+
+def test_refuses_a_value_the_engine_does_not_accept() -> None:
+    data = matrix()
+    data["engines"][0] = {"engine": "tgi", "settings": {"DTYPE": "float32"}}
+    assert "DTYPE must be one of float16, bfloat16" in refusal(data, gpu_count=1)
+    assert "whole number >= 1" in refusal(matrix(sweep={"MAX_CONCURRENT_REQUESTS": [2, "lots"]}))
+
+
+def test_refuses_a_setting_the_engine_cannot_take() -> None:
+    assert "vllm-cpu does not support SHARDS" in refusal(matrix(settings={"SHARDS": 2}))
+
+
+def test_refuses_a_gpu_this_host_lacks() -> None:
+    data = matrix()
+    data["engines"][0] = {"engine": "tgi", "gpus": ["0,1"]}
+    assert "needs GPU 0,1 but this host has no GPU" in refusal(data, gpu_count=0)
+    assert "needs GPU 1 but this host has 1 GPU(s)" in refusal(data, gpu_count=1)
+    parse_matrix(data, gpu_count=2)
+    parse_matrix(data, gpu_count=None)  # dry run: presence not checked
+
+
+def test_refuses_what_the_sweep_owns_and_bad_shapes() -> None:
+    assert "PORT is set by the sweep" in refusal(matrix(settings={"PORT": 9000}))
+    assert "launch: local runs only the embedded vllm-cpu" in refusal(
+        {**matrix(), "engines": [{"engine": "vllm", "launch": "local"}]})
+    assert "unknown key 'user'" in refusal({**matrix(), "user": [1]})
+    assert "users must be a list" in refusal({**matrix(), "users": "many"})
+    assert "no prompt file 'nope'" in refusal({**matrix(), "workload": {"prompts": "nope"}})
+    assert "SHARDS=2 needs 2 GPUs" in refusal(
+        {**matrix(), "engines": [{"engine": "vllm", "settings": {"SHARDS": 2}}]}, gpu_count=4)
+
+
+def test_expands_engines_times_values_times_gpu_sets() -> None:
+    data = matrix()
+    data["engines"] = [{"engine": "tgi", "sweep": {"SPECULATE": [None, 2]}, "gpus": ["0", "1"]}]
+    m = parse_matrix(data, gpu_count=2)
+    plan = expand_cells(m, "sha")
+    assert [slug for _, slug, _ in plan] == ["tgi-speculatenone", "tgi-speculatenone-gpu1",
+                                            "tgi-speculate2", "tgi-speculate2-gpu1"]
+    assert [c.name for c in plan[0][2]] == ["u1-r1", "u4-r1"]
+    assert flags_text(plan[2][0]) == "SPECULATE=2"
+
+
+def test_cell_ids_follow_settings_and_workload_not_paths() -> None:
+    one = expand_cells(parse_matrix(matrix(sweep={"MAX_CONCURRENT_REQUESTS": [2]}), 0), "sha")
+    again = expand_cells(parse_matrix(matrix(sweep={"MAX_CONCURRENT_REQUESTS": [2]}), 0), "sha")
+    other_workload = expand_cells(parse_matrix(matrix(sweep={"MAX_CONCURRENT_REQUESTS": [2]}), 0), "sha2")
+    other_value = expand_cells(parse_matrix(matrix(sweep={"MAX_CONCURRENT_REQUESTS": [4]}), 0), "sha")
+    ids = [c.cell_id for c in one[0][2]]
+    assert ids == [c.cell_id for c in again[0][2]]
+    assert not set(ids) & {c.cell_id for c in other_workload[0][2]}
+    assert not set(ids) & {c.cell_id for c in other_value[0][2]}
+    assert config_hash(one[0][0]) != config_hash(other_value[0][0])
+
+
+def test_resume_needs_same_rig_version_and_the_row(tmp_path: Path) -> None:
+    cell = expand_cells(parse_matrix(matrix(), 0), "sha")[0][2][0]
+    state = SweepState.open(tmp_path / "sweep.json", {"name": "t"})
+    state.set_cell(cell, status="ok", run_id="R1", rig_version="v1")
+    assert state.measured_before(cell, "v1", {"R1"}) == "measured before by run R1"
+    assert state.measured_before(cell, "v2", {"R1"}) is None  # another rig version: run again
+    assert state.measured_before(cell, "v1", set()) is None  # row gone from runs.csv: run again
+    reopened = SweepState.open(tmp_path / "sweep.json", {"name": "t"})
+    assert reopened.measured_before(cell, "v1", {"R1"})
+
+
+def test_table_marks_fastest_knee_and_unstable() -> None:
+    rows = []
+    for users, times, rates in ((1, (10, 10), (100, 100)), (16, (2.1, 2.1), (980, 980)),
+                                (64, (2.0, 3.0), (1000, 700))):
+        for repeat, (t, r) in enumerate(zip(times, rates), 1):
+            rows.append({"run_id": f"{users}-{repeat}", "users": str(users), "repeat": str(repeat),
+                         "completion_time_s": str(t), "output_tok_per_s": str(r), "failed": "0"})
+    runs = cell_frame(rows, {r["run_id"]: "c" for r in rows})
+    lines = config_table(runs).splitlines()
+    assert lines[2].split()[0] == "16" and lines[2].endswith("* <- knee")  # 2.1 s < 2.5 s mean
+    assert lines[3].split()[0] == "64" and "unstable" in lines[3]
+    assert "*" not in lines[1]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_matrices_pass_a_dry_run(path: Path, tmp_path: Path) -> None:
+    result = run_cli("loadtest.sweep.flags", str(path), "--dry-run", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("dry run: sweep ")
+    assert "locust -f" in result.stdout and "nothing started" in result.stdout
+    assert not any(tmp_path.iterdir())  # a dry run writes nothing
+
+
+def test_a_bad_matrix_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nusers: [1]\nengines:\n  - engine: vllm-cpu\n    sweep: {SPECULATE: [1, 1]}\n")
+    result = run_cli("loadtest.sweep.flags", str(bad))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+    assert "lists a value twice" in result.stderr
+    missing = run_cli("loadtest.sweep.flags", str(tmp_path / "none.yaml"))
+    assert missing.returncode == 2 and "cannot read matrix" in missing.stderr
+
+
+def test_scripts_print_usage_on_bad_arguments() -> None:
+    for script in ("sweep_threads.sh", "sweep_flags.sh"):
+        result = subprocess.run(["bash", str(REPO / "scripts" / script)], capture_output=True, text=True)
+        assert result.returncode == 2 and result.stderr.startswith("usage: scripts/")

@@ -1,0 +1,116 @@
+"""Sweeps for real on the embedded vLLM CPU engine: the table, the runs.csv rows, resume, survival.
+
+The thread sweep drives the session's engine (tests/conftest.py) with --host; the flag sweep
+starts and stops its own local engines (one at a time), one of which cannot start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from loadtest.results import read_runs
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.engine
+
+
+def sweep(*args: str, timeout_s: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "loadtest.sweep", *args], capture_output=True,
+                          text=True, cwd=REPO, timeout=timeout_s)
+
+
+def test_thread_sweep_table_rows_and_resume(engine_url: str, tmp_path: Path) -> None:
+    args = ("threads", "vllm-cpu", "--host", engine_url, "--users", "1,8", "--repeats", "2",
+            "--requests", "16", "--max-tokens", "16", "--ignore-eos", "--flags", "--max-num-seqs=256",
+            "--out", str(tmp_path))
+    first = sweep(*args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    table = first.stdout
+    assert "warmed up before measuring: 16 requests at 8 users" in table
+    rows = [line.split() for line in table.splitlines() if line.split()[:1] in (["1"], ["8"])]
+    assert [r[0] for r in rows] == ["1", "8"] and all(r[1] == "2" for r in rows)  # 2 runs each
+    assert sum("*" in r for r in rows) == 1 and sum("knee" in " ".join(r) for r in rows) == 1
+    assert "the smallest user count whose mean output tok/s is within 5% of the best" in table
+    runs = read_runs(tmp_path / "runs.csv")
+    assert sorted((r["users"], r["repeat"]) for r in runs) == [("1", "1"), ("1", "2"), ("8", "1"), ("8", "2")]
+    assert {r["tag"] for r in runs} == {"threads-vllm-cpu"} and {r["flags"] for r in runs} == {"--max-num-seqs=256"}
+    assert all(r["completed"] == "16" and r["output_tokens"] == "256" for r in runs)
+    state = json.loads((tmp_path / "sweeps/threads-vllm-cpu/sweep.json").read_text())
+    assert state["status"] == "complete"
+    assert {c["status"] for c in state["cells"].values()} == {"ok"}
+    assert state["configs"]["vllm-cpu"]["warmup"]["exit_code"] == 0
+
+    again = sweep(*args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stderr.count("skip vllm-cpu/") == 4 and "warm-up" not in again.stderr
+    assert len(read_runs(tmp_path / "runs.csv")) == 4  # nothing measured twice
+    assert rows == [line.split() for line in again.stdout.splitlines() if line.split()[:1] in (["1"], ["8"])]
+
+
+def test_flag_sweep_local_engines_survives_a_bad_one_and_resumes(tmp_path: Path) -> None:
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(
+        "name: seqs\nworkload: {prompts: mixed, requests: 32, max_tokens: 16, ignore_eos: true}\n"
+        "users: [16]\nrepeats: 1\nwarmup_requests: 8\nhealth_timeout_s: 600\nengines:\n"
+        "  - engine: vllm-cpu\n    launch: local\n    settings: {EXTRA_ARGS: --no-such-flag}\n"
+        "  - engine: vllm-cpu\n    launch: local\n    sweep: {MAX_CONCURRENT_REQUESTS: [1, 16]}\n")
+    first = sweep("flags", str(matrix), "--out", str(tmp_path / "out"), timeout_s=1200)
+    assert first.returncode == 1, first.stderr[-3000:]  # one configuration failed, recorded
+    state = json.loads((tmp_path / "out/sweeps/seqs/sweep.json").read_text())
+    bad = state["configs"]["vllm-cpu"]
+    assert bad["status"] == "failed" and "engine exited" in bad["reason"]
+    assert "no-such-flag" in bad["log_tail"]
+    assert {k: v["status"] for k, v in state["configs"].items()} == {
+        "vllm-cpu": "failed", "vllm-cpu-maxnumseqs1": "ok", "vllm-cpu-maxnumseqs16": "ok"}
+    runs = read_runs(tmp_path / "out/runs.csv")
+    assert sorted(r["flags"] for r in runs) == ["MAX_CONCURRENT_REQUESTS=1", "MAX_CONCURRENT_REQUESTS=16"]
+    by_flags = {r["flags"]: float(r["completion_time_s"]) for r in runs}
+    assert by_flags["MAX_CONCURRENT_REQUESTS=16"] < by_flags["MAX_CONCURRENT_REQUESTS=1"]
+    assert "FAILED: engine exited" in first.stdout
+    assert "completion time by configuration" in first.stdout
+
+    again = sweep("flags", str(matrix), "--out", str(tmp_path / "out"), timeout_s=600)
+    assert again.stderr.count("skip vllm-cpu-maxnumseqs") == 2
+    assert "start vllm-cpu-maxnumseqs" not in again.stderr  # measured: never started again
+    assert "start vllm-cpu:" in again.stderr  # the failed one is tried again
+    assert len(read_runs(tmp_path / "out/runs.csv")) == 2
+
+
+def test_interrupted_sweep_stops_its_engine(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "loadtest.sweep", "threads", "vllm-cpu", "--users", "4",
+           "--repeats", "1", "--requests", "8", "--max-tokens", "8", "--out", str(tmp_path)]
+    process = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    line = process.stderr.readline()
+    assert line.startswith("start vllm-cpu: "), line
+    port = line.split("--port ")[1].split()[0]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _engine_processes(port):
+        time.sleep(0.5)
+    assert _engine_processes(port), "the engine did not start"
+    time.sleep(3)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "interrupted: engine stopped" in err
+    assert not _engine_processes(port)
+    state = json.loads((tmp_path / "sweeps/threads-vllm-cpu/sweep.json").read_text())
+    assert state["status"] == "interrupted"
+
+
+def _engine_processes(port: str) -> list[int]:
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if "--port" in cmdline and port in cmdline and proc.info["pid"] != os.getpid():
+            found.append(proc.info["pid"])
+    return found
