@@ -13,8 +13,9 @@ from typing import Any, Callable
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, Path(__file__).resolve().parent):  # the rig's packages; docker_helpers.py
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 
 def compose_available() -> str | None:
@@ -74,3 +75,20 @@ def config(compose: Callable[..., subprocess.CompletedProcess[str]]) -> Callable
         return json.loads(result.stdout)
 
     return render
+
+
+@pytest.fixture(scope="module")
+def docker_client() -> Any:
+    """A Docker SDK client, or skip with the reason no Docker engine or Compose v2 answers."""
+    reason = compose_available()
+    if reason:
+        pytest.skip(reason)
+    import docker  # imported here, not at collection: it must not load ssl before Locust's gevent patch
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as err:  # docker.errors.DockerException and connection errors alike
+        pytest.skip(f"no Docker engine answers ({type(err).__name__}); run: bash scripts/docker_setup.sh")
+    return client
+
