@@ -26,7 +26,7 @@ from servers.engine import Engine
 from servers.registry import engine
 from servers.settings import SettingError, env_name, parse_gpus
 
-__all__ = ["NGINX_IMAGE", "render", "nginx_conf", "main"]
+__all__ = ["NGINX_IMAGE", "main", "nginx_conf", "render"]
 
 NGINX_IMAGE = "nginx:1.27.5-alpine"
 ROOT = Path(__file__).resolve().parent.parent

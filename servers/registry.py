@@ -1,11 +1,8 @@
 """The engines the rig can start, and the two functions a sweep needs.
 
-    >>> translate("tgi", {"SPECULATE": "2"})[-2:]
-    ['--speculate', '2']
-    >>> validate("textgen", {"DTYPE": "float16"})
-    Traceback (most recent call last):
-    ...
-    servers.settings.SettingError: textgen does not support DTYPE (TEXTGEN_DTYPE): ...
+    translate("tgi", {"SPECULATE": "2"})[-2:]    -> ['--speculate', '2']
+    validate("textgen", {"DTYPE": "float16"})   -> SettingError: textgen does not support DTYPE
+                                                   (TEXTGEN_DTYPE): text-generation-webui has no ...
 
 ``settings`` use the bare setting names of ``servers.settings.SETTINGS``
 (``"MAX_TOTAL_TOKENS"``), not the prefixed ``.env`` names; an empty value

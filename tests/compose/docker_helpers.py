@@ -29,7 +29,7 @@ def ensure_images(client: Any, *names: str) -> None:
             missing.append(name)
     if not missing:
         return
-    build = subprocess.run(["bash", str(ROOT / "scripts/build_images.sh"), *missing], capture_output=True, text=True)
+    build = subprocess.run(["bash", str(ROOT / "scripts/build_images.sh"), *missing], check=False, capture_output=True, text=True)
     if build.returncode != 0:
         pytest.fail(f"scripts/build_images.sh {' '.join(missing)} failed: {build.stderr.strip()[-2000:]}")
 
@@ -40,7 +40,7 @@ def ensure_tiny_model() -> None:
     if (model / "config.json").exists():
         return
     build = subprocess.run([sys.executable, str(ROOT / "servers/vllm-cpu/tiny_model.py"), str(model)],
-                           capture_output=True, text=True)
+                           check=False, capture_output=True, text=True)
     if build.returncode != 0:
         pytest.fail(f"could not build {model}: {build.stderr.strip()[-2000:]}")
 
@@ -80,7 +80,7 @@ def run_locust(port: int, out: Path, flags: list[str], timeout_s: float = 600) -
            "--users", "8", "--engine", "vllm-cpu", "--host", f"http://127.0.0.1:{port}",
            "--requests", "16", "--prompts", "mixed", "--max-tokens", "32", "--out", str(out),
            "--flags", " ".join(flags)]
-    run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout_s)
+    run = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=ROOT, timeout=timeout_s)
     assert run.returncode == 0, run.stderr[-3000:]
     with open(out / "runs.csv", newline="") as f:
         (row,) = list(csv.DictReader(f))

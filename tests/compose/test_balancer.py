@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,7 @@ def _config(tmp_path: Path, slug: str, gpus: list[str | None], env: dict[str, st
     (tmp_path / "empty.env").write_text("")
     cmd = ["docker", "compose", "--project-directory", str(ROOT), "-f", str(tmp_path / "lb.yml"),
            "--env-file", str(tmp_path / "empty.env"), "--profile", "lb", "config", "--format", "json"]
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    result = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)["services"]
 

@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-from docker_helpers import (ROOT, ensure_images, ensure_tiny_model, require_free_port, run_locust,
-                            stream_completion, wait_healthy)
+from docker_helpers import (
+    ROOT,
+    ensure_images,
+    ensure_tiny_model,
+    require_free_port,
+    run_locust,
+    stream_completion,
+    wait_healthy,
+)
 
 from servers.balancer import render
 
@@ -42,14 +50,14 @@ def balancer(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> It
     env = {**os.environ, **ENV}
     env.pop("HF_TOKEN", None)
     try:
-        up = subprocess.run([*base, "up", "-d"], capture_output=True, text=True, env=env, timeout=1200)
+        up = subprocess.run([*base, "up", "-d"], check=False, capture_output=True, text=True, env=env, timeout=1200)
         if up.returncode != 0:
             pytest.fail(f"balancer up failed: {up.stderr.strip()[-2000:]}")
         lb = docker_client.containers.get(f"{PROJECT}-vllm-cpu-lb-1")
         wait_healthy(lb, timeout_s=120)
         yield lb
     finally:
-        subprocess.run([*base, "down", "--timeout", "20"], capture_output=True, env=env)
+        subprocess.run([*base, "down", "--timeout", "20"], check=False, capture_output=True, env=env)
 
 
 def test_stream_passes_through_nginx(balancer: Any) -> None:

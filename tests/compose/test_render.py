@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -224,3 +225,11 @@ def test_validate_refuses_bad_values_in_one_line(slug: str, settings: dict[str, 
         validate(slug, settings, gpu_count=4)
     assert str(err.value).startswith(message)
     assert "\n" not in str(err.value)
+
+
+def test_env_example_as_env_renders_without_warnings(compose: Callable[..., Any], tmp_path: Path) -> None:
+    env_file = tmp_path / "example.env"
+    env_file.write_text((ROOT / ".env.example").read_text())
+    result = compose("--env-file", str(env_file), "config", "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "", result.stderr
