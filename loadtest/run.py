@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import WorkerRunner
 
 from .checks import WARNINGS, check_run
 from .client_cpu import CpuSampler

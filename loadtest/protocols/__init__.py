@@ -7,9 +7,10 @@ or None for lines that carry nothing (blank separators, SSE comments, keep-alive
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import json
+from typing import Any, NamedTuple
 
-__all__ = ["StreamEvent", "ProtocolError", "sse_data"]
+__all__ = ["StreamEvent", "ProtocolError", "sse_data", "json_object"]
 
 
 class StreamEvent(NamedTuple):
@@ -26,7 +27,8 @@ class ProtocolError(ValueError):
 
 
 def sse_data(line: bytes) -> bytes | None:
-    """The payload of an SSE `data:` line ("data:" with or without one space), else None."""
+    """The payload of an SSE `data:` line ("data:" with or without one space), or None for a
+    line that carries nothing (blank, comment, other SSE fields, empty data)."""
     if not line.startswith(b"data:"):
         stripped = line.strip()
         if not stripped or stripped.startswith(b":"):
@@ -37,4 +39,14 @@ def sse_data(line: bytes) -> bytes | None:
     payload = line[5:]
     if payload.startswith(b" "):
         payload = payload[1:]
-    return payload.rstrip(b"\r\n")
+    return payload.rstrip(b"\r\n") or None
+
+
+def json_object(payload: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(payload)
+    except ValueError as exc:
+        raise ProtocolError(f"bad JSON in stream: {payload[:80]!r}") from exc
+    if not isinstance(parsed, dict):
+        raise ProtocolError(f"stream event is not an object: {payload[:80]!r}")
+    return parsed

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import ProtocolError, StreamEvent, sse_data
+from . import StreamEvent, json_object, sse_data
 
 __all__ = ["PATHS", "TOKENS_SOURCE", "build_body", "parse_line"]
 
@@ -36,16 +36,11 @@ def build_body(api: str, model: str, prompt: str, max_tokens: int, *, ignore_eos
 
 def parse_line(line: bytes) -> StreamEvent | None:
     payload = sse_data(line)
-    if payload is None or not payload:
+    if payload is None:
         return None
     if payload == b"[DONE]":
         return _DONE
-    try:
-        chunk = json.loads(payload)
-    except ValueError as exc:
-        raise ProtocolError(f"bad JSON in stream: {payload[:80]!r}") from exc
-    if not isinstance(chunk, dict):
-        raise ProtocolError(f"stream chunk is not an object: {payload[:80]!r}")
+    chunk = json_object(payload)
     if "error" in chunk:
         return StreamEvent(error=_error_text(chunk["error"]))
     usage = chunk.get("usage") or {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import ProtocolError, StreamEvent, sse_data
+from . import ProtocolError, StreamEvent, json_object, sse_data
 
 __all__ = ["PATHS", "TOKENS_SOURCE", "build_body", "parse_line"]
 
@@ -30,14 +30,9 @@ def build_body(api: str, model: str, prompt: str, max_tokens: int, *, ignore_eos
 
 def parse_line(line: bytes) -> StreamEvent | None:
     payload = sse_data(line)
-    if payload is None or not payload:
+    if payload is None:
         return None
-    try:
-        event = json.loads(payload)
-    except ValueError as exc:
-        raise ProtocolError(f"bad JSON in stream: {payload[:80]!r}") from exc
-    if not isinstance(event, dict):
-        raise ProtocolError(f"stream event is not an object: {payload[:80]!r}")
+    event = json_object(payload)
     if "error" in event:
         return StreamEvent(error=f"{event.get('error_type', 'error')}: {event['error']}")
     if "token" not in event:
