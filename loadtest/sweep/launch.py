@@ -48,7 +48,7 @@ class EngineFailed(RuntimeError):
 class Launcher(Protocol):
     url: str
 
-    def describe(self) -> str: ...
+    def describe(self, timeout_s: float) -> str: ...
     def start(self, timeout_s: float) -> None: ...
     def failure(self) -> str | None: ...
     def log_tail(self) -> str: ...
@@ -73,7 +73,7 @@ class RunningEngine:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    def describe(self) -> str:
+    def describe(self, timeout_s: float) -> str:
         return f"(engine already running at {self.url}: not started or stopped)"
 
     def start(self, timeout_s: float) -> None:
@@ -107,7 +107,7 @@ class LocalProcess:
         self.engine = LocalEngine(port, extra_args=local_args(config), log_path=log_path)
         self.url = self.engine.url
 
-    def describe(self) -> str:
+    def describe(self, timeout_s: float) -> str:
         return shlex.join(self.engine.command())
 
     def start(self, timeout_s: float) -> None:
@@ -170,10 +170,9 @@ class ComposeService:
             return ["--profile", "lb", *wait]
         return [*wait, self.config.engine]
 
-    def describe(self) -> str:
+    def describe(self, timeout_s: float) -> str:
         env = " ".join(f"{k}={v}" for k, v in self.env().items())
-        return f"{env} {shlex.join(self.command(*self.up_args(0)))}".replace("--wait-timeout 0",
-                                                                              "--wait-timeout T")
+        return f"{env} {shlex.join(self.command(*self.up_args(timeout_s)))}"
 
     def start(self, timeout_s: float) -> None:
         self._write_files()

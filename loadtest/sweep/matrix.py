@@ -116,7 +116,7 @@ def parse_matrix(data: dict[str, Any], gpu_count: int | None, where: str = "matr
         raise MatrixError(f"{where}: engines must be a non-empty list of {{engine: SLUG, ...}}")
     configs: list[EngineConfig] = []
     for index, entry in enumerate(entries, 1):
-        configs += _expand(entry, f"{where}: engines[{index}]")
+        configs += _expand(entry, f"{where}: engines[{index}]" if len(entries) > 1 else where)
     _no_duplicates(configs, where)
     for config in configs:
         _check_config(config, gpu_count, where)

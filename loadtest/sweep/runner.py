@@ -12,14 +12,16 @@ Exit codes: 0 every cell measured, 1 some cells failed (recorded), 2 refused bef
 
 from __future__ import annotations
 
+import shlex
 import signal
 import subprocess
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Any, Callable
+from typing import Any
 
 from loadtest.local_engine import ENGINE_PYTHON, TINY_MODEL
+from loadtest.results import read_runs
 from loadtest.targets import TARGETS
 from loadtest.workload import build_workload
 from servers.registry import ENGINES
@@ -159,7 +161,7 @@ def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cel
     for cell in todo:
         state.set_cell(cell, status="pending", reason="")
     try:
-        say(f"start {slug}: {launcher.describe()}")
+        say(f"start {slug}: {launcher.describe(matrix.health_timeout_s)}")
         launcher.start(matrix.health_timeout_s)
         say(f"healthy: {launcher.url}")
         _warm_up(matrix, config, slug, launcher, out, state)
@@ -233,8 +235,6 @@ def _measure(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path, state: S
 
 def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix) -> None:
     """The sweep's tables on stdout (also saved as table.txt beside sweep.json)."""
-    from loadtest.results import read_runs
-
     config_of = {state.cell(c)["run_id"]: slug for _, slug, cells in plan for c in cells
                  if state.cell(c).get("status") in ("ok", "skipped") and state.cell(c).get("run_id")}
     runs = cell_frame(read_runs(out / "runs.csv"), config_of)
@@ -267,30 +267,27 @@ def _warmup_line(entry: dict[str, Any]) -> str:
 
 
 def _print_plan(matrix: Matrix, plan: Plan, out: Path) -> None:
-    say_out: Callable[[str], None] = print
     total = sum(len(cells) for _, _, cells in plan)
-    say_out(f"dry run: sweep {matrix.name}, {len(plan)} configuration(s), {total} cell(s); nothing started")
+    print(f"dry run: sweep {matrix.name}, {len(plan)} configuration(s), {total} cell(s); nothing started")
     for config, slug, cells in plan:
         launcher = make_launcher(config, sweep_dir(out, matrix.name) / slug, _project(matrix.name))
-        say_out(f"\n== {slug}  [{flags_text(config) or 'engine defaults'}]  hash {config_hash(config)}")
-        say_out(f"start: {launcher.describe()}")
+        print(f"\n== {slug}  [{flags_text(config) or 'engine defaults'}]  hash {config_hash(config)}")
+        print(f"start: {launcher.describe(matrix.health_timeout_s)}")
         if matrix.warmup_requests:
             warm = locust_command(engine=config.engine, url=launcher.url, users=max(matrix.users),
                                   workload=matrix.workload, out=out, repeat=1, tag=matrix.name,
                                   flags=flags_text(config), gpu=config.gpus,
                                   warmup_requests=matrix.warmup_requests)
-            say_out(f"warm-up: {_show(warm)}")
+            print(f"warm-up: {_show(warm)}")
         for cell in cells:
             cmd = locust_command(engine=config.engine, url=launcher.url, users=cell.users,
                                  workload=matrix.workload, out=out, repeat=cell.repeat,
                                  tag=matrix.name, flags=flags_text(config), gpu=config.gpus)
-            say_out(f"{cell.name} [{cell.cell_id}]: {_show(cmd)}")
-        say_out("stop" + ("" if config.launch != "running" else ": (not started here)"))
+            print(f"{cell.name} [{cell.cell_id}]: {_show(cmd)}")
+        print("stop" + ("" if config.launch != "running" else ": (not started here)"))
 
 
 def _show(cmd: list[str]) -> str:
-    import shlex
-
     return shlex.join(["locust", *cmd[3:]])
 
 

@@ -69,9 +69,8 @@ class SweepState:
         entry = self.data["cells"].setdefault(cell.cell_id, {})
         entry.update({"config": cell.slug, "users": cell.users, "repeat": cell.repeat,
                       "dir": cell.path, **fields})
-        if fields.get("status") == "failed":
-            for stale in ("run_id",):
-                entry.pop(stale, None)
+        if fields.get("status") in ("failed", "pending"):
+            entry.pop("run_id", None)  # an old run no longer stands for this cell
         self.save()
 
     def set_config(self, slug: str, **fields: Any) -> None:
