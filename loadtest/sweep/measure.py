@@ -39,7 +39,8 @@ def locust_command(*, engine: str, url: str, users: int, workload: WorkloadOptio
            "--only-summary", "--engine", engine, "--host", url, "--users", str(users),
            "--requests", str(requests), "--max-tokens", str(workload.max_tokens),
            "--prompts", workload.prompts, "--temperature", str(workload.temperature),
-           "--out", str(out), "--repeat", str(repeat), "--tag", tag, "--flags", flags, "--gpu", gpu]
+           "--out", str(out), "--repeat", str(repeat), "--tag", tag,
+           f"--flags={flags}", f"--gpu={gpu}"]  # "=": a value may start with "--"
     if workload.ignore_eos:
         cmd.append("--ignore-eos")
     if workload.api:
@@ -66,9 +67,11 @@ def run_locust(cmd: list[str], log_path: Path, timeout_s: float) -> Outcome:
             _stop(process)
             raise
     text = log_path.read_text(encoding="utf-8", errors="replace")
-    errors = re.findall(r"^error: (.+)$", text, re.MULTILINE)
+    errors = re.findall(r"^(?:\S+: )?error: (.+)$", text, re.MULTILINE)
     run_dirs = re.findall(r"\| results (\S+)\s*$", text, re.MULTILINE)
-    return Outcome(code, errors[-1] if errors else "", run_dirs[-1] if run_dirs else "")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    error = errors[-1] if errors else (lines[-1] if code not in (0, 1) and lines else "")
+    return Outcome(code, error, run_dirs[-1] if run_dirs else "")
 
 
 def find_row(runs_csv: Path, before: set[str], tag: str, users: int, repeat: int) -> dict[str, str] | None:

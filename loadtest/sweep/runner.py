@@ -125,8 +125,8 @@ def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False) -> in
         signal.signal(signal.SIGTERM, previous)
     state.data["status"] = "complete"
     state.save()
-    print_tables(state, plan, out, matrix)
-    _report(out, matrix.name, folder)
+    if print_tables(state, plan, out, matrix):
+        _report(out, matrix.name, folder)
     failed = [c for _, _, cells in plan for c in cells if state.cell(c).get("status") == "failed"]
     if failed:
         say(f"{len(failed)} cell(s) failed; reasons in {state.path}")
@@ -233,8 +233,8 @@ def _measure(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path, state: S
         raise EngineFailed(f"engine stopped during {cell.name}: {dead}", launcher.log_tail())
 
 
-def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix) -> None:
-    """The sweep's tables on stdout (also saved as table.txt beside sweep.json)."""
+def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix) -> int:
+    """The sweep's tables on stdout (also saved as table.txt beside sweep.json); the runs shown."""
     config_of = {state.cell(c)["run_id"]: slug for _, slug, cells in plan for c in cells
                  if state.cell(c).get("status") in ("ok", "skipped") and state.cell(c).get("run_id")}
     runs = cell_frame(read_runs(out / "runs.csv"), config_of)
@@ -254,6 +254,7 @@ def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix) -> No
     text = "\n".join(lines)
     print(text)
     (sweep_dir(out, matrix.name) / "table.txt").write_text(text + "\n")
+    return len(runs)
 
 
 def _warmup_line(entry: dict[str, Any]) -> str:
