@@ -114,3 +114,18 @@ def _engine_processes(port: str) -> list[int]:
         if "--port" in cmdline and port in cmdline and proc.info["pid"] != os.getpid():
             found.append(proc.info["pid"])
     return found
+
+
+def test_engine_not_healthy_in_time_is_recorded_and_stopped(tmp_path: Path) -> None:
+    result = sweep("threads", "vllm-cpu", "--users", "2", "--repeats", "1", "--requests", "4",
+                   "--health-timeout", "3", "--out", str(tmp_path), timeout_s=300)
+    assert result.returncode == 1, result.stderr[-3000:]  # recorded, not refused
+    port = result.stderr.split("--port ")[1].split()[0]
+    assert not _engine_processes(port)
+    state = json.loads((tmp_path / "sweeps/threads-vllm-cpu/sweep.json").read_text())
+    config = state["configs"]["vllm-cpu"]
+    assert config["status"] == "failed" and config["reason"] == "engine not healthy after 3 s"
+    assert config["log_tail"]
+    (cell,) = state["cells"].values()
+    assert cell["status"] == "failed" and "not healthy" in cell["reason"]
+    assert "FAILED: engine not healthy after 3 s" in result.stdout

@@ -115,7 +115,8 @@ class LocalProcess:
             self.engine.start(timeout_s)  # stops the process itself if it fails or is interrupted
         except EngineStartError as exc:
             reason, _, tail = str(exc).partition("\n")
-            raise EngineFailed(reason, tail or self.engine.log_tail(_LOG_LINES)) from None
+            tail = tail or self.engine.log_tail(_LOG_LINES) or "(the engine had written nothing to its log)"
+            raise EngineFailed(reason.rstrip(":"), tail) from None
 
     def failure(self) -> str | None:
         process = self.engine.process

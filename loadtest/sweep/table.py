@@ -62,7 +62,7 @@ def config_table(runs: pd.DataFrame) -> str:
             notes.append(f"{int(s['failed'])} requests failed")
         lines.append(f"{users:>6} {int(s['runs']):>4}   {s['t_mean']:>12.2f} "
                      f"{_spread(s['t_min'], s['t_max'], 2):>15}   {s['r_mean']:>12.1f} "
-                     f"{_spread(s['r_min'], s['r_max'], 1):>17}   {' '.join(notes)}")
+                     f"{_spread(s['r_min'], s['r_max'], 1):>17}   {' '.join(notes)}".rstrip())
     return "\n".join(lines)
 
 
