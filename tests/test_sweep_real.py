@@ -129,3 +129,28 @@ def test_engine_not_healthy_in_time_is_recorded_and_stopped(tmp_path: Path) -> N
     (cell,) = state["cells"].values()
     assert cell["status"] == "failed" and "not healthy" in cell["reason"]
     assert "FAILED: engine not healthy after 3 s" in result.stdout
+
+
+def test_engine_crash_mid_run_fails_its_cells_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "loadtest.sweep", "threads", "vllm-cpu", "--users", "1,2",
+           "--repeats", "1", "--requests", "4000", "--max-tokens", "64", "--warmup-requests", "0",
+           "--run-timeout", "300", "--out", str(tmp_path)]
+    process = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    port = process.stderr.readline().split("--port ")[1].split()[0]
+    for line in process.stderr:
+        if line.startswith("run vllm-cpu/u1-r1"):
+            break
+    time.sleep(3)
+    for pid in _engine_processes(port):  # the sweep's own engine, by its pid
+        os.kill(pid, signal.SIGKILL)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 1, err
+    state = json.loads((tmp_path / "sweeps/threads-vllm-cpu/sweep.json").read_text())
+    config = state["configs"]["vllm-cpu"]
+    assert config["status"] == "failed" and config["reason"].startswith("engine stopped during u1-r1")
+    cells = {c["dir"]: c for c in state["cells"].values()}
+    assert cells["vllm-cpu/u1-r1"]["status"] == "failed" and "engine exited" in cells["vllm-cpu/u1-r1"]["reason"]
+    assert cells["vllm-cpu/u2-r1"] == {**cells["vllm-cpu/u2-r1"], "status": "failed",
+                                       "reason": "engine stopped before this cell"}
+    assert state["status"] == "complete" and not _engine_processes(port)

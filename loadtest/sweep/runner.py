@@ -214,8 +214,9 @@ def _measure(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path, state: S
     say(f"run {cell.path}")
     log = sweep_dir(out, matrix.name) / cell.path / "locust.log"
     outcome = run_locust(cmd, log, matrix.run_timeout_s)
+    dead = launcher.failure()  # an engine that died mid-run fails the cell, whatever Locust saved
     row = find_row(runs_csv, before, matrix.name, cell.users, cell.repeat) \
-        if outcome.exit_code in (0, 1) else None
+        if outcome.exit_code in (0, 1) and not dead else None
     if row is not None:
         state.set_cell(cell, status="ok", reason="" if outcome.exit_code == 0 else "some requests failed",
                        run_id=row["run_id"], rig_version=row.get("rig_version", ""),
@@ -224,7 +225,6 @@ def _measure(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path, state: S
                        output_tok_per_s=row.get("output_tok_per_s"), log=str(log))
         say(f"  ok: {row.get('completion_time_s')} s, {row.get('output_tok_per_s')} output tok/s")
         return
-    dead = launcher.failure()
     reason = outcome.error or f"Locust exit {outcome.exit_code} and no runs.csv row"
     state.set_cell(cell, status="failed", reason=f"engine: {dead}" if dead else reason,
                    exit_code=outcome.exit_code, log=str(log))
