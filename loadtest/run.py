@@ -25,6 +25,7 @@ from .redact import redact_url
 from .results import RecordWriter, append_run_row, write_json
 from .summary import summarize
 from .targets import dialect_for
+from .telemetry import Telemetry, start_telemetry
 from .workload import build_workload
 
 __all__ = ["Run"]
@@ -55,6 +56,7 @@ class Run:
         self._writer: RecordWriter | None = None
         self._meta: dict[str, Any] = {}
         self._finished = False
+        self.telemetry: Telemetry | None = None
 
     @property
     def owns_files(self) -> bool:
@@ -77,6 +79,8 @@ class Run:
         self.run_dir = self.config.out / "runs" / self.run_id
         self._meta = self._metadata(users, stamp)
         write_json(self.run_dir / "run.json", {**self._meta, "status": "running"})
+        self.telemetry = start_telemetry(self.run_dir, self.config.engine, self.config.url,
+                                         self.config.gpu)
         self._writer = RecordWriter(self.run_dir / "requests.jsonl", self.run_id)
         log.info("run %s: %d requests to %s, results in %s", self.run_id, self.config.requests,
                  redact_url(self.config.url), self.run_dir)
@@ -115,6 +119,8 @@ class Run:
             peak = report.get("client_cpu_max_pct") or 0
             cpu["client_cpu_max_pct"] = max(cpu["client_cpu_max_pct"] or 0, peak)
         row = {**self._meta, **summarize(self.records), **cpu}
+        if self.telemetry is not None:
+            row.update(self.telemetry.stop(row["output_tokens"]))
         row["warnings"] = check_run(row)
         write_json(self.run_dir / "run.json", {**row, "status": status})
         if status == "complete" and not self.config.warmup:

@@ -1,0 +1,97 @@
+"""Telemetry samples -> the columns a run's row carries.
+
+- gpu_mem_peak_mib: the highest total memory used over the sampled GPUs at one sample time.
+- gpu_util_mean_pct, gpu_power_mean_w: mean over samples (power summed over GPUs first).
+- gpu_energy_j: NVML's total-energy counter, last sample minus first, summed over GPUs; a GPU
+  without the counter has its power integrated over time instead (gpu_energy_source says which).
+  The window is the sampler's (run start -> run finish), so idle time at the edges counts.
+- gpu_j_per_output_token: gpu_energy_j / the run's output tokens (set by the caller).
+- engine_*_peak: highest value scraped; engine_queue_time_mean_ms: mean queue time of the
+  requests the engine finished queueing during the window, from its histogram's sum and count.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from statistics import fmean
+from typing import Any
+
+__all__ = ["summarize_telemetry", "per_token_columns"]
+
+Sample = dict[str, Any]
+
+
+def summarize_telemetry(samples: list[Sample], state: dict[str, str]) -> dict[str, Any]:
+    gpu = [s for s in samples if s.get("source") == "gpu"]
+    engine = sorted((s for s in samples if s.get("source") == "engine"), key=lambda s: s["t"])
+    row: dict[str, Any] = {"telemetry_gpu": state["gpu"], "telemetry_engine": state["engine"]}
+    if samples:
+        times = [s["t"] for s in samples]
+        row["telemetry_window_s"] = max(times) - min(times)
+    if gpu:
+        row.update(_gpu_columns(gpu))
+    if engine:
+        row.update(_engine_columns(engine))
+    return row
+
+
+def per_token_columns(row: dict[str, Any], output_tokens: int | None) -> dict[str, Any]:
+    energy = row.get("gpu_energy_j")
+    if energy is None or not output_tokens:
+        return {}
+    return {"gpu_j_per_output_token": energy / output_tokens}
+
+
+def _gpu_columns(gpu: list[Sample]) -> dict[str, Any]:
+    memory_at: dict[float, float] = defaultdict(float)
+    power_at: dict[float, float] = defaultdict(float)
+    per_gpu: dict[int, list[Sample]] = defaultdict(list)
+    for s in gpu:
+        memory_at[s["t"]] += s["mem_used_mib"]
+        if s.get("power_w") is not None:
+            power_at[s["t"]] += s["power_w"]
+        per_gpu[s["gpu"]].append(s)
+    row: dict[str, Any] = {
+        "gpu_count": len(per_gpu),
+        "gpu_mem_peak_mib": max(memory_at.values()),
+        "gpu_util_mean_pct": fmean(s["util_pct"] for s in gpu),
+    }
+    if power_at:
+        row["gpu_power_mean_w"] = fmean(power_at.values())
+    energies, sources = [], set()
+    for one in per_gpu.values():
+        joules, source = _energy_j(sorted(one, key=lambda s: s["t"]))
+        if joules is not None:
+            energies.append(joules)
+            sources.add(source)
+    if energies:
+        row["gpu_energy_j"] = sum(energies)
+        row["gpu_energy_source"] = "+".join(sorted(sources))
+    return row
+
+
+def _energy_j(one: list[Sample]) -> tuple[float | None, str]:
+    counter = [s["energy_mj"] for s in one if s.get("energy_mj") is not None]
+    if len(counter) >= 2:
+        return (counter[-1] - counter[0]) / 1000, "nvml_energy_counter"
+    power = [(s["t"], s["power_w"]) for s in one if s.get("power_w") is not None]
+    if len(power) >= 2:
+        return sum((p0 + p1) / 2 * (t1 - t0) for (t0, p0), (t1, p1) in zip(power, power[1:])), \
+            "power_integral"
+    return None, ""
+
+
+def _engine_columns(engine: list[Sample]) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    for field, column in (("running", "engine_running_peak"), ("waiting", "engine_waiting_peak"),
+                          ("kv_cache_pct", "engine_kv_cache_peak_pct")):
+        values = [s[field] for s in engine if s.get(field) is not None]
+        if values:
+            row[column] = max(values)
+    queue = [s for s in engine if s.get("queue_time_count") is not None]
+    if len(queue) >= 2:
+        d_count = queue[-1]["queue_time_count"] - queue[0]["queue_time_count"]
+        d_sum = queue[-1]["queue_time_sum_s"] - queue[0]["queue_time_sum_s"]
+        if d_count > 0:
+            row["engine_queue_time_mean_ms"] = 1000 * d_sum / d_count
+    return row
