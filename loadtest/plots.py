@@ -21,6 +21,10 @@ from .runset import CONFIG  # noqa: E402
 __all__ = ["plot_users", "plot_frontier", "plot_distributions", "plot_timeline", "config_label"]
 
 _DPI = 110
+# matplotlib 3.10 renamed boxplot's vert=False to orientation="horizontal" (and deprecated vert)
+_HORIZONTAL = ({"orientation": "horizontal"}
+               if tuple(int(p) for p in matplotlib.__version__.split(".")[:2]) >= (3, 10)
+               else {"vert": False})
 
 
 def config_label(row: pd.Series) -> str:
@@ -89,7 +93,7 @@ def plot_distributions(samples: list[tuple[str, pd.DataFrame]], path: Path) -> N
     fig, axes = plt.subplots(1, 2, figsize=(12, height), sharey=True)
     for axis, values, title in ((axes[0], ttft, "TTFT (ms)"), (axes[1], itl, "ITL (ms)")):
         filled = [v if len(v) else np.array([np.nan]) for v in values]
-        axis.boxplot(filled, vert=False, whis=(1, 99), showfliers=False)
+        axis.boxplot(filled, whis=(1, 99), showfliers=False, **_HORIZONTAL)
         axis.set_xlabel(title)
         axis.set_xscale("symlog", linthresh=1.0)
         axis.grid(alpha=0.3, axis="x")

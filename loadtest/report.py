@@ -1,7 +1,7 @@
 """python -m loadtest.report [RESULTS] [--out DIR]: the report engineers read, from results files.
 
     python -m loadtest.report results/                      # -> results/report/
-    python -m loadtest.report results/sweep --out /tmp/r --baseline "--max-num-seqs=256"
+    python -m loadtest.report results/sweep --out /tmp/r --baseline=--max-num-seqs=256
     python -m loadtest.report results/ --where engine=vllm --where tag=nightly
 
 Reads every runs.csv under RESULTS and each run's requests.jsonl / telemetry.jsonl; never runs
@@ -106,7 +106,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         help="results folder: every runs.csv below it is read (default results/)")
     parser.add_argument("--out", help="where to write the report (default RESULTS/report/)")
     parser.add_argument("--baseline", default=None, metavar="FLAGS",
-                        help="flags of the baseline for flag effects (default: the first run's)")
+                        help="flags of the baseline for flag effects, as --baseline=FLAGS "
+                        "(default: the flags of the first run)")
     parser.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
                         help="keep only runs whose runs.csv COLUMN equals VALUE (repeatable)")
     return parser.parse_args(argv)

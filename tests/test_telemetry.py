@@ -1,0 +1,164 @@
+"""loadtest.telemetry: metric parsing and mapping, summaries, and the sampler process for real."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from loadtest.telemetry import gpu_selection, per_token_columns, start_telemetry, \
+    summarize_telemetry
+from loadtest.telemetry.engine import engine_sample, metric_names_for, parse_prometheus, scrape
+
+_TEXT = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3.0
+vllm:num_requests_running{engine="1",model_name="m"} 2.0
+vllm:num_requests_waiting{engine="0",model_name="m"} 7.0
+vllm:num_requests_waiting_by_reason{engine="0",reason="capacity"} 99.0
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.25
+vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.5
+vllm:request_queue_time_seconds_sum{engine="0",model_name="m"} 1.5
+vllm:request_queue_time_seconds_count{engine="0",model_name="m"} 10.0
+tgi_batch_current_size 4
+tgi_queue_size 12 1700000000000
+tgi_request_queue_duration_sum 0.75
+tgi_request_queue_duration_count 3
+sglang:num_running_reqs{model_name="a b {c}"} 6
+sglang:num_queue_reqs{model_name="a b {c}"} 1
+sglang:token_usage{model_name="a b {c}"} 0.125
+llamacpp:requests_processing 2
+llamacpp:requests_deferred 5
+llamacpp:kv_cache_usage_ratio 0.75
+"""
+
+
+def test_vllm_gauges_are_summed_and_kv_cache_is_the_fullest_rank():
+    row = engine_sample(parse_prometheus(_TEXT), metric_names_for("vllm-cpu"))
+    assert row == {"running": 5.0, "waiting": 7.0, "kv_cache_pct": 50.0,
+                   "queue_time_sum_s": 1.5, "queue_time_count": 10.0}
+
+
+@pytest.mark.parametrize("engine, expected", [
+    ("tgi", {"running": 4.0, "waiting": 12.0, "queue_time_sum_s": 0.75, "queue_time_count": 3.0}),
+    ("sglang", {"running": 6.0, "waiting": 1.0, "kv_cache_pct": 12.5}),
+    ("llamacpp", {"running": 2.0, "waiting": 5.0, "kv_cache_pct": 75.0}),
+])
+def test_each_engine_maps_to_the_same_fields(engine: str, expected: dict[str, float]):
+    assert engine_sample(parse_prometheus(_TEXT), metric_names_for(engine)) == expected
+
+
+def test_older_vllm_cache_name_is_read():
+    text = "vllm:gpu_cache_usage_perc 0.5\n"
+    assert engine_sample(parse_prometheus(text), metric_names_for("vllm")) == {"kv_cache_pct": 50.0}
+
+
+def test_engine_without_metrics_has_no_names():
+    assert metric_names_for("textgen-webui") is None
+
+
+def test_gpu_selection_follows_gpu_option_then_host():
+    assert gpu_selection("0,1", "http://gpu-box:8000") == "0,1"
+    assert gpu_selection(" 2 ", "http://127.0.0.1:8000") == "2"
+    assert gpu_selection("H100", "http://localhost:8000") == "all"
+    assert gpu_selection("", "http://[::1]:8000") == "all"
+    assert gpu_selection("H100", "http://gpu-box:8000") == "none"
+
+
+def _gpu(t: float, index: int, **fields: float) -> dict[str, float | str]:
+    return {"t": t, "source": "gpu", "gpu": index, "util_pct": 50.0, **fields}
+
+
+def test_summary_energy_counter_memory_peak_and_queue_time():
+    samples = [
+        _gpu(0.0, 0, mem_used_mib=1000, power_w=100, energy_mj=5_000_000),
+        _gpu(0.0, 1, mem_used_mib=500, power_w=200, energy_mj=1_000_000),
+        _gpu(2.0, 0, mem_used_mib=3000, power_w=300, energy_mj=5_400_000),
+        _gpu(2.0, 1, mem_used_mib=100, power_w=200, energy_mj=1_400_000),
+        {"t": 0.0, "source": "engine", "running": 1, "waiting": 0, "queue_time_sum_s": 1.0,
+         "queue_time_count": 10},
+        {"t": 2.0, "source": "engine", "running": 4, "waiting": 9, "queue_time_sum_s": 3.0,
+         "queue_time_count": 20},
+    ]
+    row = summarize_telemetry(samples, {"gpu": "sampled", "engine": "sampled"})
+    assert row["gpu_count"] == 2
+    assert row["gpu_mem_peak_mib"] == 3100  # the highest total at one time, not a sum of peaks
+    assert row["gpu_util_mean_pct"] == 50.0
+    assert row["gpu_power_mean_w"] == 400.0
+    assert row["gpu_energy_j"] == pytest.approx(800.0)  # (400 + 400) J from the counters
+    assert row["gpu_energy_source"] == "nvml_energy_counter"
+    assert (row["engine_running_peak"], row["engine_waiting_peak"]) == (4, 9)
+    assert row["engine_queue_time_mean_ms"] == pytest.approx(200.0)  # 2 s over 10 requests
+
+
+def test_summary_integrates_power_without_a_counter():
+    samples = [_gpu(0.0, 0, mem_used_mib=1, power_w=100), _gpu(1.0, 0, mem_used_mib=1, power_w=300),
+               _gpu(3.0, 0, mem_used_mib=1, power_w=300)]
+    row = summarize_telemetry(samples, {"gpu": "sampled", "engine": "absent"})
+    assert row["gpu_energy_j"] == pytest.approx(200 + 600)
+    assert row["gpu_energy_source"] == "power_integral"
+
+
+def _sample(args: list[str], seconds: float) -> tuple[subprocess.CompletedProcess[str], float]:
+    process = subprocess.Popen([sys.executable, "-m", "loadtest.telemetry", *args], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(seconds)
+    sent = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=10)
+    stopped_s = time.monotonic() - sent
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err), stopped_s
+
+
+@pytest.mark.engine
+def test_sampler_scrapes_the_real_engine_until_sigterm(engine_url: str, tmp_path: Path):
+    real = parse_prometheus(scrape(engine_url))
+    fields = engine_sample(real, metric_names_for("vllm-cpu"))
+    assert set(fields) == {"running", "waiting", "kv_cache_pct", "queue_time_sum_s",
+                           "queue_time_count"}
+    done, stopped_s = _sample(["--run-dir", str(tmp_path), "--engine", "vllm-cpu", "--url",
+                               engine_url, "--interval", "0.2"], seconds=2.0)
+    assert done.returncode == 0, done.stderr
+    assert stopped_s < 2
+    lines = [json.loads(x) for x in (tmp_path / "telemetry.jsonl").read_text().splitlines()]
+    engine = [x for x in lines if x["source"] == "engine"]
+    assert len(engine) >= 5
+    assert all(b["t"] > a["t"] for a, b in zip(engine, engine[1:]))
+    summary = json.loads((tmp_path / "telemetry_summary.json").read_text())
+    assert summary["telemetry_engine"] == "sampled"
+    assert summary["engine_running_peak"] >= 0 and 0 <= summary["engine_kv_cache_peak_pct"] <= 100
+    if summary["telemetry_gpu"] == "absent":  # this machine: no GPU, said so, no error
+        assert any(note.startswith("gpu:") for note in summary["telemetry_notes"])
+        assert not any(x["source"] == "gpu" for x in lines)
+
+
+def test_sampler_with_no_engine_and_no_gpu_is_not_an_error(tmp_path: Path):
+    done, _ = _sample(["--run-dir", str(tmp_path), "--engine", "vllm", "--url",
+                       "http://127.0.0.1:9", "--gpus", "none", "--interval", "0.1"], seconds=1.0)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "telemetry_summary.json").read_text())
+    assert summary["telemetry_gpu"] == "not_sampled"
+    assert summary["telemetry_engine"] == "absent"
+    assert any("no metrics at http://127.0.0.1:9/metrics" in n for n in summary["telemetry_notes"])
+
+
+def test_hook_returns_row_columns_for_a_remote_engine(tmp_path: Path):
+    telemetry = start_telemetry(tmp_path, "textgen-webui", "http://gpu-box:5000", "H100",
+                                interval_s=0.1)
+    time.sleep(0.8)
+    row = telemetry.stop(output_tokens=100)
+    assert row["telemetry_gpu"] == "not_sampled" and row["telemetry_engine"] == "absent"
+    assert "telemetry_notes" not in row
+    assert (tmp_path / "telemetry.jsonl").exists()
+
+
+def test_energy_per_output_token():
+    assert per_token_columns({"gpu_energy_j": 50.0}, 200) == {"gpu_j_per_output_token": 0.25}
+    assert per_token_columns({"gpu_energy_j": 50.0}, 0) == {}
+    assert per_token_columns({}, 200) == {}
