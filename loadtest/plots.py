@@ -178,14 +178,20 @@ def _interval_mean_ms(total_s: pd.Series, count: pd.Series) -> np.ndarray:
 
 
 def _draw_gpu(usage: plt.Axes, memory: plt.Axes, gpu: pd.DataFrame, start_s: float) -> None:
+    power = usage.twinx()
     for index, samples in gpu.groupby("gpu"):
         t = samples["t"] - start_s
-        usage.plot(t, samples["util_pct"], label=f"GPU {index} util %")
+        usage.plot(t, samples["util_pct"], label=f"GPU {index:g} util %")
         if "power_w" in samples:
-            usage.plot(t, samples["power_w"], ls="--", label=f"GPU {index} power W")
-        memory.plot(t, samples["mem_used_mib"], label=f"GPU {index} memory MiB")
-    usage.set_ylabel("util % / W")
+            power.plot(t, samples["power_w"], ls="--", label=f"GPU {index:g} power W")
+        memory.plot(t, samples["mem_used_mib"], label=f"GPU {index:g} memory MiB")
+    usage.set_ylabel("util %")
+    usage.set_ylim(0, 105)
+    power.set_ylabel("W", fontsize=8)
+    power.set_ylim(bottom=0)
+    power.legend(fontsize=7, loc="upper left")
     memory.set_ylabel("MiB")
+    memory.set_ylim(bottom=0)
     for axis in (usage, memory):
         axis.legend(fontsize=7, loc="upper right")
         axis.grid(alpha=0.3)

@@ -7,6 +7,9 @@
 - flag effects: cells that share everything but `flags`, each set of flags against a baseline.
   A difference is called only when it is larger than both cells' spreads added together, so
   a single repeat or noisy repeats read "not significant" rather than a ranking.
+- engine shared: where engine telemetry shows the engine holding more requests at once
+  (running + waiting) than the run's users could send, another client was using it, and the
+  cell says so: its numbers measure a shared engine.
 """
 
 from __future__ import annotations
@@ -54,10 +57,20 @@ def _cell_row(key: tuple[Any, ...], repeats: pd.DataFrame) -> dict[str, Any]:
     cpu = pd.to_numeric(repeats.get("client_cpu_max_pct"), errors="coerce")
     row["client_cpu_max_pct"] = cpu.max() if cpu is not None else np.nan
     row["warnings"] = _union(repeats["warnings"])
+    row["engine_load_peak"] = _engine_load_peak(repeats)
     row["unstable"] = bool(row["runs"] > 1 and row["tok_s_sd"] >= _UNSTABLE_SD_PCT / 100
                            * row["tok_s_mean"])
     row["run_ids"] = ";".join(repeats["run_id"])
     return row
+
+
+def _engine_load_peak(repeats: pd.DataFrame) -> float:
+    """The most requests the engine held at once (running + waiting) in any repeat."""
+    if "engine_running_peak" not in repeats or "engine_waiting_peak" not in repeats:
+        return np.nan
+    running = pd.to_numeric(repeats["engine_running_peak"], errors="coerce")
+    waiting = pd.to_numeric(repeats["engine_waiting_peak"], errors="coerce").fillna(0)
+    return (running + waiting).max()
 
 
 def _union(cells: pd.Series) -> str:
@@ -171,6 +184,11 @@ def _notes(row: pd.Series) -> str:
     notes = [name for name in str(row["warnings"]).split(";") if name]
     if row["unstable"]:
         notes.insert(0, "unstable: repeats differ by 10% or more")
+    # one request in flight per user; one more allows for a request the engine has not yet
+    # let go of when its user sends the next
+    if row["engine_load_peak"] > row["users"] + 1:
+        notes.insert(0, f"**engine shared**: it held {row['engine_load_peak']:.0f} requests at "
+                        f"once, this run sends at most {row['users']:.0f}")
     return ", ".join(notes)
 
 

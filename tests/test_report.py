@@ -127,6 +127,15 @@ def test_saturated_client_is_called_out(tmp_path: Path):
     assert "**97 saturated**" in md
 
 
+def test_engine_holding_more_than_the_run_sent_is_called_shared(tmp_path: Path):
+    _write(tmp_path, [_row("r1", users=8, engine_running_peak=128, engine_waiting_peak=9),
+                      _row("r2", users=4, engine_running_peak=4, engine_waiting_peak=1)])
+    _, md = _report(tmp_path)
+    notes = {row["users"]: row["notes"] for row in _first_table(md)}
+    assert notes["8"].startswith("**engine shared**: it held 137 requests at once")
+    assert "shared" not in notes["4"]
+
+
 def test_runs_under_subfolders_are_all_read(tmp_path: Path):
     _write(tmp_path / "u1-r1", [_row("r1", users=1)])
     _write(tmp_path / "u4-r1", [_row("r2", users=4)])
@@ -198,7 +207,7 @@ def test_real_runs_carry_engine_telemetry(real_results: Path):
     assert {r["telemetry_engine"] for r in rows} == {"sampled"}
     assert {r["telemetry_gpu"] for r in rows} <= {"absent", "sampled"}
     for row in rows:
-        assert 0 <= float(row["engine_running_peak"]) <= int(row["users"])
+        assert 0 <= float(row["engine_running_peak"]) <= int(row["users"]) + 1
         assert 0 <= float(row["engine_kv_cache_peak_pct"]) <= 100
     timeline = next(real_results.glob("runs/*/telemetry.jsonl")).read_text()
     assert '"source":"engine"' in timeline

@@ -25,7 +25,7 @@ class Gpu:
 
     def sample(self) -> dict[str, Any]:
         h = self._handle
-        memory = pynvml.nvmlDeviceGetMemoryInfo(h)
+        memory = _memory(h)
         rates = pynvml.nvmlDeviceGetUtilizationRates(h)
         row: dict[str, Any] = {
             "gpu": self.index, "mem_used_mib": memory.used / 2**20,
@@ -70,6 +70,15 @@ def close_gpus() -> None:
             pynvml.nvmlShutdown()
         except pynvml.NVMLError:
             pass
+
+
+def _memory(handle: Any) -> Any:
+    """Memory as nvidia-smi shows it: v2 leaves out what the driver reserves (about 600 MiB on
+    an H200), which v1 counts as used. Older drivers or bindings have only v1."""
+    try:
+        return pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+    except (AttributeError, TypeError, pynvml.NVMLError):
+        return pynvml.nvmlDeviceGetMemoryInfo(handle)
 
 
 def _text(value: bytes | str) -> str:
