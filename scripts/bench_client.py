@@ -142,18 +142,21 @@ def compare(url: str, args: argparse.Namespace) -> int:
                   f"{result['completion_time_s']:.2f} s  {int(result['output_tokens'])} tokens  "
                   f"client CPU {result['client_cpu_mean_pct']:.0f}% of a core",
                   flush=True)
-    ref_tps = statistics.median(r["output_tok_per_s"] for r in runs["reference"])
-    rig_tps = statistics.median(r["output_tok_per_s"] for r in runs["rig"])
-    ref_ttft = statistics.median(r["ttft_p50_ms"] for r in runs["reference"])
-    rig_ttft = statistics.median(r["ttft_p50_ms"] for r in runs["rig"])
-    tps_ratio, ttft_ratio = rig_tps / ref_tps, rig_ttft / ref_ttft
-    ref_cpu = statistics.median(r["client_cpu_mean_pct"] for r in runs["reference"])
-    rig_cpu = statistics.median(r["client_cpu_mean_pct"] for r in runs["rig"])
-    print(f"\nmedian of {args.rounds}: reference {ref_tps:.1f} tok/s, TTFT p50 {ref_ttft:.1f} ms | "
-          f"rig {rig_tps:.1f} tok/s, TTFT p50 {rig_ttft:.1f} ms")
-    print(f"rig/reference output tok/s: {tps_ratio:.3f}x (goal >= 0.95)")
-    print(f"rig/reference TTFT p50:     {ttft_ratio:.3f}x (goal within 0.85-1.15)")
-    print(f"client CPU while running:   rig {rig_cpu:.0f}%, reference {ref_cpu:.0f}% of a core")
+    # Paired ratios: each round's rig run against the reference run next to it, so slow drift of
+    # this shared machine cancels; the verdict is on their median.
+    pairs = list(zip(runs["rig"], runs["reference"]))
+    tps_ratios = [rig["output_tok_per_s"] / ref["output_tok_per_s"] for rig, ref in pairs]
+    ttft_ratios = [rig["ttft_p50_ms"] / ref["ttft_p50_ms"] for rig, ref in pairs]
+    tps_ratio, ttft_ratio = statistics.median(tps_ratios), statistics.median(ttft_ratios)
+    for name in ("reference", "rig"):
+        print(f"{name:>9} median: {statistics.median(r['output_tok_per_s'] for r in runs[name]):.1f}"
+              f" tok/s, TTFT p50 {statistics.median(r['ttft_p50_ms'] for r in runs[name]):.1f} ms,"
+              f" client CPU {statistics.median(r['client_cpu_mean_pct'] for r in runs[name]):.0f}%"
+              f" of a core")
+    print(f"rig/reference output tok/s per round: {', '.join(f'{r:.3f}' for r in tps_ratios)}; "
+          f"median {tps_ratio:.3f}x (goal >= 0.95)")
+    print(f"rig/reference TTFT p50 per round:     {', '.join(f'{r:.3f}' for r in ttft_ratios)}; "
+          f"median {ttft_ratio:.3f}x (goal 0.85-1.15)")
     for name in ("rig", "reference"):
         excess = statistics.median(r["ttft_mean_ms"] - r["server_ttft_mean_ms"] for r in runs[name])
         print(f"{name:>9} TTFT mean minus the server's own TTFT mean: {excess:+.1f} ms (median)")
@@ -168,7 +171,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=256)
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--users", type=int, default=128)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     if args.url:
         return compare(args.url.rstrip("/"), args)
