@@ -58,6 +58,6 @@ def test_flag_sweep_through_the_vllm_cpu_container(tmp_path: Path) -> None:
     folder = out / "sweeps/seqs-compose/vllm-cpu-maxnumseqs16"
     assert "VLLM_CPU_MAX_CONCURRENT_REQUESTS=16" in (folder / "engine.env").read_text()
     assert "max_num_seqs': 16" in (folder / "engine.log").read_text()  # vLLM's "non-default args" line
-    left = subprocess.run(["docker", "ps", "-aq", "--filter", "label=com.docker.compose.project="
-                           "llm-load-rig-sweep-seqs-compose"], capture_output=True, text=True)
+    label = "label=com.docker.compose.project=llm-load-rig-sweep-seqs-compose"
+    left = subprocess.run(["docker", "ps", "-aq", "--filter", label], capture_output=True, text=True)
     assert left.stdout.strip() == "", "the sweep left a container behind"

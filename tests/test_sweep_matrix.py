@@ -104,6 +104,7 @@ def test_resume_needs_same_rig_version_and_the_row(tmp_path: Path) -> None:
     state.set_cell(cell, status="ok", run_id="R1", rig_version="v1")
     assert state.measured_before(cell, "v1", {"R1"}) == "measured before by run R1"
     assert state.measured_before(cell, "v2", {"R1"}) is None  # another rig version: run again
+    assert state.resume_check(cell, "v2", {"R1"}) == (False, "measured by rig v1, this is v2")
     assert state.measured_before(cell, "v1", set()) is None  # row gone from runs.csv: run again
     reopened = SweepState.open(tmp_path / "sweep.json", {"name": "t"})
     assert reopened.measured_before(cell, "v1", {"R1"})

@@ -144,7 +144,7 @@ def test_engine_crash_mid_run_fails_its_cells_and_the_sweep_goes_on(tmp_path: Pa
     time.sleep(3)
     for pid in _engine_processes(port):  # the sweep's own engine, by its pid
         os.kill(pid, signal.SIGKILL)
-    out, err = process.communicate(timeout=300)
+    _, err = process.communicate(timeout=300)
     assert process.returncode == 1, err
     state = json.loads((tmp_path / "sweeps/threads-vllm-cpu/sweep.json").read_text())
     config = state["configs"]["vllm-cpu"]

@@ -8,7 +8,14 @@ One module per stage: matrix (load + check the YAML) -> cells (names and hashes)
 A thread sweep is a flag sweep with one engine configuration.
 """
 
-from .matrix import EngineConfig, Matrix, MatrixError, WorkloadOptions, load_matrix, parse_matrix
+from .matrix import (
+           EngineConfig,
+           Matrix,
+           MatrixError,
+           WorkloadOptions,
+           load_matrix,
+           parse_matrix,
+)
 from .runner import run_sweep
 
 __all__ = ["EngineConfig", "Matrix", "MatrixError", "WorkloadOptions", "load_matrix", "parse_matrix",

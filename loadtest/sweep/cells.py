@@ -16,7 +16,7 @@ from servers.registry import ENGINES
 
 from .matrix import EngineConfig, Matrix, WorkloadOptions
 
-__all__ = ["Cell", "config_hash", "config_slug", "flags_text", "expand_cells", "unique_slugs"]
+__all__ = ["Cell", "config_hash", "config_slug", "expand_cells", "flags_text", "unique_slugs"]
 
 
 @dataclass(frozen=True)

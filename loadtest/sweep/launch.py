@@ -14,6 +14,7 @@ which is safe to call twice and always leaves nothing running.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import socket
@@ -28,8 +29,16 @@ from servers.settings import FLAG_SETTINGS, env_name
 
 from .matrix import EngineConfig
 
-__all__ = ["EngineFailed", "Launcher", "RunningEngine", "LocalProcess", "ComposeService",
-           "free_port", "local_args", "make_launcher"]
+__all__ = [
+    "ComposeService",
+    "EngineFailed",
+    "Launcher",
+    "LocalProcess",
+    "RunningEngine",
+    "free_port",
+    "local_args",
+    "make_launcher",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 _LOG_LINES = 30
@@ -212,10 +221,8 @@ class ComposeService:
 
     def stop(self) -> None:
         """Save every container's log to engine.log, then `down`; remove anything left."""
-        try:
+        with contextlib.suppress(Exception):  # logs are a courtesy; stopping is not optional
             self._save_logs()
-        except Exception:  # noqa: BLE001 - logs are a courtesy; stopping is not optional
-            pass
         self._run(["down", "--timeout", str(_DOWN_TIMEOUT_S), "--remove-orphans"], 180)
         for container in self._containers():
             container.remove(force=True)

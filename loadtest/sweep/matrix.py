@@ -37,8 +37,16 @@ from loadtest.workload import WorkloadError, build_workload
 from servers.registry import ENGINES, validate
 from servers.settings import SettingError
 
-__all__ = ["MatrixError", "WorkloadOptions", "EngineConfig", "Matrix", "load_matrix",
-           "parse_matrix", "check_gpus", "default_warmup_requests"]
+__all__ = [
+    "EngineConfig",
+    "Matrix",
+    "MatrixError",
+    "WorkloadOptions",
+    "check_gpus",
+    "default_warmup_requests",
+    "load_matrix",
+    "parse_matrix",
+]
 
 _TOP_KEYS = {"name", "workload", "users", "repeats", "warmup_requests", "health_timeout_s",
              "run_timeout_s", "engines"}

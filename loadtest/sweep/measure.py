@@ -19,7 +19,7 @@ from loadtest.results import read_runs
 
 from .matrix import WorkloadOptions
 
-__all__ = ["Outcome", "locust_command", "run_locust", "find_row"]
+__all__ = ["Outcome", "find_row", "locust_command", "run_locust"]
 
 ROOT = Path(__file__).resolve().parents[2]
 _STOP_GRACE_S = 15

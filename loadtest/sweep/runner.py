@@ -12,6 +12,7 @@ Exit codes: 0 every cell measured, 1 some cells failed (recorded), 2 refused bef
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import signal
 import subprocess
@@ -33,14 +34,16 @@ from .measure import find_row, locust_command, run_locust
 from .state import SweepState, run_ids_in
 from .table import RULES, cell_frame, comparison_table, config_table
 
-__all__ = ["run_sweep", "sweep_dir", "print_tables", "rig_version", "preflight"]
+__all__ = ["preflight", "print_tables", "rig_version", "run_sweep", "sweep_dir"]
 
 ROOT = Path(__file__).resolve().parents[2]
 Plan = list[tuple[EngineConfig, str, list[Cell]]]
 
 
 def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    """Progress on stderr; a closed stderr (`| head`) must never stop the sweep cleaning up."""
+    with contextlib.suppress(OSError):
+        print(message, file=sys.stderr, flush=True)
 
 
 def sweep_dir(out: Path, name: str) -> Path:
@@ -72,9 +75,9 @@ def preflight(matrix: Matrix, out: Path) -> None:
     except OSError as exc:
         raise MatrixError(f"cannot write the results folder {folder}: {exc.strerror}") from None
     launches = {c.launch for c in matrix.configs}
-    if "local" in launches:
-        if not ENGINE_PYTHON.exists() or not (TINY_MODEL / "config.json").exists():
-            raise MatrixError("launch: local needs the embedded engine: run scripts/install.sh")
+    local_ready = ENGINE_PYTHON.exists() and (TINY_MODEL / "config.json").exists()
+    if "local" in launches and not local_ready:
+        raise MatrixError("launch: local needs the embedded engine: run scripts/install.sh")
     if "compose" in launches:
         _check_docker(matrix)
 
@@ -93,10 +96,10 @@ def _check_docker(matrix: Matrix) -> None:
     for config in matrix.configs:
         eng = ENGINES[config.engine]
         image = config.settings.get("IMAGE", eng.image)
-        if config.launch == "compose" and eng.service.get("pull_policy") == "never":
-            if not client.images.list(name=image):
-                raise MatrixError(f"no image {image} for {config.engine}: "
-                                  f"run: bash scripts/build_images.sh {config.engine}")
+        local_image = config.launch == "compose" and eng.service.get("pull_policy") == "never"
+        if local_image and not client.images.list(name=image):
+            raise MatrixError(f"no image {image} for {config.engine}: "
+                              f"run: bash scripts/build_images.sh {config.engine}")
 
 
 def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False) -> int:
@@ -142,12 +145,14 @@ def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cel
     done = run_ids_in(out / "runs.csv")
     todo = []
     for cell in cells:
-        reason = state.measured_before(cell, version, done)
-        if reason:
+        skip, reason = state.resume_check(cell, version, done)
+        if skip:
             state.set_cell(cell, status="skipped", reason=reason)
             say(f"skip {cell.path}: {reason}")
         else:
             todo.append(cell)
+            if reason:
+                say(f"run again {cell.path}: {reason}")
     info = {"config_hash": config_hash(config), "engine": config.engine, "launch": config.launch,
             "settings": config.settings, "flags": flags_text(config), "gpus": config.gpus,
             "replicas": config.replicas}
@@ -180,8 +185,8 @@ def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cel
             if state.cell(cell).get("status") == "pending":
                 state.set_cell(cell, status="failed", reason=f"engine: {exc.reason}")
     finally:
-        say(f"stop {slug}")
         launcher.stop()
+        say(f"stopped {slug}")
 
 
 def _warm_up(matrix: Matrix, config: EngineConfig, slug: str, launcher: Launcher, out: Path,
@@ -238,8 +243,9 @@ def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix) -> in
     config_of = {state.cell(c)["run_id"]: slug for _, slug, cells in plan for c in cells
                  if state.cell(c).get("status") in ("ok", "skipped") and state.cell(c).get("run_id")}
     runs = cell_frame(read_runs(out / "runs.csv"), config_of)
-    lines = [f"sweep {matrix.name}: workload {matrix.workload.prompts} x {matrix.workload.requests} "
-             f"requests, max {matrix.workload.max_tokens} tokens, {matrix.repeats} repeat(s) per cell"]
+    w = matrix.workload
+    lines = [f"sweep {matrix.name}: workload {w.prompts} x {w.requests} requests, "
+             + f"max {w.max_tokens} tokens, {matrix.repeats} repeat(s) per cell"]
     for config, slug, cells in plan:
         entry = state.data["configs"].get(slug, {})
         lines += ["", f"== {slug}  [{flags_text(config) or 'engine defaults'}]"
@@ -252,8 +258,9 @@ def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix) -> in
                   comparison_table(runs)]
     lines += ["", RULES]
     text = "\n".join(lines)
-    print(text)
     (sweep_dir(out, matrix.name) / "table.txt").write_text(text + "\n")
+    with contextlib.suppress(BrokenPipeError):
+        print(text, flush=True)
     return len(runs)
 
 

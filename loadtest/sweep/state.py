@@ -24,7 +24,7 @@ from loadtest.results import read_runs, write_json
 
 from .cells import Cell
 
-__all__ = ["SweepState", "MEASURED", "run_ids_in"]
+__all__ = ["MEASURED", "SweepState", "run_ids_in"]
 
 SCHEMA_VERSION = 1
 MEASURED = ("ok", "skipped")
@@ -36,7 +36,7 @@ class SweepState:
         self.data = data
 
     @classmethod
-    def open(cls, path: Path, header: dict[str, Any]) -> "SweepState":
+    def open(cls, path: Path, header: dict[str, Any]) -> SweepState:
         """The sweep's record, continuing an earlier one at ``path`` if there is one."""
         old: dict[str, Any] = {}
         if path.exists():
@@ -56,14 +56,21 @@ class SweepState:
 
     def measured_before(self, cell: Cell, rig_version: str, run_ids: set[str]) -> str | None:
         """Why ``cell`` need not run again (a reason naming its run), or None."""
+        skip, reason = self.resume_check(cell, rig_version, run_ids)
+        return reason if skip else None
+
+    def resume_check(self, cell: Cell, rig_version: str, run_ids: set[str]) -> tuple[bool, str]:
+        """(skip it?, why): skipped only when measured with this cell id, rig version, and row."""
         old = self.data["cells"].get(cell.cell_id)
-        if not old or old.get("status") not in MEASURED:
-            return None
+        if not old:
+            return False, ""
+        if old.get("status") not in MEASURED:
+            return False, f"{old.get('status', 'not measured')} before: {old.get('reason', '')}".rstrip(": ")
         if old.get("rig_version") != rig_version:
-            return None
+            return False, f"measured by rig {old.get('rig_version')}, this is {rig_version}"
         if old.get("run_id") not in run_ids:
-            return None
-        return f"measured before by run {old['run_id']}"
+            return False, f"its run {old.get('run_id')} is no longer in runs.csv"
+        return True, f"measured before by run {old['run_id']}"
 
     def set_cell(self, cell: Cell, **fields: Any) -> None:
         entry = self.data["cells"].setdefault(cell.cell_id, {})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["KNEE_PCT", "UNSTABLE_PCT", "RULES", "cell_frame", "config_table", "comparison_table"]
+__all__ = ["KNEE_PCT", "RULES", "UNSTABLE_PCT", "cell_frame", "comparison_table", "config_table"]
 
 KNEE_PCT = 5.0
 UNSTABLE_PCT = 10.0
@@ -52,8 +52,9 @@ def config_table(runs: pd.DataFrame) -> str:
         return "(no measured runs)"
     fastest = stats["t_mean"].idxmin()
     knee = stats.index[stats["r_mean"] >= stats["r_mean"].max() * (1 - KNEE_PCT / 100)].min()
-    lines = [f"{'users':>6} {'runs':>4}   {'completion s':>12} {'spread':>15}   "
-             f"{'output tok/s':>12} {'spread':>17}   notes"]
+    header = (f"{'users':>6} {'runs':>4}   {'completion s':>12} {'spread':>15}   "
+              f"{'output tok/s':>12} {'spread':>17}   notes")
+    lines = [header]
     for users, s in stats.iterrows():
         notes = (["*"] if users == fastest else []) + (["<- knee"] if users == knee else [])
         if _unstable(s["t_sd"], s["t_mean"]) or _unstable(s["r_sd"], s["r_mean"]):
