@@ -12,13 +12,13 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: never open a window, works without a display
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from .runset import CONFIG  # noqa: E402
+from .runset import CONFIG
 
-__all__ = ["plot_users", "plot_frontier", "plot_distributions", "plot_timeline", "config_label"]
+__all__ = ["config_label", "plot_distributions", "plot_frontier", "plot_timeline", "plot_users"]
 
 _DPI = 110
 # matplotlib 3.10 renamed boxplot's vert=False to orientation="horizontal" (and deprecated vert)

@@ -25,13 +25,33 @@ from pathlib import Path
 import pandas as pd
 
 from .checks import WARNINGS
-from .plots import config_label, plot_distributions, plot_frontier, plot_timeline, plot_users
-from .runset import CONFIG, GROUP, group_label, load_runs, read_requests, read_telemetry, \
-    run_files, select_runs
-from .tables import SATURATED_CPU_PCT, cell_table, comparison_markdown, flag_effects, \
-    flag_effects_markdown, markdown_table
+from .plots import (
+    config_label,
+    plot_distributions,
+    plot_frontier,
+    plot_timeline,
+    plot_users,
+)
+from .runset import (
+    CONFIG,
+    GROUP,
+    group_label,
+    load_runs,
+    read_requests,
+    read_telemetry,
+    run_files,
+    select_runs,
+)
+from .tables import (
+    SATURATED_CPU_PCT,
+    cell_table,
+    comparison_markdown,
+    flag_effects,
+    flag_effects_markdown,
+    markdown_table,
+)
 
-__all__ = ["main", "build_report", "Report"]
+__all__ = ["Report", "build_report", "main"]
 
 _MAX_DISTRIBUTION_RUNS = 60
 

@@ -18,8 +18,17 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["CONFIG", "CELL", "GROUP", "load_runs", "select_runs", "run_files", "read_requests",
-           "read_telemetry", "group_label"]
+__all__ = [
+    "CELL",
+    "CONFIG",
+    "GROUP",
+    "group_label",
+    "load_runs",
+    "read_requests",
+    "read_telemetry",
+    "run_files",
+    "select_runs",
+]
 
 CONFIG = ["engine", "flags", "gpu"]
 CELL = [*CONFIG, "users"]

@@ -22,8 +22,14 @@ import pandas as pd
 
 from .runset import CELL
 
-__all__ = ["cell_table", "flag_effects", "comparison_markdown", "flag_effects_markdown",
-           "markdown_table", "SATURATED_CPU_PCT"]
+__all__ = [
+    "SATURATED_CPU_PCT",
+    "cell_table",
+    "comparison_markdown",
+    "flag_effects",
+    "flag_effects_markdown",
+    "markdown_table",
+]
 
 SATURATED_CPU_PCT = 90.0
 _UNSTABLE_SD_PCT = 10.0  # pyperf's rule: a stdev of 10% of the mean or more is unstable

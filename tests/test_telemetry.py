@@ -7,14 +7,24 @@ import signal
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
-from loadtest.telemetry import gpu_selection, per_token_columns, start_telemetry, \
-    summarize_telemetry
-from loadtest.telemetry.engine import engine_sample, metric_names_for, parse_prometheus, scrape
+
+from loadtest.telemetry import (
+    gpu_selection,
+    per_token_columns,
+    start_telemetry,
+    summarize_telemetry,
+)
+from loadtest.telemetry.engine import (
+    engine_sample,
+    metric_names_for,
+    parse_prometheus,
+    scrape,
+)
 
 _TEXT = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
@@ -129,7 +139,7 @@ def test_sampler_scrapes_the_real_engine_until_sigterm(engine_url: str, tmp_path
     lines = [json.loads(x) for x in (tmp_path / "telemetry.jsonl").read_text().splitlines()]
     engine = [x for x in lines if x["source"] == "engine"]
     assert len(engine) >= 5
-    assert all(b["t"] > a["t"] for a, b in zip(engine, engine[1:]))
+    assert all(b["t"] > a["t"] for a, b in pairwise(engine))
     summary = json.loads((tmp_path / "telemetry_summary.json").read_text())
     assert summary["telemetry_engine"] == "sampled"
     assert summary["engine_running_peak"] >= 0 and 0 <= summary["engine_kv_cache_peak_pct"] <= 100
@@ -162,3 +172,21 @@ def test_energy_per_output_token():
     assert per_token_columns({"gpu_energy_j": 50.0}, 200) == {"gpu_j_per_output_token": 0.25}
     assert per_token_columns({"gpu_energy_j": 50.0}, 0) == {}
     assert per_token_columns({}, 200) == {}
+
+
+def test_summary_of_real_h200_samples():
+    """Samples the sampler took on an H200 (2026-11-22) around 6 s of bf16 matmuls with a
+    16 GiB allocation (loadtest/telemetry/gpu_proof.py); NVML v1 memory, so ~615 MiB idle."""
+    path = Path(__file__).parent / "data" / "telemetry_h200_matmul.jsonl"
+    samples = [json.loads(line) for line in path.read_text().splitlines()]
+    row = summarize_telemetry(samples, {"gpu": "sampled", "engine": "absent"})
+    gpu = [s for s in samples if s["source"] == "gpu"]
+    assert row["gpu_count"] == 1 and len(gpu) == 66
+    assert 16 * 1024 < row["gpu_mem_peak_mib"] < 19 * 1024
+    assert max(s["util_pct"] for s in gpu) == 100 and min(s["util_pct"] for s in gpu) == 0
+    assert row["gpu_energy_source"] == "nvml_energy_counter"
+    assert row["gpu_energy_j"] == pytest.approx((gpu[-1]["energy_mj"] - gpu[0]["energy_mj"]) / 1e3)
+    integral = summarize_telemetry([{k: v for k, v in s.items() if k != "energy_mj"}
+                                    for s in samples], {"gpu": "sampled", "engine": "absent"})
+    assert integral["gpu_energy_source"] == "power_integral"
+    assert integral["gpu_energy_j"] == pytest.approx(row["gpu_energy_j"], rel=0.02)

@@ -16,5 +16,10 @@ Engine fields: running, waiting, kv_cache_pct, queue_time_sum_s, queue_time_coun
 from .hook import Telemetry, gpu_selection, start_telemetry
 from .summary import per_token_columns, summarize_telemetry
 
-__all__ = ["Telemetry", "gpu_selection", "start_telemetry", "per_token_columns",
-           "summarize_telemetry"]
+__all__ = [
+           "Telemetry",
+           "gpu_selection",
+           "per_token_columns",
+           "start_telemetry",
+           "summarize_telemetry",
+]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import urllib.request
 from typing import Any
 
-__all__ = ["ENGINE_METRICS", "metric_names_for", "parse_prometheus", "scrape", "engine_sample"]
+__all__ = ["ENGINE_METRICS", "engine_sample", "metric_names_for", "parse_prometheus", "scrape"]
 
 _VLLM = {"running": ["num_requests_running"], "waiting": ["num_requests_waiting"],
          "kv_cache": ["kv_cache_usage_perc", "gpu_cache_usage_perc"],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Gpu", "open_gpus", "close_gpus"]
+__all__ = ["Gpu", "close_gpus", "open_gpus"]
 
 try:
     import pynvml

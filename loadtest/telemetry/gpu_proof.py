@@ -17,6 +17,7 @@ import json
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def _window(run_dir: Path, load: str, extra: list[str]) -> dict[str, Any]:
     started = time.time()
     cmd = [sys.executable, "-m", "loadtest.telemetry.gpu_proof", str(run_dir), "--load", load,
            *extra]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     ended = time.time()
     print(done.stdout + done.stderr[-3000:], flush=True)
     time.sleep(_IDLE_S)
@@ -71,7 +72,7 @@ def _power_integral(run_dir: Path) -> float | None:
     power = [(r["t"], r["power_w"]) for r in rows if r.get("source") == "gpu" and "power_w" in r]
     if len(power) < 2:
         return None
-    return sum((p0 + p1) / 2 * (t1 - t0) for (t0, p0), (t1, p1) in zip(power, power[1:]))
+    return sum((p0 + p1) / 2 * (t1 - t0) for (t0, p0), (t1, p1) in pairwise(power))
 
 
 def _matmul(seconds: float) -> int:

@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 from .summary import per_token_columns, summarize_telemetry
 
-__all__ = ["Telemetry", "start_telemetry", "gpu_selection"]
+__all__ = ["Telemetry", "gpu_selection", "start_telemetry"]
 
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 _STOP_WAIT_S = 10.0

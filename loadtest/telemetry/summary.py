@@ -13,10 +13,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import pairwise
 from statistics import fmean
 from typing import Any
 
-__all__ = ["summarize_telemetry", "per_token_columns"]
+__all__ = ["per_token_columns", "summarize_telemetry"]
 
 Sample = dict[str, Any]
 
@@ -76,7 +77,7 @@ def _energy_j(one: list[Sample]) -> tuple[float | None, str]:
         return (counter[-1] - counter[0]) / 1000, "nvml_energy_counter"
     power = [(s["t"], s["power_w"]) for s in one if s.get("power_w") is not None]
     if len(power) >= 2:
-        return sum((p0 + p1) / 2 * (t1 - t0) for (t0, p0), (t1, p1) in zip(power, power[1:])), \
+        return sum((p0 + p1) / 2 * (t1 - t0) for (t0, p0), (t1, p1) in pairwise(power)), \
             "power_integral"
     return None, ""
 
