@@ -21,6 +21,8 @@ WARNINGS = {
     "too_few_requests": "fewer than 2 requests per user: the run measures ramp-up and tail, not "
                         "a steady state; raise --requests",
     "short_run": "the run took under 5 s; timings this short are noisy: raise --requests",
+    "engine_shared": "the engine held more requests at once than this run's users can send, so "
+                     "another client shared it and these numbers are not this run's alone",
 }
 
 
@@ -39,4 +41,7 @@ def check_run(row: dict[str, Any]) -> list[str]:
         found.append("too_few_requests")
     if (row.get("completion_time_s") or 0) < 5:
         found.append("short_run")
+    held = (row.get("engine_running_peak") or 0) + (row.get("engine_waiting_peak") or 0)
+    if held > row.get("users", 0):
+        found.append("engine_shared")
     return found

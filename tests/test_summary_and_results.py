@@ -54,6 +54,13 @@ def test_checks_name_uneven_lengths_and_failures():
     assert check_run(row) == ["failed_requests", "uneven_output_lengths"]
 
 
+def test_checks_name_an_engine_shared_with_another_client():
+    row = {"users": 8, "requests": 64, "completion_time_s": 10, "engine_running_peak": 8,
+           "engine_waiting_peak": 3}
+    assert check_run(row) == ["engine_shared"]
+    assert check_run({**row, "engine_waiting_peak": 0}) == []
+
+
 def test_runs_csv_gains_new_columns_without_losing_old_rows(tmp_path: Path):
     path = tmp_path / "runs.csv"
     append_run_row(path, {"engine": "vllm", "users": 8, "output_tok_per_s": 123.456789})
