@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Iterator
 
 from loadtest.local_engine import ENGINE_PYTHON, TINY_MODEL
 from loadtest.results import read_runs
@@ -121,7 +121,7 @@ def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False) -> in
     except KeyboardInterrupt:
         state.data["status"] = "interrupted"
         state.save()
-        say(f"interrupted: engine stopped, progress saved in {state.path}; "
+        say(f"interrupted: engine stopped (if the sweep started it), progress saved in {state.path}; "
             "run the same command again to resume")
         return 130
     finally:
@@ -138,6 +138,17 @@ def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False) -> in
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """A second Ctrl-C (or SIGTERM) while an engine stops must not cut the stop short."""
+    held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in held.items():
+            signal.signal(sig, handler)
 
 
 def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cell], out: Path,
@@ -185,7 +196,8 @@ def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cel
             if state.cell(cell).get("status") == "pending":
                 state.set_cell(cell, status="failed", reason=f"engine: {exc.reason}")
     finally:
-        launcher.stop()
+        with _signals_held():
+            launcher.stop()
         say(f"stopped {slug}")
 
 
