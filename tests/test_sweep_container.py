@@ -61,3 +61,33 @@ def test_flag_sweep_through_the_vllm_cpu_container(tmp_path: Path) -> None:
     label = "label=com.docker.compose.project=llm-load-rig-sweep-seqs-compose"
     left = subprocess.run(["docker", "ps", "-aq", "--filter", label], capture_output=True, text=True)
     assert left.stdout.strip() == "", "the sweep left a container behind"
+
+
+def test_gpu_matrix_renders_replicas_and_shards_for_compose(tmp_path: Path) -> None:
+    """replicas-vs-shards.yaml as Compose would run it (`docker compose config`, nothing started)."""
+    if shutil.which("docker") is None or subprocess.run(["docker", "compose", "version"],
+                                                       capture_output=True).returncode != 0:
+        pytest.skip("no docker compose v2 (run: bash scripts/docker_setup.sh)")
+    from loadtest.sweep.launch import ComposeService
+    from loadtest.sweep.matrix import load_matrix
+
+    replicas, shards = load_matrix(REPO / "sweeps/replicas-vs-shards.yaml", None).configs
+    rendered = {}
+    for name, config in (("replicas", replicas), ("shards", shards)):
+        service = ComposeService(config, 8123, tmp_path / name, "llm-load-rig-sweep-render")
+        service.write_files()
+        args = ["--profile", "lb"] if name == "replicas" else []
+        result = subprocess.run(service.command(*args, "config", "--format", "json"), capture_output=True,
+                                text=True)
+        assert result.returncode == 0, result.stderr
+        rendered[name] = json.loads(result.stdout)["services"]
+
+    def gpus(svc: dict) -> list[str]:
+        return svc["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"]
+
+    assert set(rendered["replicas"]) == {"tgi-gpu0", "tgi-gpu1", "tgi-lb"}
+    assert gpus(rendered["replicas"]["tgi-gpu0"]) == ["0"] and gpus(rendered["replicas"]["tgi-gpu1"]) == ["1"]
+    assert [p["published"] for p in rendered["replicas"]["tgi-lb"]["ports"]] == ["8123"]
+    tgi = rendered["shards"]["tgi"]
+    assert gpus(tgi) == ["0,1"] and tgi["command"][-2:] == ["--num-shard", "2"]
+    assert [p["published"] for p in tgi["ports"]] == ["8123"]

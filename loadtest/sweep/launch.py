@@ -185,7 +185,7 @@ class ComposeService:
         return f"{env} {shlex.join(self.command(*self.up_args(timeout_s)))}"
 
     def start(self, timeout_s: float) -> None:
-        self._write_files()
+        self.write_files()
         self._run(["down", "--timeout", str(_DOWN_TIMEOUT_S), "--remove-orphans"], 120)  # leftovers
         try:
             result = self._run(self.up_args(timeout_s), timeout_s + 60)
@@ -227,7 +227,8 @@ class ComposeService:
         for container in self._containers():
             container.remove(force=True)
 
-    def _write_files(self) -> None:
+    def write_files(self) -> None:
+        """engine.env, and the host-network override or the replicas' compose file + nginx.conf."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         env_text = "".join(f"{k}={v}\n" for k, v in self.env().items())
         (self.workdir / "engine.env").write_text(env_text)
