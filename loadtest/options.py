@@ -41,6 +41,9 @@ def add_options(parser: Any) -> None:
                        help="seconds a stream may stay silent before the request fails")
     group.add_argument("--repeat", type=str, default="1", help="repeat number, recorded (sweeps)")
     group.add_argument("--tag", default="", help="free label recorded with the run (sweeps)")
+    group.add_argument("--telemetry-interval", type=str, default="2",
+                       help="seconds between GPU and engine-metrics samples during the run (0 = "
+                            "off); each engine scrape costs the engine CPU, so not too often")
     group.add_argument("--warmup", action="store_true", default=False,
                        help="a warm-up run: measured and saved in its folder, never added to runs.csv")
 
@@ -64,6 +67,7 @@ class RunConfig:
     repeat: int
     tag: str
     warmup: bool
+    telemetry_interval_s: float
     api_key: str | None
 
     def headers(self) -> dict[str, str]:
@@ -101,7 +105,9 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
         out=Path(options.out), flags=redact(options.flags), gpu=options.gpu,
         read_timeout_s=_number("--read-timeout", options.read_timeout, minimum=0.001),
         repeat=_positive_int("--repeat", options.repeat), tag=options.tag,
-        warmup=bool(options.warmup), api_key=os.environ.get(target.api_key_env) or None,
+        warmup=bool(options.warmup),
+        telemetry_interval_s=_number("--telemetry-interval", options.telemetry_interval, 0.0),
+        api_key=os.environ.get(target.api_key_env) or None,
     )
 
 

@@ -79,8 +79,9 @@ class Run:
         self.run_dir = self.config.out / "runs" / self.run_id
         self._meta = self._metadata(users, stamp)
         write_json(self.run_dir / "run.json", {**self._meta, "status": "running"})
-        self.telemetry = start_telemetry(self.run_dir, self.config.engine, self.config.url,
-                                         self.config.gpu)
+        if self.config.telemetry_interval_s > 0:
+            self.telemetry = start_telemetry(self.run_dir, self.config.engine, self.config.url,
+                                             self.config.gpu, self.config.telemetry_interval_s)
         self._writer = RecordWriter(self.run_dir / "requests.jsonl", self.run_id)
         log.info("run %s: %d requests to %s, results in %s", self.run_id, self.config.requests,
                  redact_url(self.config.url), self.run_dir)
