@@ -8,21 +8,18 @@ from __future__ import annotations
 import os
 import platform
 import socket
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import locust
 
-from . import __version__
+from .version import rig_version
 
 __all__ = ["collect_rig_metadata", "collect_client_metadata", "collect_model_metadata"]
 
-_REPO = Path(__file__).resolve().parents[1]
-
 
 def collect_rig_metadata() -> dict[str, Any]:
-    return {"rig_version": _rig_version(), "locust_version": locust.__version__,
+    return {"rig_version": rig_version(), "locust_version": locust.__version__,
             "python_version": platform.python_version()}
 
 
@@ -37,20 +34,6 @@ def collect_model_metadata(model: str) -> dict[str, Any]:
     if digest_file.is_file():
         return {"model_sha256": digest_file.read_text().strip()}
     return {}
-
-
-def _rig_version() -> str:
-    try:
-        sha = subprocess.run(["git", "-C", str(_REPO), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(_REPO), "status", "--porcelain",
-                                "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return __version__
-    if not sha:
-        return __version__
-    return f"{__version__}+g{sha}{'.dirty' if dirty else ''}"
 
 
 def _cpu_model() -> str:

@@ -24,6 +24,7 @@ from typing import Any, Iterator
 from loadtest.local_engine import ENGINE_PYTHON, TINY_MODEL
 from loadtest.results import read_runs
 from loadtest.targets import TARGETS
+from loadtest.version import rig_version
 from loadtest.workload import build_workload
 from servers.registry import ENGINES
 
@@ -34,7 +35,7 @@ from .measure import find_row, locust_command, run_locust
 from .state import SweepState, run_ids_in
 from .table import RULES, cell_frame, comparison_table, config_table
 
-__all__ = ["preflight", "print_tables", "rig_version", "run_sweep", "sweep_dir"]
+__all__ = ["preflight", "print_tables", "run_sweep", "sweep_dir"]
 
 ROOT = Path(__file__).resolve().parents[2]
 Plan = list[tuple[EngineConfig, str, list[Cell]]]
@@ -55,14 +56,6 @@ def workload_sha256(matrix: Matrix) -> str:
     w = matrix.workload
     return build_workload(w.prompts, w.requests, api=api, model="m", max_tokens=w.max_tokens,
                           ignore_eos=w.ignore_eos, temperature=w.temperature).sha256
-
-
-def rig_version() -> str:
-    """The rig version runs record (loadtest/metadata.py), read in a child: it imports Locust."""
-    code = "from loadtest.metadata import collect_rig_metadata as c; print(c()['rig_version'])"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                            timeout=120)
-    return result.stdout.strip() or "unknown"
 
 
 def preflight(matrix: Matrix, out: Path) -> None:
