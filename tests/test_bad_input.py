@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port, run_locust
+from rig_helpers import free_port, run_locust
 
 
 def _refused(result, message: str) -> None:

@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from conftest import REPO, free_port
+from rig_helpers import REPO, free_port
 from loadtest.local_engine import LocalEngine
 
 

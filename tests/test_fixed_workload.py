@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_locust
+from rig_helpers import run_locust
 from loadtest.results import read_records
 
 

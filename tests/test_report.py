@@ -11,7 +11,7 @@ from pathlib import Path
 
 import matplotlib.image
 import pytest
-from conftest import REPO, run_locust
+from rig_helpers import REPO, run_locust
 
 from loadtest.report import main
 

@@ -11,7 +11,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from rig_helpers import REPO
 
 from loadtest.telemetry import (
     gpu_selection,

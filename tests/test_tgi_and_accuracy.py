@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_locust
+from rig_helpers import run_locust
 from fake_tgi import FakeTGI
 
 
