@@ -22,6 +22,17 @@ def test_openai_chat_content_chunk_carries_output():
     assert openai.parse_line(line).output is True
 
 
+def test_a_token_whose_text_is_still_empty_is_output():
+    # byte-level BPE: half of a multi-byte character decodes to "" until the rest arrives
+    line = b'data: {"choices":[{"index":0,"text":"","finish_reason":null}]}\n'
+    assert openai.parse_line(line).output is True
+
+
+def test_an_empty_closing_chunk_is_not_output():
+    line = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n'
+    assert openai.parse_line(line) == StreamEvent(finish_reason="length")
+
+
 def test_openai_usage_chunk_gives_token_counts():
     line = (b'data: {"choices":[],"usage":{"prompt_tokens":4,"total_tokens":9,'
             b'"completion_tokens":5}}\n')

@@ -47,14 +47,25 @@ def parse_line(line: bytes) -> StreamEvent | None:
     choices = chunk.get("choices") or []
     output, finish_reason = False, None
     for choice in choices:
-        text = choice.get("text")
-        if text is None:
-            text = (choice.get("delta") or {}).get("content")
-        output = output or bool(text)
+        output = output or _carries_token(choice)
         finish_reason = choice.get("finish_reason") or finish_reason
     return StreamEvent(output=output, finish_reason=finish_reason,
                        prompt_tokens=usage.get("prompt_tokens"),
                        output_tokens=usage.get("completion_tokens"))
+
+
+def _carries_token(choice: dict[str, Any]) -> bool:
+    """A generated token arrived, even one whose text is still empty (a byte-level token that is
+    part of a multi-byte character decodes to "" until the character is complete). Not a token:
+    chat's opening role announcement, and a closing chunk that only carries the finish reason."""
+    if "text" in choice:
+        text = choice["text"]
+    else:
+        delta = choice.get("delta") or {}
+        text = None if "role" in delta and not delta.get("content") else delta.get("content")
+    if text:
+        return True
+    return text == "" and choice.get("finish_reason") is None
 
 
 def _error_text(error: Any) -> str:
