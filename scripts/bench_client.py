@@ -87,7 +87,8 @@ def rig(url: str, args: argparse.Namespace) -> dict:
         cmd = [str(REPO / ".venv/bin/locust"), "-f", str(REPO / "loadtest/engines.py"),
                "--headless", "--only-summary", "--engine", "vllm-cpu", "--host", url,
                "--users", str(args.users), "--requests", str(args.requests),
-               "--max-tokens", str(args.max_tokens), "--ignore-eos", "--out", out]
+               "--max-tokens", str(args.max_tokens), "--ignore-eos", "--out", out,
+               "--telemetry-interval", args.rig_telemetry_interval]
         subprocess.run(cmd, check=True, capture_output=True)
         with open(Path(out) / "runs.csv", newline="") as file:
             row = next(csv.DictReader(file))
@@ -172,6 +173,8 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--users", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rig-telemetry-interval", default="2",
+                        help="the rig's --telemetry-interval (its default 2; 0 = off)")
     args = parser.parse_args()
     if args.url:
         return compare(args.url.rstrip("/"), args)
