@@ -27,7 +27,7 @@ class CpuSampler:
     def start(self) -> None:
         self._process.cpu_percent(None)  # the first call only sets the baseline
         self._start_cpu = sum(self._process.cpu_times()[:2])
-        self._start_wall = _now()
+        self._start_wall = time.monotonic()
         self._greenlet = gevent.spawn(self._sample)
 
     def _sample(self) -> None:
@@ -38,12 +38,9 @@ class CpuSampler:
     def stop(self) -> dict[str, float | None]:
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
-        wall = _now() - self._start_wall
+        wall = time.monotonic() - self._start_wall
         used = sum(self._process.cpu_times()[:2]) - self._start_cpu
         mean = 100.0 * used / wall if wall > 0 else None
         peak = max(self._samples) if self._samples else mean
         return {"client_cpu_max_pct": peak, "client_cpu_mean_pct": mean}
 
-
-def _now() -> float:
-    return time.monotonic()

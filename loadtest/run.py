@@ -56,18 +56,16 @@ class Run:
         self._writer: RecordWriter | None = None
         self._meta: dict[str, Any] = {}
         self._finished = False
+        self.worker_index = 0
         self.telemetry: Telemetry | None = None
 
     @property
     def owns_files(self) -> bool:
         return not isinstance(self.environment.runner, WorkerRunner)
 
-    @property
-    def worker_index(self) -> int:
-        runner = self.environment.runner
-        return max(getattr(runner, "worker_index", 0), 0)
-
     def start(self) -> None:
+        # Read once here (a worker's index is set before test_start), not per request.
+        self.worker_index = max(getattr(self.environment.runner, "worker_index", 0), 0)
         self.cpu.start()
         if not self.owns_files:
             return
