@@ -8,7 +8,9 @@ workers), so the queue lives here:
   leave one process idle while another is backed up. A worker that has drained its share sends
   its records, flushes its Locust stats, then says done (ZMQ keeps that order); the master quits
   when the queue is empty and every worker that got work is done.
-Dispatch starts only once all users are spawned, so the spawn ramp is not part of the run.
+Dispatch starts only once all users are spawned and every user of this process has opened its
+connection (on_start), so neither the spawn ramp nor connection set-up is part of the run: the
+first wave of requests leaves together, as from a client that was already connected.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class Dispatcher:
         self.worker_report = worker_report  # worker: extra data sent with "done" (e.g. CPU use)
         self.worker_reports: list[dict[str, Any]] = []
         self.started = Event()
+        self._spawned = False
+        self._ready_users = 0
         self._queue: deque[int] = deque()
         self._in_flight = 0
         self._exhausted = False
@@ -69,7 +73,22 @@ class Dispatcher:
         else:
             self._queue.extend(range(len(self.workload.specs)))
 
-    # --- every process: users take work and hand back records ---------------------------------
+    # --- every process: the gate, then users take work and hand back records ---------------------
+
+    def user_ready(self) -> None:
+        """A user of this process has finished on_start."""
+        self._ready_users += 1
+        self._maybe_open()
+
+    def spawning_complete(self) -> None:
+        """Locust has spawned every user (of every process)."""
+        self._spawned = True
+        self._maybe_open()
+
+    def _maybe_open(self) -> None:
+        # Locust fires spawning_complete before the last users' greenlets have run on_start.
+        if self._spawned and self._ready_users >= self.runner.user_count:
+            self.started.set()
 
     def take(self) -> RequestSpec | None:
         """The next request for a user, or None when the workload is used up."""

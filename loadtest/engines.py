@@ -24,7 +24,7 @@ from gevent.event import Event
 from loadtest.options import ConfigError, add_options, config_from_options
 from loadtest.probe import EngineInfo, ProbeError, probe_engine
 from loadtest.run import Run
-from loadtest.transport import new_client, send
+from loadtest.transport import new_client, open_connection, send
 from loadtest.workload import WorkloadError
 
 _run: Run | None = None  # this process's run (each --processes child has its own)
@@ -75,7 +75,7 @@ def _start(environment: Any, **_: Any) -> None:
 @events.spawning_complete.add_listener
 def _open_gate(**_: Any) -> None:
     if _run is not None:
-        _run.dispatcher.started.set()
+        _run.dispatcher.spawning_complete()
 
 
 @events.quitting.add_listener
@@ -90,8 +90,10 @@ class LLMUser(User):
     wait_time = constant(0)
 
     def on_start(self) -> None:
-        assert _run is not None
-        self.client = new_client(_run.config.url, read_timeout_s=_run.config.read_timeout_s)
+        try:
+            self._connect()
+        finally:
+            _run.dispatcher.user_ready()
 
     def on_stop(self) -> None:
         self.client.close()
@@ -112,4 +114,10 @@ class LLMUser(User):
         run.dispatcher.complete(record)
         if not record.ok:  # its connection may be mid-stream: start clean
             self.client.close()
-            self.client = new_client(run.config.url, read_timeout_s=run.config.read_timeout_s)
+            self._connect()
+
+    def _connect(self) -> None:
+        """A fresh client with its connection already open (off the clock)."""
+        assert _run is not None
+        self.client = new_client(_run.config.url, read_timeout_s=_run.config.read_timeout_s)
+        open_connection(self.client)

@@ -16,16 +16,23 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import psutil
+
 __all__ = ["FakeTGI"]
 
 
 class FakeTGI:
-    def __init__(self, prefill_s: float = 0.05, token_s: float = 0.02) -> None:
+    def __init__(self, prefill_s: float = 0.05, token_s: float = 0.02,
+                 count_connections: bool = False) -> None:
         self.prefill_s, self.token_s = prefill_s, token_s
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.count_connections = count_connections  # costs ~10 ms in the first request
+        self.server = _Server(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.connected_at_first_post: int | None = None  # client connections open at that moment
+        self.idle_before_first_request: dict[int, float] = {}  # client port -> seconds
+        self._lock = threading.Lock()
 
     def __enter__(self) -> "FakeTGI":
         self._thread.start()
@@ -35,6 +42,14 @@ class FakeTGI:
         self.server.shutdown()
         self.server.server_close()
 
+    def _count_first_post(self) -> None:
+        with self._lock:
+            if self.count_connections and self.connected_at_first_post is None:
+                port = self.server.server_address[1]
+                self.connected_at_first_post = sum(
+                    1 for c in psutil.net_connections("tcp")
+                    if c.laddr and c.laddr.port == port and c.status == psutil.CONN_ESTABLISHED)
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
@@ -43,6 +58,7 @@ class FakeTGI:
 
             def setup(self) -> None:
                 super().setup()  # real servers (uvicorn, axum) disable Nagle: small writes go now
+                self.opened = time.monotonic()
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def log_message(self, *_: object) -> None:
@@ -59,6 +75,9 @@ class FakeTGI:
 
             def do_POST(self) -> None:
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake._count_first_post()
+                fake.idle_before_first_request.setdefault(self.client_address[1],
+                                                          time.monotonic() - self.opened)
                 if self.path != "/generate_stream":
                     self._json({"error": "not found"}, status=404)
                     return
@@ -99,3 +118,7 @@ class FakeTGI:
                 self.wfile.write(data)
 
         return Handler
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # like real servers: a burst of connections is not turned away

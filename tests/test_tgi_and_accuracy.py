@@ -30,3 +30,19 @@ def test_tgi_native_stream_is_measured_against_the_servers_known_cadence(tmp_pat
     for line in requests.read_text().splitlines():
         record = json.loads(line)
         assert record["finish_reason"] == "length" and len(record["chunk_gaps_ns"]) == 9
+
+
+def test_every_user_is_connected_before_the_first_request_leaves(tmp_path: Path):
+    """Connection set-up is never inside a measured request, and the first wave leaves together.
+    (Users that connected inside their first request, through gevent's threaded resolver, once
+    spread the first wave's arrival at a 2-core engine over ~800 ms and skewed its TTFT.)"""
+    with FakeTGI(prefill_s=0.0, token_s=0.0, count_connections=True) as tgi:
+        result = run_locust("--engine", "tgi", "--host", tgi.url, "--users", "16",
+                            "--spawn-rate", "8", "--requests", "32", "--max-tokens", "2",
+                            "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert tgi.connected_at_first_post == 16
+    # Users spawn over 2 s and connect as they spawn, so the first ones wait, connected, for
+    # the last: connecting inside the first request would leave no connection idle first.
+    assert len(tgi.idle_before_first_request) == 16
+    assert max(tgi.idle_before_first_request.values()) > 1.0
