@@ -80,6 +80,7 @@ class Run:
         if self.config.telemetry_interval_s > 0:
             self.telemetry = start_telemetry(self.run_dir, self.config.engine, self.config.url,
                                              self.config.gpu, self.config.telemetry_interval_s)
+            self.telemetry.wait_ready()  # test_start waits, so users spawn after this
         self._writer = RecordWriter(self.run_dir / "requests.jsonl", self.run_id)
         log.info("run %s: %d requests to %s, results in %s", self.run_id, self.config.requests,
                  redact_url(self.config.url), self.run_dir)

@@ -1,6 +1,7 @@
 """Start and stop the sampler process around one run, from the Locust master (or only) process.
 
     telemetry = start_telemetry(run_dir, engine, url, gpu)   # after run.json is written
+    telemetry.wait_ready()                                    # before the first request
     row.update(telemetry.stop(row["output_tokens"]))        # once the last request is done
 
 Which GPUs: `--gpu` given as NVML indices ("0" or "0,1") samples those; any other value samples
@@ -49,7 +50,7 @@ class Telemetry:
         if self._process is None:
             return {"telemetry_gpu": "failed", "telemetry_engine": "failed"}
         if self._process.poll() is None:
-            self._wait_first_sample()
+            self.wait_ready()  # a run shorter than the sampler's start-up: let it write a sample
             self._process.terminate()
             try:
                 self._process.wait(timeout=_STOP_WAIT_S)
@@ -60,9 +61,13 @@ class Telemetry:
         row = {k: v for k, v in summary.items() if k not in _ROW_SKIP}
         return {**row, **per_token_columns(row, output_tokens)}
 
-    def _wait_first_sample(self) -> None:
-        """A run shorter than the sampler's start-up would stop it before it has a sample (or
-        its SIGTERM handler): wait, bounded, until its first line is written."""
+    def wait_ready(self) -> None:
+        """Wait, bounded, until the sampler is up (its first line is written). The run waits
+        for this before its first request: measured on the 2-core CPU engine, a sampler still
+        starting (and first scraping) while the first requests streamed delayed them by up to
+        1.5 s. Cooperative under Locust, whose gevent patches time.sleep."""
+        if self._process is None:
+            return
         lines = self.run_dir / "telemetry.jsonl"
         deadline = time.monotonic() + _FIRST_SAMPLE_WAIT_S
         while time.monotonic() < deadline and self._process.poll() is None:

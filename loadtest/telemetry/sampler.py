@@ -58,19 +58,23 @@ class Sampler:
         signal.signal(signal.SIGINT, self.stop)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with (self.run_dir / "telemetry.jsonl").open("a", encoding="utf-8") as file:
-            # the first line says the sampler is up (the hook waits for it) and what it samples
+            # The first line says the sampler is up and what it samples. It is written after the
+            # first sample is taken, so a run that waits for it (the hook) has no scrape of the
+            # sampler's start-up inside its first requests.
             start = {"t": time.time(), "source": "sampler", "interval_s": self.interval_s,
                      "gpus": self._gpu_names(), "engine_metrics": self.names is not None}
-            file.write(json.dumps(start, separators=(",", ":")) + "\n")
-            file.flush()
             next_s = time.monotonic()
-            while not self._stopping and not _orphaned(parent_pid):
-                for sample in self._tick():
-                    file.write(json.dumps(sample, separators=(",", ":")) + "\n")
+            rows = [start, *self._tick()]
+            while True:
+                for row in rows:
+                    file.write(json.dumps(row, separators=(",", ":")) + "\n")
                 file.flush()
                 next_s += self.interval_s
                 while not self._stopping and time.monotonic() < next_s:
                     time.sleep(min(0.05, max(next_s - time.monotonic(), 0)))
+                if self._stopping or _orphaned(parent_pid):
+                    break
+                rows = self._tick()
             for sample in self._tick():  # the closing sample bounds the energy window
                 file.write(json.dumps(sample, separators=(",", ":")) + "\n")
         close_gpus()
