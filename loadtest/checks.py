@@ -21,6 +21,9 @@ WARNINGS = {
     "too_few_requests": "fewer than 2 requests per user: the run measures ramp-up and tail, not "
                         "a steady state; raise --requests",
     "short_run": "the run took under 5 s; timings this short are noisy: raise --requests",
+    "buffered_streams": "some long answers arrived all at once (buffered_requests counts them), "
+                        "so their TTFT is their end-to-end time: a buffering proxy, or an "
+                        "engine whose API server is starved of CPU; check what sits in between",
     "engine_shared": "the engine held more requests at once than this run's users can send, so "
                      "another client shared it and these numbers are not this run's alone",
 }
@@ -41,6 +44,8 @@ def check_run(row: dict[str, Any]) -> list[str]:
         found.append("too_few_requests")
     if (row.get("completion_time_s") or 0) < 5:
         found.append("short_run")
+    if row.get("buffered_requests"):
+        found.append("buffered_streams")
     held = (row.get("engine_running_peak") or 0) + (row.get("engine_waiting_peak") or 0)
     if held > row.get("users", 0):
         found.append("engine_shared")

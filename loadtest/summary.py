@@ -48,6 +48,7 @@ def summarize(records: Sequence[RequestRecord]) -> dict[str, Any]:
     row["min_output_tokens"] = int(min(output)) if output else None
     row["max_output_tokens"] = int(max(output)) if output else None
     row["output_tokens_source"] = _tokens_source(done)
+    row["buffered_requests"] = sum(1 for r in done if _arrived_at_once(r))
     seconds = row["completion_time_s"]
     row["output_tok_per_s"] = row["output_tokens"] / seconds if seconds else None
     row["req_per_s"] = len(done) / seconds if seconds else None
@@ -56,6 +57,16 @@ def summarize(records: Sequence[RequestRecord]) -> dict[str, Any]:
     row.update(_distribution("e2e", [r.e2e_ms for r in done if r.e2e_ms is not None]))
     row.update(_distribution("tpot", [_tpot(r) for r in done if _tpot(r) is not None]))
     return row
+
+
+def _arrived_at_once(record: RequestRecord) -> bool:
+    """The whole stream of a long answer arrived in one burst (its chunks within the last tenth
+    of its end-to-end time), so its TTFT is really its end-to-end latency: something between
+    the engine's sampler and this client held the chunks back (a starved API server, a buffering
+    proxy)."""
+    if record.output_chunks < 16 or record.ttft_ms is None or not record.e2e_ms:
+        return False
+    return record.e2e_ms - record.ttft_ms < 0.1 * record.e2e_ms
 
 
 def _tpot(record: RequestRecord) -> float | None:

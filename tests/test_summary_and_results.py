@@ -54,6 +54,15 @@ def test_checks_name_uneven_lengths_and_failures():
     assert check_run(row) == ["failed_requests", "uneven_output_lengths"]
 
 
+def test_a_long_answer_that_arrived_in_one_burst_is_counted_and_warned_about():
+    streamed = _record(0, 0, 100, [10] * 31, 32)  # 32 chunks over 310 ms after the first
+    burst = _record(1, 0, 400, [0] * 31, 32)  # the same answer, every chunk in the same instant
+    short = _record(2, 0, 400, [0] * 3, 4)  # too short to tell
+    row = summarize([streamed, burst, short])
+    assert row["buffered_requests"] == 1
+    assert "buffered_streams" in check_run({**row, "requests": 3, "users": 1})
+
+
 def test_checks_name_an_engine_shared_with_another_client():
     row = {"users": 8, "requests": 64, "completion_time_s": 10, "engine_running_peak": 8,
            "engine_waiting_peak": 3}
