@@ -5,8 +5,10 @@ alternating for several rounds so drift hits both alike, and the ratios are prin
 the rig must reach >= 0.95x the reference's output tok/s, with a TTFT p50 within 15%.
 
 usage: python scripts/bench_client.py [--url URL] [--requests 256] [--max-tokens 128]
-                                      [--users 128] [--rounds 3]
+                                      [--users 128] [--rounds 11] [--out DIR]
 Without --url it starts the embedded engine (vLLM CPU, tiny model) on a free port and stops it.
+Every run's per-request records are kept in --out (default results/bench-client/UTC-STAMP):
+the rig's runs as usual (runs.csv, runs/*/requests.jsonl), the reference's as reference-N.jsonl.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
@@ -46,14 +47,17 @@ async def _one(session: aiohttp.ClientSession, url: str, body: bytes) -> dict:
             if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
                 continue
             chunk = json.loads(line[6:])
-            if chunk.get("choices") and chunk["choices"][0].get("text") and first is None:
+            choice = (chunk.get("choices") or [{}])[0]
+            # the rig's definition: a token, even one whose text is still "" (part of a character)
+            if first is None and "text" in choice and (choice["text"]
+                                                       or choice.get("finish_reason") is None):
                 first = now
             if chunk.get("usage"):
                 tokens = chunk["usage"]["completion_tokens"]
     return {"sent": sent, "first": first, "done": time.perf_counter_ns(), "tokens": tokens}
 
 
-async def _reference_run(url: str, bodies: list[bytes], users: int) -> dict:
+async def _reference_run(url: str, bodies: list[bytes], users: int) -> tuple[dict, list[dict]]:
     queue: asyncio.Queue[bytes] = asyncio.Queue()
     for body in bodies:
         queue.put_nowait(body)
@@ -72,26 +76,27 @@ async def _reference_run(url: str, bodies: list[bytes], users: int) -> dict:
     tokens = sum(r["tokens"] for r in results)
     return {"output_tok_per_s": tokens / span_s, "ttft_p50_ms": float(np.percentile(ttfts, 50)),
             "ttft_mean_ms": float(np.mean(ttfts)),
-            "completion_time_s": span_s, "output_tokens": tokens, "completed": len(results)}
+            "completion_time_s": span_s, "output_tokens": tokens, "completed": len(results)}, results
 
 
-def reference(url: str, bodies: list[bytes], users: int) -> dict:
+def reference(url: str, bodies: list[bytes], users: int, records: Path | None = None) -> dict:
     cpu_start = time.process_time()
-    result = asyncio.run(_reference_run(url, bodies, users))
+    result, requests = asyncio.run(_reference_run(url, bodies, users))
     cpu_s = time.process_time() - cpu_start
+    if records is not None:
+        records.write_text("".join(json.dumps(r) + "\n" for r in requests))
     return result | {"client_cpu_mean_pct": 100 * cpu_s / result["completion_time_s"]}
 
 
 def rig(url: str, args: argparse.Namespace) -> dict:
-    with tempfile.TemporaryDirectory() as out:
-        cmd = [str(REPO / ".venv/bin/locust"), "-f", str(REPO / "loadtest/engines.py"),
-               "--headless", "--only-summary", "--engine", "vllm-cpu", "--host", url,
-               "--users", str(args.users), "--requests", str(args.requests),
-               "--max-tokens", str(args.max_tokens), "--ignore-eos", "--out", out,
-               "--telemetry-interval", args.rig_telemetry_interval]
-        subprocess.run(cmd, check=True, capture_output=True)
-        with open(Path(out) / "runs.csv", newline="") as file:
-            row = next(csv.DictReader(file))
+    cmd = [str(REPO / ".venv/bin/locust"), "-f", str(REPO / "loadtest/engines.py"),
+           "--headless", "--only-summary", "--engine", "vllm-cpu", "--host", url,
+           "--users", str(args.users), "--requests", str(args.requests),
+           "--max-tokens", str(args.max_tokens), "--ignore-eos", "--out", str(args.out),
+           "--telemetry-interval", args.rig_telemetry_interval]
+    subprocess.run(cmd, check=True, capture_output=True)
+    with open(args.out / "runs.csv", newline="") as file:
+        row = list(csv.DictReader(file))[-1]
     keys = ("output_tok_per_s", "ttft_p50_ms", "ttft_mean_ms", "completion_time_s", "output_tokens",
             "completed", "client_cpu_mean_pct")
     return {k: float(row[k]) for k in keys}
@@ -134,7 +139,9 @@ def compare(url: str, args: argparse.Namespace) -> int:
     runs: dict[str, list[dict]] = {"reference": [], "rig": []}
     for round_no in range(1, args.rounds + 1):
         for name in ("reference", "rig") if round_no % 2 else ("rig", "reference"):
-            result = with_server_ttft(url, (lambda: reference(url + path, bodies, args.users))
+            records = args.out / f"reference-{round_no}.jsonl"
+            result = with_server_ttft(url, (lambda: reference(url + path, bodies, args.users,
+                                                              records))
                                       if name == "reference" else (lambda: rig(url, args)))
             runs[name].append(result)
             print(f"round {round_no} {name:>9}: {result['output_tok_per_s']:8.1f} tok/s  "
@@ -155,15 +162,23 @@ def compare(url: str, args: argparse.Namespace) -> int:
               f" client CPU {statistics.median(r['client_cpu_mean_pct'] for r in runs[name]):.0f}%"
               f" of a core")
     print(f"rig/reference output tok/s per round: {', '.join(f'{r:.3f}' for r in tps_ratios)}; "
-          f"median {tps_ratio:.3f}x (goal >= 0.95)")
+          f"median {tps_ratio:.3f}x {_spread(tps_ratios)} (goal >= 0.95)")
     print(f"rig/reference TTFT p50 per round:     {', '.join(f'{r:.3f}' for r in ttft_ratios)}; "
-          f"median {ttft_ratio:.3f}x (goal 0.85-1.15)")
+          f"median {ttft_ratio:.3f}x {_spread(ttft_ratios)} (goal 0.85-1.15)")
     for name in ("rig", "reference"):
         excess = statistics.median(r["ttft_mean_ms"] - r["server_ttft_mean_ms"] for r in runs[name])
         print(f"{name:>9} TTFT mean minus the server's own TTFT mean: {excess:+.1f} ms (median)")
+    print(f"records kept in {args.out}")
     ok = tps_ratio >= 0.95 and 0.85 <= ttft_ratio <= 1.15
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
+
+
+def _spread(ratios: list[float]) -> str:
+    """A bootstrap 90% interval of the median: how far this machine's noise leaves it uncertain."""
+    resampled = np.random.default_rng(0).choice(ratios, size=(10_000, len(ratios)))
+    low, high = np.percentile(np.median(resampled, axis=1), [5, 95])
+    return f"(90% interval {low:.2f}-{high:.2f})"
 
 
 def main() -> int:
@@ -172,10 +187,14 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=256)
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--users", type=int, default=128)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--rig-telemetry-interval", default="2",
                         help="the rig's --telemetry-interval (its default 2; 0 = off)")
+    parser.add_argument("--out", type=Path,
+                        default=REPO / "results" / "bench-client" / time.strftime("%Y%m%dT%H%M%SZ",
+                                                                                 time.gmtime()))
     args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
     if args.url:
         return compare(args.url.rstrip("/"), args)
     with LocalEngine(port=free_port()) as engine:
