@@ -33,8 +33,8 @@ RUN_COLUMNS = [
     "ttft_mean_ms", "ttft_p90_ms", "itl_mean_ms", "itl_p90_ms", "e2e_mean_ms", "e2e_p90_ms",
     "tpot_mean_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms",
     "errors", "warnings", "buffered_requests", "workload", "workload_sha256", "api", "max_tokens",
-    "ignore_eos", "temperature", "repeat", "tag", "engine_version", "model_sha256", "client_cpu_max_pct",
-    "client_cpu_count", "client_cpu_model", "client_hostname", "locust_version",
+    "ignore_eos", "temperature", "repeat", "tag", "engine_version", "model_sha256",
+    "client_cpu_max_pct", "client_cpu_count", "client_cpu_model", "client_hostname", "locust_version",
     "python_version", "rig_version", "schema_version", "run_dir",
 ]
 

@@ -59,8 +59,8 @@ class Sampler:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with (self.run_dir / "telemetry.jsonl").open("a", encoding="utf-8") as file:
             # The first line says the sampler is up and what it samples. It is written after the
-            # first sample is taken, so a run that waits for it (the hook) has no scrape of the
-            # sampler's start-up inside its first requests.
+            # first sample is taken, so a run that waits for it (the hook) has neither the
+            # sampler's start-up nor its first scrape inside its first requests.
             start = {"t": time.time(), "source": "sampler", "interval_s": self.interval_s,
                      "gpus": self._gpu_names(), "engine_metrics": self.names is not None}
             next_s = time.monotonic()
