@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from loadtest.local_engine import LocalEngine  # noqa: E402
 from loadtest.probe import probe_engine  # noqa: E402
+from loadtest.protocols.openai import parse_line  # noqa: E402
 from loadtest.workload import build_workload  # noqa: E402
 
 
@@ -44,16 +45,13 @@ async def _one(session: aiohttp.ClientSession, url: str, body: bytes) -> dict:
         resp.raise_for_status()
         async for line in resp.content:
             now = time.perf_counter_ns()
-            if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
+            event = parse_line(line)  # the rig's parser, so "first token" means the same to both
+            if event is None:
                 continue
-            chunk = json.loads(line[6:])
-            choice = (chunk.get("choices") or [{}])[0]
-            # the rig's definition: a token, even one whose text is still "" (part of a character)
-            if first is None and "text" in choice and (choice["text"]
-                                                       or choice.get("finish_reason") is None):
+            if first is None and event.output:
                 first = now
-            if chunk.get("usage"):
-                tokens = chunk["usage"]["completion_tokens"]
+            if event.output_tokens is not None:
+                tokens = event.output_tokens
     return {"sent": sent, "first": first, "done": time.perf_counter_ns(), "tokens": tokens}
 
 
@@ -139,10 +137,12 @@ def compare(url: str, args: argparse.Namespace) -> int:
     runs: dict[str, list[dict]] = {"reference": [], "rig": []}
     for round_no in range(1, args.rounds + 1):
         for name in ("reference", "rig") if round_no % 2 else ("rig", "reference"):
-            records = args.out / f"reference-{round_no}.jsonl"
-            result = with_server_ttft(url, (lambda: reference(url + path, bodies, args.users,
-                                                              records))
-                                      if name == "reference" else (lambda: rig(url, args)))
+            if name == "reference":
+                records = args.out / f"reference-{round_no}.jsonl"
+                result = with_server_ttft(
+                    url, lambda: reference(url + path, bodies, args.users, records))
+            else:
+                result = with_server_ttft(url, lambda: rig(url, args))
             runs[name].append(result)
             print(f"round {round_no} {name:>9}: {result['output_tok_per_s']:8.1f} tok/s  "
                   f"TTFT p50 {result['ttft_p50_ms']:7.1f} ms, mean {result['ttft_mean_ms']:6.1f} "

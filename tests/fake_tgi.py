@@ -43,8 +43,10 @@ class FakeTGI:
         self.server.server_close()
 
     def _count_first_post(self) -> None:
+        if not self.count_connections:
+            return
         with self._lock:
-            if self.count_connections and self.connected_at_first_post is None:
+            if self.connected_at_first_post is None:
                 port = self.server.server_address[1]
                 self.connected_at_first_post = sum(
                     1 for c in psutil.net_connections("tcp")
