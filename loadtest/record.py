@@ -12,6 +12,9 @@ on a host) taken the moment a stream line is handed over, before it is parsed.
   usage, "details" for TGI details); "chunks" only when the server reported nothing, and then a
   warning is raised for the run.
 
+`reconnects`: 1 when the server closed the kept-alive connection before answering a byte and
+the request was sent again on a fresh connection (once; its times count from the first send).
+
 `error_kind` is one closed vocabulary for failed requests:
 connect (no connection), timeout (no byte within the read timeout), http_status (status >= 400),
 stream_error (the engine sent an error event), stream_protocol (a line we cannot parse),
@@ -47,6 +50,7 @@ class RequestRecord:
     http_status: int | None = None
     error_kind: str | None = None
     error: str | None = None
+    reconnects: int = 0
     worker: int = 0
 
     @property

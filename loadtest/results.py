@@ -26,7 +26,7 @@ __all__ = ["RUN_COLUMNS", "RecordWriter", "write_json", "append_run_row", "read_
 SCHEMA_VERSION = 1
 RUN_COLUMNS = [
     "timestamp", "run_id", "engine", "model", "host", "flags", "gpu", "users", "processes",
-    "requests", "completed", "failed", "completion_time_s", "output_tokens", "output_tok_per_s",
+    "verdict", "verdict_reasons", "requests", "completed", "failed", "reconnects", "completion_time_s", "output_tokens", "output_tok_per_s",
     "req_per_s", "avg_output_tokens", "min_output_tokens", "max_output_tokens",
     "output_tokens_source", "prompt_tokens",
     "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
@@ -34,7 +34,7 @@ RUN_COLUMNS = [
     "tpot_mean_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms",
     "errors", "warnings", "buffered_requests", "workload", "workload_sha256", "api", "max_tokens",
     "ignore_eos", "temperature", "repeat", "tag", "engine_version", "model_sha256",
-    "client_cpu_max_pct", "client_cpu_count", "client_cpu_model", "client_hostname", "locust_version",
+    "client_cpu_max_pct", "loop_lag_p99_ms", "loop_lag_max_ms", "client_cpu_count", "client_cpu_model", "client_hostname", "locust_version",
     "python_version", "rig_version", "schema_version", "run_dir",
 ]
 

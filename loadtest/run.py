@@ -17,6 +17,7 @@ from locust.runners import WorkerRunner
 from .checks import WARNINGS, check_run
 from .client_cpu import CpuSampler
 from .dispatch import Dispatcher
+from .loop_lag import LoopLag
 from .metadata import collect_client_metadata, collect_model_metadata, collect_rig_metadata
 from .options import RunConfig
 from .probe import EngineInfo
@@ -26,6 +27,7 @@ from .results import RecordWriter, append_run_row, write_json
 from .summary import summarize
 from .targets import dialect_for
 from .telemetry import Telemetry, start_telemetry
+from .verdict import REASONS, judge
 from .workload import build_workload
 
 __all__ = ["Run"]
@@ -49,8 +51,9 @@ class Run:
         self.request_name = f"{config.engine}:{self.workload.name}"
         self.records: list[RequestRecord] = []
         self.cpu = CpuSampler()
+        self.loop_lag = LoopLag()
         self.dispatcher = Dispatcher(environment, self.workload, self._on_record, self.finish,
-                                     worker_report=self.cpu.stop)
+                                     worker_report=self._client_report)
         self.run_id = ""
         self.run_dir = Path()
         self._writer: RecordWriter | None = None
@@ -67,6 +70,7 @@ class Run:
         # Read once here (a worker's index is set before test_start), not per request.
         self.worker_index = max(getattr(self.environment.runner, "worker_index", 0), 0)
         self.cpu.start()
+        self.loop_lag.start()
         if not self.owns_files:
             return
         users = self.environment.parsed_options.num_users or 1
@@ -102,6 +106,10 @@ class Run:
             **collect_rig_metadata(), **collect_client_metadata(processes),
         }
 
+    def _client_report(self) -> dict[str, Any]:
+        """How this load-generator process kept up: CPU peak and mean, event-loop lag."""
+        return {**self.cpu.stop(), **self.loop_lag.stop()}
+
     def _on_record(self, record: RequestRecord) -> None:
         self.records.append(record)
         if self._writer is not None:
@@ -114,14 +122,16 @@ class Run:
             return
         self._finished = True
         self._writer.close()
-        cpu = self.cpu.stop()
-        for report in self.dispatcher.worker_reports:
-            peak = report.get("client_cpu_max_pct") or 0
-            cpu["client_cpu_max_pct"] = max(cpu["client_cpu_max_pct"] or 0, peak)
-        row = {**self._meta, **summarize(self.records), **cpu}
+        client = self._client_report()
+        for report in self.dispatcher.worker_reports:  # the worst process speaks for the run
+            for column in ("client_cpu_max_pct", "loop_lag_p99_ms", "loop_lag_max_ms"):
+                client[column] = max(client.get(column) or 0, report.get(column) or 0)
+        row = {**self._meta, **summarize(self.records), **client}
         if self.telemetry is not None:
             row.update(self.telemetry.stop(row["output_tokens"]))
         row["warnings"] = check_run(row)
+        row["verdict"], reasons = judge(row)
+        row["verdict_reasons"] = ";".join(reasons)
         write_json(self.run_dir / "run.json", {**row, "status": status})
         if status == "complete" and not self.config.warmup:
             append_run_row(self.config.out / "runs.csv", row)
@@ -133,6 +143,9 @@ def _print_summary(row: dict[str, Any], status: str) -> None:
         return "-" if value is None else f"{value:,.{digits}f}"
 
     print(f"\n== llm-load-rig: {row['engine']} | {row['users']} users | {status} ==", file=sys.stderr)
+    print(f"verdict: {row['verdict'].upper()}"
+          + "".join(f"\n  - {name}: {REASONS[name]}" for name in row["verdict_reasons"].split(";") if name),
+          file=sys.stderr)
     print(f"requests {row['completed']}/{row['requests']} ok, {row['failed']} failed "
           f"{('(' + row['errors'] + ')') if row['errors'] else ''}", file=sys.stderr)
     print(f"completion {fmt(row['completion_time_s'], 2)} s | output {row['output_tokens']} tokens "
@@ -142,7 +155,8 @@ def _print_summary(row: dict[str, Any], status: str) -> None:
         print(f"{metric:>4} ms  p50 {fmt(row[f'{metric}_p50_ms'])}  p90 {fmt(row[f'{metric}_p90_ms'])}"
               f"  p99 {fmt(row[f'{metric}_p99_ms'])}  mean {fmt(row[f'{metric}_mean_ms'])}",
               file=sys.stderr)
-    print(f"client cpu peak {fmt(row.get('client_cpu_max_pct'))}% | results {row['run_dir']}",
-          file=sys.stderr)
+    print(f"client cpu peak {fmt(row.get('client_cpu_max_pct'))}% | event-loop lag p99 "
+          f"{fmt(row.get('loop_lag_p99_ms'))} ms | reconnects {row['reconnects']} | engine's own TTFT "
+          f"mean {fmt(row.get('engine_ttft_mean_ms'))} ms | results {row['run_dir']}", file=sys.stderr)
     for name in row["warnings"]:
         print(f"warning: {name}: {WARNINGS[name]}", file=sys.stderr)

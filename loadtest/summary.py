@@ -34,6 +34,7 @@ def summarize(records: Sequence[RequestRecord]) -> dict[str, Any]:
         "completed": len(done),
         "failed": len(records) - len(done),
         "errors": _error_counts(records),
+        "reconnects": sum(r.reconnects for r in records),
     }
     if records:
         start = min(r.sent_ns for r in records)
@@ -43,6 +44,7 @@ def summarize(records: Sequence[RequestRecord]) -> dict[str, Any]:
         row["completion_time_s"] = None
     output = [r.output_tokens or 0 for r in done]
     row["output_tokens"] = int(sum(output))
+    row["output_chunks"] = int(sum(r.output_chunks for r in records))
     row["prompt_tokens"] = int(sum(r.prompt_tokens or 0 for r in done))
     row["avg_output_tokens"] = float(np.mean(output)) if output else None
     row["min_output_tokens"] = int(min(output)) if output else None

@@ -2,7 +2,12 @@
 
 This is the hand-written hot path. It reads the body line by line as bytes arrive
 (geventhttpclient's `readline(b"\\n")` returns as soon as a line is complete; no block
-buffering), stamps each line with `perf_counter_ns()` before parsing it, and never retries.
+buffering) and stamps each line with `perf_counter_ns()` before parsing it.
+
+It retries in one case only: the server closed the kept-alive connection before answering a
+single byte (uvicorn closes a connection whose request it has not read within its keep-alive
+timeout; llama.cpp's server resets some connections of a burst). The request is sent once more
+on a fresh connection, its times still count from the first send, and `reconnects` says so.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Callable, Mapping
 from time import perf_counter_ns
 
 from geventhttpclient import HTTPClient
+from geventhttpclient.response import HTTPConnectionClosed
 
 from .protocols import ProtocolError, StreamEvent
 from .record import RequestRecord
@@ -49,7 +55,7 @@ def send(client: HTTPClient, spec: RequestSpec, parse_line: Callable[[bytes], St
     record = RequestRecord(spec.request_id, spec.prompt_id, time.time(), perf_counter_ns(),
                            worker=worker)
     try:
-        response = client.request("POST", spec.path, body=spec.body, headers=headers)
+        response = _post(client, spec, headers, record)
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, none is raised
         record.done_ns = perf_counter_ns()
         return record.fail(_failure_kind(exc, before_response=True), _describe(exc))
@@ -73,6 +79,16 @@ def send(client: HTTPClient, spec: RequestSpec, parse_line: Callable[[bytes], St
     if record.ok and record.output_tokens is None:
         record.output_tokens, record.output_tokens_source = record.output_chunks, "chunks"
     return record
+
+
+def _post(client: HTTPClient, spec: RequestSpec, headers: Mapping[str, str],
+          record: RequestRecord):
+    try:
+        return client.request("POST", spec.path, body=spec.body, headers=headers)
+    except (HTTPConnectionClosed, ConnectionResetError, BrokenPipeError):
+        pass  # closed before a byte of the answer: the pool opens a fresh connection below
+    record.reconnects += 1
+    return client.request("POST", spec.path, body=spec.body, headers=headers)
 
 
 def _read_stream(response, record: RequestRecord,

@@ -6,8 +6,9 @@
   without the counter has its power integrated over time instead (gpu_energy_source says which).
   The window is the sampler's (run start -> run finish), so idle time at the edges counts.
 - gpu_j_per_output_token: gpu_energy_j / the run's output tokens (set by the caller).
-- engine_*_peak: highest value scraped; engine_queue_time_mean_ms: mean queue time of the
-  requests the engine finished queueing during the window, from its histogram's sum and count.
+- engine_*_peak: highest value scraped; engine_queue_time_mean_ms, engine_ttft_mean_ms,
+  engine_e2e_mean_ms: the engine's own means over the requests it finished (queueing, first
+  token, whole request) during the window, from its histograms' sums and counts.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections import defaultdict
 from itertools import pairwise
 from statistics import fmean
 from typing import Any
+
+from .engine import HISTOGRAMS
 
 __all__ = ["per_token_columns", "summarize_telemetry"]
 
@@ -89,10 +92,12 @@ def _engine_columns(engine: list[Sample]) -> dict[str, Any]:
         values = [s[field] for s in engine if s.get(field) is not None]
         if values:
             row[column] = max(values)
-    queue = [s for s in engine if s.get("queue_time_count") is not None]
-    if len(queue) >= 2:
-        d_count = queue[-1]["queue_time_count"] - queue[0]["queue_time_count"]
-        d_sum = queue[-1]["queue_time_sum_s"] - queue[0]["queue_time_sum_s"]
-        if d_count > 0:
-            row["engine_queue_time_mean_ms"] = 1000 * d_sum / d_count
+    for field in HISTOGRAMS:
+        seen = [s for s in engine if s.get(f"{field}_count") is not None]
+        if len(seen) >= 2:
+            d_count = seen[-1][f"{field}_count"] - seen[0][f"{field}_count"]
+            d_sum = seen[-1][f"{field}_sum_s"] - seen[0][f"{field}_sum_s"]
+            if d_count > 0:
+                row[f"engine_{field}_mean_ms"] = 1000 * d_sum / d_count
+                row[f"engine_{field}_count"] = int(d_count)
     return row

@@ -1,0 +1,97 @@
+"""A verdict on every run: `valid`, or `invalid` with the reasons, from a closed list.
+
+A run is invalid when its numbers may describe something other than the engine doing the
+workload: the load generator falling behind, the host starving the engine's API server, the
+engine doing less (or other) work than asked, or too little of it to measure. Invalid runs are
+kept and shown, never ranked. Warnings (loadtest/checks.py) say what to look at; a reason here
+says the number cannot be defended as it stands.
+
+Limits, and why:
+- client: CPU peak above 90% of a core, or the event loop waking more than 20 ms late at p99
+  (loadtest/loop_lag.py; a loop that keeps up wakes within ~1 ms), or streamed events per second
+  per process above what this machine measured faithfully (scripts/calibrate.sh).
+- engine front end: the client's mean TTFT above the engine's own (/metrics, same window) by more
+  than 250 ms and by more than half: clean runs of vLLM on 2 shared cores show +55-70 ms for
+  this rig and a lean asyncio client alike; stalled ones +750-1,550 ms.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["REASONS", "judge"]
+
+CLIENT_CPU_LIMIT_PCT = 90.0
+LOOP_LAG_LIMIT_MS = 20.0
+FRONT_END_GAP_MS = 250.0
+FRONT_END_GAP_RATIO = 0.5
+
+REASONS = {
+    "failed_requests": "some requests failed, so the workload was not done as asked",
+    "client_overloaded": "the load generator fell behind (CPU peak above 90% of a core, or its "
+                         "event loop woke over 20 ms late at p99): its timestamps carry its own "
+                         "delays; add --processes or run the client on other cores",
+    "client_past_calibrated_rate": "more streamed events per second per client process than this "
+                                   "machine measured faithfully (scripts/calibrate.sh): add "
+                                   "--processes",
+    "front_end_lag": "the client's mean TTFT is over 250 ms and 50% above the engine's own "
+                     "(its /metrics over the run): requests waited in the engine's API server or "
+                     "the host, so the numbers describe the host, not the engine",
+    "answers_arrived_whole": "long answers arrived in one burst (buffered_requests): the "
+                             "engine's API server was starved, or a proxy buffered the stream",
+    "server_closed_connections": "the server closed kept-alive connections before reading "
+                                 "their requests (reconnects): its API server fell behind",
+    "unequal_work": "--ignore-eos was asked but output lengths differ by more than 10%: the "
+                    "engine did not keep to the requested length",
+    "engine_shared": "the engine held more requests than this run's users: another client "
+                     "shared it",
+    "too_few_requests": "fewer than 2 requests per user: ramp-up and tail, not a steady state",
+    "short_run": "under 5 s: too short to measure",
+    "warmup": "a warm-up run: measured, never ranked",
+}
+
+
+def judge(row: dict[str, Any], faithful_events_per_s: float | None = None) -> tuple[str, list[str]]:
+    """("valid", []) or ("invalid", reasons in REASONS order)."""
+    found = {name for name, test in _TESTS.items() if test(row)}
+    events = _events_per_s_per_process(row)
+    if faithful_events_per_s and events and events > faithful_events_per_s:
+        found.add("client_past_calibrated_rate")
+    reasons = [name for name in REASONS if name in found]
+    return ("invalid" if reasons else "valid"), reasons
+
+
+def _events_per_s_per_process(row: dict[str, Any]) -> float | None:
+    seconds = row.get("completion_time_s")
+    if not seconds or row.get("output_chunks") is None:
+        return None
+    return row["output_chunks"] / seconds / max(int(row.get("processes") or 1), 1)
+
+
+def _front_end_lag(row: dict[str, Any]) -> bool:
+    client, engine = row.get("ttft_mean_ms"), row.get("engine_ttft_mean_ms")
+    if client is None or engine is None:
+        return False
+    gap = client - engine
+    return gap > FRONT_END_GAP_MS and gap > FRONT_END_GAP_RATIO * engine
+
+
+def _unequal_work(row: dict[str, Any]) -> bool:
+    low, high = row.get("min_output_tokens"), row.get("max_output_tokens")
+    return bool(row.get("ignore_eos")) and low is not None and bool(high) and high - low > 0.1 * high
+
+
+_TESTS = {
+    "failed_requests": lambda r: bool(r.get("failed")),
+    "client_overloaded": lambda r: ((r.get("client_cpu_max_pct") or 0) > CLIENT_CPU_LIMIT_PCT
+                                    or (r.get("loop_lag_p99_ms") or 0) > LOOP_LAG_LIMIT_MS),
+    "front_end_lag": _front_end_lag,
+    "answers_arrived_whole": lambda r: bool(r.get("buffered_requests")),
+    "server_closed_connections": lambda r: bool(r.get("reconnects")),
+    "unequal_work": _unequal_work,
+    "engine_shared": lambda r: ((r.get("engine_running_peak") or 0)
+                                + (r.get("engine_waiting_peak") or 0)) > (r.get("users") or 0),
+    "too_few_requests": lambda r: (r.get("requests") or 0) < 2 * (r.get("users") or 0),
+    "short_run": lambda r: (r.get("completion_time_s") or 0) < 5,
+    "warmup": lambda r: bool(r.get("warmup")),
+}
