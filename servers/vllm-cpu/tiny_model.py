@@ -4,8 +4,10 @@ No model hub is reachable, so the model is made here: a byte-level BPE tokenizer
 `tokenizers` on local text (this repository's prompt sets and Python's own docs), and a Llama
 with random weights. vLLM's CPU attention needs head_dim >= 64. The output is deterministic
 (fixed seed), so every machine benchmarks the same model; its sha256 is written beside it.
+`--shape tinyllama-1.1b` builds the same kind of model at TinyLlama-1.1B's shape (22 layers,
+hidden 2048, grouped-query attention, 32,000-row embedding), for GPUs.
 
-usage: python servers/vllm-cpu/tiny_model.py OUT_DIR
+usage: python servers/vllm-cpu/tiny_model.py [--shape tiny|tinyllama-1.1b] OUT_DIR
 """
 
 from __future__ import annotations
@@ -18,8 +20,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 VOCAB_SIZE = 4096
 MAX_POSITIONS = 4096
-SHAPE = dict(hidden_size=256, intermediate_size=688, num_hidden_layers=4,
-             num_attention_heads=4, num_key_value_heads=4)  # head_dim 64
+SHAPES = {
+    "tiny": dict(vocab_size=VOCAB_SIZE, hidden_size=256, intermediate_size=688,
+                 num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4),  # head_dim 64
+    # TinyLlama-1.1B's shape; the embedding has more rows than the tokenizer has tokens (unused).
+    "tinyllama-1.1b": dict(vocab_size=32000, hidden_size=2048, intermediate_size=5632,
+                           num_hidden_layers=22, num_attention_heads=32, num_key_value_heads=4),
+}
 
 
 def _training_text() -> list[str]:
@@ -50,14 +57,13 @@ def build_tokenizer(out: Path) -> None:
     fast.save_pretrained(out)
 
 
-def build_model(out: Path) -> None:
+def build_model(out: Path, shape: str) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=VOCAB_SIZE, max_position_embeddings=MAX_POSITIONS,
-                         bos_token_id=0, eos_token_id=1, tie_word_embeddings=False,
-                         torch_dtype="bfloat16", **SHAPE)
+    config = LlamaConfig(max_position_embeddings=MAX_POSITIONS, bos_token_id=0, eos_token_id=1,
+                         tie_word_embeddings=False, torch_dtype="bfloat16", **SHAPES[shape])
     model = LlamaForCausalLM(config).to(torch.bfloat16)
     model.save_pretrained(out, safe_serialization=True)
 
@@ -73,7 +79,10 @@ def write_digest(out: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    shape = "tiny"
+    if len(argv) == 3 and argv[0] == "--shape" and argv[1] in SHAPES:
+        shape, argv = argv[1], argv[2:]
+    if len(argv) != 1 or argv[0].startswith("-"):
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
     out = Path(argv[0])
@@ -82,7 +91,7 @@ def main(argv: list[str]) -> int:
         return 0
     out.mkdir(parents=True, exist_ok=True)
     build_tokenizer(out)
-    build_model(out)
+    build_model(out, shape)
     print(json.dumps({"model": str(out), "sha256": write_digest(out)}))
     return 0
 
