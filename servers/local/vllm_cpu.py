@@ -32,5 +32,10 @@ def missing() -> str | None:
 RECIPE = LocalRecipe(
     slug="vllm-cpu", command=command, missing=missing, model_name=TINY_MODEL.name,
     env={"VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB), "VLLM_NO_USAGE_STATS": "1",
-         "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"},
+         "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
+         # uvicorn's default (5 s) closes a kept-alive connection whose request a busy API server
+         # has not read in time; the client then sees a request fail with no answer.
+         "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "600"},
+    # vLLM binds its compute (OpenMP) threads itself, one per listed core.
+    bind_compute=lambda cpus: {"VLLM_CPU_OMP_THREADS_BIND": cpus},
 )
