@@ -18,7 +18,14 @@ import pandas as pd
 
 from .runset import CONFIG
 
-__all__ = ["config_label", "plot_distributions", "plot_frontier", "plot_timeline", "plot_users"]
+__all__ = [
+    "config_label",
+    "plot_distributions",
+    "plot_frontier",
+    "plot_race",
+    "plot_timeline",
+    "plot_users",
+]
 
 _DPI = 110
 # matplotlib 3.10 renamed boxplot's vert=False to orientation="horizontal" (and deprecated vert)
@@ -50,6 +57,34 @@ def plot_users(cells: pd.DataFrame, path: Path) -> None:
     right.legend(fontsize=8, loc="best")
     fig.suptitle("Completion time and throughput against client users (error bars: sd of repeats)",
                  fontsize=10)
+    _save(fig, path)
+
+
+def plot_race(cells: pd.DataFrame, fastest: dict[float, str], path: Path, title: str) -> None:
+    """Output tok/s against users, one line per engine (the race cells' `name`); error bars: sd
+    over repeats; a star on the fastest engine at each user count (`fastest`: users -> name)."""
+    if cells.empty:
+        return
+    fig, axis = plt.subplots(figsize=(8, 4.6))
+    for name, engine in cells.groupby("name", sort=True):
+        engine = engine.sort_values("users")
+        line = axis.errorbar(engine["users"], engine["tok_s_mean"],
+                             yerr=engine["tok_s_sd"].fillna(0), marker="o", capsize=3,
+                             label=name)[0]
+        won = engine[[fastest.get(u) == name for u in engine["users"]]]
+        axis.plot(won["users"], won["tok_s_mean"], linestyle="none", marker="*", markersize=16,
+                  color=line.get_color(), markeredgecolor="black")
+        for _, cell in won.iterrows():
+            axis.annotate(f"{cell['tok_s_mean']:,.0f}", (cell["users"], cell["tok_s_mean"]),
+                          textcoords="offset points", xytext=(0, 10), ha="center", fontsize=8)
+    _users_axis(axis, cells["users"])
+    axis.set_ylabel("output tok/s (higher is better)")
+    axis.set_ylim(bottom=0, top=axis.get_ylim()[1] * 1.08)
+    axis.grid(alpha=0.3)
+    axis.plot([], [], linestyle="none", marker="*", markersize=12, color="grey",
+              markeredgecolor="black", label="fastest at that user count")
+    axis.legend(fontsize=8, loc="best")
+    axis.set_title(title, fontsize=10)
     _save(fig, path)
 
 

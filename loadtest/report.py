@@ -3,11 +3,15 @@
     python -m loadtest.report results/                      # -> results/report/
     python -m loadtest.report results/sweep --out /tmp/r --baseline=--max-num-seqs=256
     python -m loadtest.report results/ --where engine=vllm --where tag=nightly
+    python -m loadtest.report results/ --race --where tag=demo --failed "transformers=why"
 
 Reads every runs.csv under RESULTS and each run's requests.jsonl / telemetry.jsonl; never runs
 anything. Prints the comparison table to stdout and writes report.md, report.html (images
 embedded, one file to send) and the PNGs beside them. Runs of different workloads, models or
 output-token sources are reported as separate groups and never ranked against each other.
+Where a workload was run by more than one engine (or with --race), the report opens with the
+race (loadtest/race.py): one table of every engine at every user count naming the fastest, and
+race.png; with --race, stdout prints only the race.
 Exit codes: 0 report written (or nothing to report, said in one line), 2 bad folder or option.
 """
 
@@ -29,8 +33,17 @@ from .plots import (
     config_label,
     plot_distributions,
     plot_frontier,
+    plot_race,
     plot_timeline,
     plot_users,
+)
+from .race import (
+    invalid_markdown,
+    race_cells,
+    race_markdown,
+    split_invalid,
+    winner_line,
+    winners,
 )
 from .runset import (
     CONFIG,
@@ -62,6 +75,7 @@ class Report:
     out: Path
     blocks: list[tuple[str, str]] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)  # comparison tables, for stdout
+    races: list[str] = field(default_factory=list)  # race tables and their winners, for stdout
 
     def heading(self, level: int, text: str) -> None:
         self.blocks.append((f"h{level}", text))
@@ -102,19 +116,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = Path(args.out) if args.out else root / "report"
     try:
+        failed = _failed_engines(args.failed)
         runs = select_runs(load_runs(root), args.where)
-    except KeyError as exc:
+    except (KeyError, ValueError) as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return 2
     if runs.empty:
         reason = "no matching runs" if args.where else "no runs.csv rows"
         message = f"nothing to report: {reason} under {root} (a complete, non-warm-up run adds one)"
+        if failed:
+            message += "; did not run: " + "; ".join(f"{e} ({why})" for e, why in failed.items())
         print(message)
         _write(_empty_report(out, message))
         return 0
-    report = build_report(runs, out, baseline=args.baseline, source=root)
+    report = build_report(runs, out, baseline=args.baseline, source=root, race=args.race,
+                          failed=failed)
     _write(report)
-    print("\n\n".join(report.tables))
+    print("\n\n".join(report.races if args.race else report.races + report.tables))
     print(f"\nreport: {out / 'report.md'} and {out / 'report.html'}", file=sys.stderr)
     return 0
 
@@ -130,11 +148,27 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         "(default: the flags of the first run)")
     parser.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
                         help="keep only runs whose runs.csv COLUMN equals VALUE (repeatable)")
+    parser.add_argument("--race", action="store_true",
+                        help="open with the race even for one engine, and print only the race")
+    parser.add_argument("--failed", action="append", default=[], metavar="ENGINE=REASON",
+                        help="an engine that was asked for but did not run, shown in the race "
+                        "(repeatable)")
     return parser.parse_args(argv)
 
 
+def _failed_engines(pairs: list[str]) -> dict[str, str]:
+    failed = {}
+    for pair in pairs:
+        engine, sep, why = pair.partition("=")
+        if not sep or not engine:
+            raise ValueError(f"--failed {pair}: write ENGINE=REASON")
+        failed[engine] = why.splitlines()[0] if why else "no reason given"
+    return failed
+
+
 def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
-                 source: Path | None = None) -> Report:
+                 source: Path | None = None, race: bool = False,
+                 failed: dict[str, str] | None = None) -> Report:
     report = Report(out)
     groups = list(runs.groupby(GROUP, sort=False, dropna=False))
     report.heading(1, "llm-load-rig report")
@@ -150,6 +184,7 @@ def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
                     "with a different workload (workload_sha256), model or output-token source. "
                     "Each group is shown on its own; nothing is ranked across groups.")
     _client_section(report, runs)
+    _race_sections(report, runs, race, failed or {})
     for number, (_, group) in enumerate(groups, start=1):
         suffix = "" if number == 1 else f"-g{number}"
         title = f"Group {number}: {group_label(group)}" if len(groups) > 1 else group_label(group)
@@ -173,6 +208,67 @@ def _client_section(report: Report, runs: pd.DataFrame) -> None:
     report.text(f"**Client saturated** in {len(saturated)} run(s) (a load-generator process "
                 f"above {SATURATED_CPU_PCT:.0f}% of a core; their latencies may include client "
                 f"delay; add --processes): {names}.")
+
+
+def _race_sections(report: Report, runs: pd.DataFrame, force: bool,
+                   failed: dict[str, str]) -> None:
+    """One race per workload run by more than one engine (every workload when `force`)."""
+    workloads = [(sha, same) for sha, same in runs.groupby("workload_sha256", sort=False)
+                 if force or same["engine"].nunique() > 1]
+    for number, (_, same) in enumerate(workloads, start=1):
+        suffix = "" if number == 1 else f"-w{number}"
+        _race_section(report, same, suffix, failed, several=len(workloads) > 1)
+
+
+def _race_section(report: Report, runs: pd.DataFrame, suffix: str, failed: dict[str, str],
+                  several: bool) -> None:
+    valid, invalid = split_invalid(runs)
+    cells = race_cells(runs)
+    leaders = winners(cells)
+    workload = ", ".join(sorted(set(runs["workload"].astype(str)))) or "?"
+    title = "Race: the fastest engine at each user count"
+    report.heading(2, f"{title} ({workload})" if several else title)
+    report.text(f"Every engine ran the same workload `{workload}` (sha256 "
+                f"{str(runs['workload_sha256'].iloc[0])[:12] or '?'}). The fastest at a user "
+                "count has the highest mean output tok/s; it is called only when it leads the "
+                "next by more than both repeat spreads added (else \"not significant\"), and "
+                "\"single run\" marks a lead with no spread to judge it by. Runs with failed "
+                "requests or an invalid verdict are never ranked.")
+    notes = _race_notes(valid)
+    if notes:
+        report.text(notes)
+    table = race_markdown(cells, failed)
+    lines = [winner_line(w) for w in leaders.values()]
+    lines += [f"no valid run at {users:g} user{'s' if users != 1 else ''}: see the invalid "
+              "runs below" for users in sorted(set(invalid["users"]) - set(leaders))]
+    lines += [f"{engine} did not run: {why}" for engine, why in failed.items()]
+    report.table(table)
+    if lines:
+        report.text("\n".join(f"- {line}" for line in lines))
+    path = report.out / f"race{suffix}.png"
+    stars = {u: w.name for u, w in leaders.items() if w.significant}
+    plot_race(cells, stars, path, f"Output tok/s against users, workload {workload} "
+              "(star: fastest)")
+    report.image(path, "output tok/s against users, one line per engine")
+    printed = f"Race ({workload})\n{table}" + "".join(f"\n{line}" for line in lines)
+    if not invalid.empty:
+        report.heading(3, "Invalid runs (shown apart, never ranked)")
+        invalid_table = invalid_markdown(invalid)
+        report.table(invalid_table)
+        printed += f"\n\nInvalid runs (never ranked)\n{invalid_table}"
+    report.races.append(printed)
+
+
+def _race_notes(runs: pd.DataFrame) -> str:
+    """What differs between the engines beyond the engine itself: model names, token counts."""
+    notes = []
+    for column, what in (("model", "served models named"),
+                         ("output_tokens_source", "output tokens counted from")):
+        if column in runs and runs[column].nunique() > 1:
+            pairs = runs.drop_duplicates(["engine", column])
+            notes.append(f"{what} " + ", ".join(f"`{r[column]}` ({r['engine']})"
+                                               for _, r in pairs.iterrows()))
+    return ("The engines " + "; ".join(notes) + ".") if notes else ""
 
 
 def _group_section(report: Report, runs: pd.DataFrame, title: str, suffix: str,
@@ -343,7 +439,7 @@ body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px;
 table {{ border-collapse: collapse; font-size: 13px; margin: 1em 0; }}
 th, td {{ border: 1px solid #ccc; padding: 3px 6px; text-align: right; }}
 th {{ background: #f3f3f3; }}
-td:first-child, td:nth-child(2) {{ text-align: left; }}
+td:first-child, td:nth-child(2), td:last-child {{ text-align: left; }}
 img {{ max-width: 100%; }}
 code {{ font-size: 12px; }}
 </style></head><body>

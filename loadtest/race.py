@@ -1,0 +1,174 @@
+"""The race: which engine finishes one workload fastest at each user count, from runs.csv rows.
+
+- Only runs of one workload (workload_sha256) race each other; `race_cells` refuses a mix, and
+  the report draws one race per workload.
+- A run whose `verdict` is `invalid` (see its `verdict_reasons`) is shown apart and never
+  ranked; a missing verdict counts as valid. A cell with failed requests did not finish the
+  workload: it is shown but not ranked either.
+- The fastest at a user count is the cell with the highest mean output tok/s. Against the
+  runner-up it is called only when the two differ by more than both repeat spreads added (the
+  report's flag-effect rule, pyperf's "not significant" in spirit); with a single run on either
+  side there is no spread to judge by, so the winner is named with "single run" beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .plots import config_label
+from .runset import CONFIG
+from .tables import _number, _spread, cell_table, markdown_table
+
+__all__ = [
+    "Winner",
+    "invalid_markdown",
+    "race_cells",
+    "race_markdown",
+    "split_invalid",
+    "winner_line",
+    "winners",
+]
+
+
+@dataclass(frozen=True)
+class Winner:
+    """The outcome at one user count: `name` leads; `runner_up` is None when it ran alone."""
+    users: float
+    name: str
+    tok_s: float
+    runner_up: str | None = None
+    runner_up_tok_s: float = np.nan
+    significant: bool = True  # False: within the repeats' spread, no winner is called
+    single_run: bool = False  # the leader or the runner-up has one run: no spread to judge by
+
+    @property
+    def ratio(self) -> float:
+        return self.tok_s / self.runner_up_tok_s if self.runner_up else np.nan
+
+
+def split_invalid(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(valid, invalid) runs by the `verdict` column; no column or an empty cell is valid."""
+    if "verdict" not in runs:
+        return runs, runs.iloc[0:0]
+    invalid = runs["verdict"].astype(str).str.strip().str.lower() == "invalid"
+    return runs[~invalid], runs[invalid]
+
+
+def race_cells(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell of the valid runs (cell_table's columns) plus `name`, the configuration
+    as the race names it: the engine alone when each engine ran with one set of flags and gpu.
+    Raises ValueError when the runs hold more than one workload."""
+    workloads = set(runs["workload_sha256"].astype(str)) if not runs.empty else set()
+    if len(workloads) > 1:
+        raise ValueError(f"runs of {len(workloads)} workloads (workload_sha256) do not race "
+                         "each other; race each workload on its own")
+    valid, _ = split_invalid(runs)
+    if valid.empty:
+        return pd.DataFrame()
+    cells = cell_table(valid)
+    configs = cells.drop_duplicates(CONFIG)
+    by_engine = configs["engine"].value_counts()
+    cells["name"] = [str(r["engine"]) if by_engine[r["engine"]] == 1 else config_label(r)
+                     for _, r in cells.iterrows()]
+    return cells
+
+
+def winners(cells: pd.DataFrame) -> dict[float, Winner]:
+    """The fastest ranked cell at each user count (cells that failed requests are not ranked)."""
+    result: dict[float, Winner] = {}
+    if cells.empty:
+        return result
+    ranked = cells[cells["failed"] == 0]
+    for users, same in ranked.groupby("users", sort=True):
+        order = same.sort_values("tok_s_mean", ascending=False)
+        best = order.iloc[0]
+        if len(order) == 1:
+            result[users] = Winner(users, best["name"], best["tok_s_mean"],
+                                   single_run=best["runs"] < 2)
+            continue
+        second = order.iloc[1]
+        single = best["runs"] < 2 or second["runs"] < 2
+        spread = best["tok_s_sd"] + second["tok_s_sd"]
+        significant = single or best["tok_s_mean"] - second["tok_s_mean"] > spread
+        result[users] = Winner(users, best["name"], best["tok_s_mean"], second["name"],
+                               second["tok_s_mean"], significant, single)
+    return result
+
+
+def winner_line(winner: Winner) -> str:
+    """One console line, e.g. "fastest at 32 users: vllm-cpu (4,210 tok/s), 1.80x llamacpp-cpu"."""
+    users = f"{winner.users:g} user{'s' if winner.users != 1 else ''}"
+    lead = f"{winner.name} ({winner.tok_s:,.0f} tok/s)"
+    single = " (single run)" if winner.single_run else ""
+    if winner.runner_up is None:
+        return f"fastest at {users}: {lead}, the only engine ranked{single}"
+    if not winner.significant:
+        return (f"no clear winner at {users}: {lead} and {winner.runner_up} "
+                f"({winner.runner_up_tok_s:,.0f} tok/s) differ by less than their repeats' "
+                "spread (not significant)")
+    return f"fastest at {users}: {lead}, {winner.ratio:.2f}x {winner.runner_up}{single}"
+
+
+def race_markdown(cells: pd.DataFrame, failed: dict[str, str] | None = None) -> str:
+    """The race table: one row per engine (configuration) per user count, fastest first within
+    each user count, then a row for each engine that did not run (`failed`: engine -> why)."""
+    leaders = winners(cells)
+    columns: list[tuple[str, Callable[[pd.Series], str]]] = [
+        ("platform", lambda r: str(r["engine"]) + (f" gpu {r['gpu']}" if r["gpu"] else "")),
+        ("options", lambda r: f"`{r['flags']}`" if r["flags"] else "(defaults)"),
+        ("users", lambda r: _number(r["users"], 0)),
+        ("avg output tok/s", lambda r: _spread(r["tok_s_mean"], r["tok_s_sd"], 1)),
+        ("avg completion time (s)", lambda r: _spread(r["time_s_mean"], r["time_s_sd"], 2)),
+        ("avg output tokens", lambda r: _number(r.get("output_tokens"), 1)),
+        ("TTFT p50 (ms)", lambda r: _number(r.get("ttft_p50_ms"), 1)),
+        ("TTFT p99 (ms)", lambda r: _number(r.get("ttft_p99_ms"), 1)),
+        ("ITL p50 (ms)", lambda r: _number(r.get("itl_p50_ms"), 2)),
+        ("ITL p99 (ms)", lambda r: _number(r.get("itl_p99_ms"), 2)),
+        ("repeats", lambda r: str(r["runs"])),
+        ("failed", lambda r: f"{r['failed']}/{r['requests']}"),
+        ("fastest", lambda r: _standing(r, leaders.get(r["users"]))),
+    ]
+    header = [name for name, _ in columns]
+    body = []
+    if not cells.empty:
+        order = cells.sort_values(["users", "tok_s_mean"], ascending=[True, False])
+        body = [[render(row) for _, render in columns] for _, row in order.iterrows()]
+    for engine, why in (failed or {}).items():
+        body.append([engine, "-", *["-"] * (len(header) - 3), f"**did not run**: {why}"])
+    return markdown_table(header, body)
+
+
+def invalid_markdown(invalid: pd.DataFrame) -> str:
+    """Invalid runs, one row each with the reasons recorded by the run."""
+    header = ["run", "platform", "options", "users", "output tok/s", "failed", "verdict reasons"]
+    reasons = invalid["verdict_reasons"] if "verdict_reasons" in invalid else None
+    body = [[f"`{run['run_id']}`", str(run["engine"]),
+             f"`{run['flags']}`" if run["flags"] else "(defaults)", _number(run["users"], 0),
+             _number(pd.to_numeric(run.get("output_tok_per_s"), errors="coerce"), 1),
+             f"{_number(run.get('failed'), 0)}/{_number(run.get('requests'), 0)}",
+             str(reasons[index]).replace(";", ", ") if reasons is not None else "-"]
+            for index, run in invalid.iterrows()]
+    return markdown_table(header, body)
+
+
+def _standing(row: pd.Series, winner: Winner | None) -> str:
+    if row["failed"]:
+        return "not ranked: requests failed"
+    if winner is None:
+        return ""
+    if row["name"] == winner.name:
+        single = ", single run" if winner.single_run else ""
+        if winner.runner_up is None:
+            return f"**fastest** (the only one ranked{single})"
+        if not winner.significant:
+            return f"not significant vs {winner.runner_up}"
+        return f"**fastest**, {winner.ratio:.2f}x {winner.runner_up}" + (
+            " (single run)" if winner.single_run else "")
+    if not winner.significant and row["name"] == winner.runner_up:
+        return f"not significant vs {winner.name}"
+    return f"{winner.tok_s / row['tok_s_mean']:.2f}x slower than {winner.name}"
+
