@@ -1,37 +1,128 @@
 #!/usr/bin/env bash
-# usage: scripts/demo.sh [USERS[,USERS...]] [REQUESTS]
-#   e.g. scripts/demo.sh 1,8,32,128 256
-#   Installs the rig and the embedded engine (vLLM on CPU, tiny model), starts the engine on
-#   127.0.0.1:8000, runs the fixed workload (REQUESTS x 128 output tokens) at each user count,
-#   writes results/ and a report with plots, prints the table, and stops the engine.
+# usage: scripts/demo.sh [--engines E[,E...]] [--out DIR] [--port P] [USERS[,USERS...]] [REQUESTS]
+#   e.g. scripts/demo.sh --engines vllm-cpu,llamacpp-cpu 1,8,32,128 256
+#   Installs the rig and the local engines (scripts/install.sh), then races the engines (default
+#   vllm-cpu,llamacpp-cpu,transformers, each serving the tiny model) one at a time on
+#   127.0.0.1:P (default 8000): start it, a warm-up (kept out of runs.csv), the same workload
+#   (REQUESTS x 128 output tokens, --ignore-eos; default 256) at each user count (default
+#   1,8,32,128), tagged demo, then stop it. An engine that fails to start is recorded and the race
+#   goes on. Ends by printing the race table, the fastest engine at each user count, and writing
+#   DIR/report/ (report.md, report.html, race.png; DIR defaults to results/). A re-run adds
+#   repeats to the same race. Exit: 0 every engine ran every request, 1 an engine did not start
+#   or requests failed, 2 bad arguments.
 set -euo pipefail
-usage() { sed -n '2,6s/^# \{0,1\}//p' "$0" >&2; exit 2; }
-[[ $# -le 2 ]] || usage
-users_csv=${1:-1,8,32,128}
-requests=${2:-256}
-[[ $users_csv =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "error: USERS must look like 1,8,32" >&2; exit 2; }
-[[ $requests =~ ^[1-9][0-9]*$ ]] || { echo "error: REQUESTS must be a positive integer" >&2; exit 2; }
+usage() { sed -n '2,13s/^# \{0,1\}//p' "$0"; }
+die() { echo "error: $*" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 
-scripts/install.sh
+engines_csv=vllm-cpu,llamacpp-cpu,transformers
+engines_given=false
 out=results
-pidfile=$out/.engine.pid
+port=8000
+positional=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    -h|--help) usage; exit 0 ;;
+    --engines|--out|--port)
+      [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value (see --help)"
+      case $1 in
+        --engines) engines_csv=$2; engines_given=true ;;
+        --out) out=$2 ;;
+        --port) port=$2 ;;
+      esac
+      shift 2 ;;
+    --engines=*) engines_csv=${1#*=}; engines_given=true; shift ;;
+    --out=*) out=${1#*=}; shift ;;
+    --port=*) port=${1#*=}; shift ;;
+    -*) die "unknown option $1 (see --help)" ;;
+    *) positional+=("$1"); shift ;;
+  esac
+done
+[[ ${#positional[@]} -le 2 ]] || die "at most two arguments, USERS and REQUESTS (see --help)"
+users_csv=${positional[0]:-1,8,32,128}
+requests=${positional[1]:-256}
+[[ $users_csv =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "USERS must look like 1,8,32, got '$users_csv'"
+[[ $requests =~ ^[1-9][0-9]*$ ]] || die "REQUESTS must be a positive integer, got '$requests'"
+[[ $port =~ ^[1-9][0-9]*$ && $port -le 65535 ]] || die "--port must be a port number, got '$port'"
+[[ $engines_csv =~ ^[a-z0-9.-]+(,[a-z0-9.-]+)*$ ]] \
+  || die "--engines must look like vllm-cpu,llamacpp-cpu, got '$engines_csv'"
+[[ -z $out || $out == -* ]] && die "--out needs a folder"
+IFS=, read -ra engines <<< "$engines_csv"
+IFS=, read -ra users_list <<< "$users_csv"
+[[ $(printf '%s\n' "${engines[@]}" | sort | uniq -d) == "" ]] || die "--engines names an engine twice"
+# Engines with a local recipe (servers/local/); asked before installing, so a typo fails at once.
+known=$("${PYTHON:-python3}" -c 'from servers.local import LOCAL; print(" ".join(LOCAL))' \
+        2>/dev/null) || known=""
+if $engines_given && [[ -n $known ]]; then
+  for engine in "${engines[@]}"; do
+    [[ " $known " == *" $engine "* ]] || die "no local engine '$engine'; local engines: ${known// /, }"
+  done
+fi
+
+scripts/install.sh
 mkdir -p "$out"
-stop_engine() { .venv/bin/python -m loadtest.local_engine stop --pidfile "$pidfile"; }
+pidfile=$out/.engine.pid
+stop_engine() {
+  if [[ -f $pidfile ]]; then .venv/bin/python -m loadtest.local_engine stop --pidfile "$pidfile"; fi
+}
 trap stop_engine EXIT
 trap 'exit 130' INT TERM
-.venv/bin/python -m loadtest.local_engine start --port 8000 --pidfile "$pidfile" --log "$out/engine.log"
 
+max_tokens=128
 locust() {
-  local cmd=(.venv/bin/locust -f loadtest/engines.py --headless --only-summary --engine vllm-cpu
-             --host http://127.0.0.1:8000 --max-tokens 128 --ignore-eos --out "$out" "$@")
+  local cmd=(.venv/bin/locust -f loadtest/engines.py --headless --only-summary --engine "$engine"
+             --host "http://127.0.0.1:$port" --prompts mixed --max-tokens "$max_tokens"
+             --ignore-eos --out "$out" "$@")
   echo "+ ${cmd[*]}" >&2
   "${cmd[@]}"
 }
-# Warm-up: first requests pay one-off costs; measured, kept in its folder, never in runs.csv.
-locust --users 8 --requests 16 --warmup > "$out/warmup.log" 2>&1
-IFS=, read -ra users_list <<< "$users_csv"
-for users in "${users_list[@]}"; do
-  locust --users "$users" --requests "$requests" --tag demo
+status=0
+failed=()  # --failed ENGINE=REASON for the report: engines that did not start or could not run
+did_not_run() {
+  echo "** $engine did not run: $1; the race goes on without it" >&2
+  failed+=(--failed "$engine=$1")
+  status=1
+}
+for engine in "${engines[@]}"; do
+  echo "== $engine" >&2
+  if [[ -n $known && " $known " != *" $engine "* ]]; then
+    did_not_run "no local recipe in servers/local/"
+    continue
+  fi
+  log=$out/engine-$engine.log
+  if ! started=$(.venv/bin/python -m loadtest.local_engine start --engine "$engine" \
+                   --port "$port" --pidfile "$pidfile" --log "$log" 2>&1); then
+    echo "$started" >&2
+    reason=$(grep -m1 '^error:' <<< "$started" || true)
+    reason=${reason#error: }
+    did_not_run "did not start: ${reason:-see $log}"
+    continue
+  fi
+  echo "$started" >&2
+  # Warm-up: first requests pay one-off costs; measured, kept in its folder, never in runs.csv.
+  code=0
+  locust --users 8 --requests 16 --warmup > "$out/warmup-$engine.log" 2>&1 || code=$?
+  if [[ $code -eq 2 ]]; then
+    did_not_run "the warm-up could not run ($(grep -m1 '^error:' "$out/warmup-$engine.log" \
+                 || echo "see $out/warmup-$engine.log"))"
+    stop_engine
+    continue
+  fi
+  for users in "${users_list[@]}"; do
+    code=0
+    locust --users "$users" --requests "$requests" --tag demo || code=$?
+    if [[ $code -eq 1 ]]; then
+      echo "** $engine: some requests failed at $users users (counted in its row)" >&2
+      status=1
+    elif [[ $code -ne 0 ]]; then
+      did_not_run "its run at $users users could not run (exit $code)"
+      break
+    fi
+  done
+  stop_engine
 done
-.venv/bin/python -m loadtest.report "$out"
+
+# The race of this workload: every demo run of it in $out (earlier demos count as repeats).
+.venv/bin/python -m loadtest.report "$out" --race --where tag=demo \
+  --where "workload=mixed-${requests}x$max_tokens" "${failed[@]}"
+exit "$status"

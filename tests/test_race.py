@@ -1,0 +1,234 @@
+"""The race (loadtest/race.py, the report's race section, scripts/demo.sh): hand-made rows, then
+the real demo on a short workload with every local engine that can start here."""
+
+from __future__ import annotations
+
+import csv
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+from rig_helpers import REPO, free_port
+
+from loadtest.race import race_cells, race_markdown, winner_line, winners
+from loadtest.report import main
+from loadtest.runset import load_runs
+from servers.local import LOCAL
+
+_SHA_A, _SHA_B = "a" * 64, "b" * 64
+_COLUMNS = ["platform", "options", "users", "avg output tok/s", "avg completion time (s)",
+            "avg output tokens", "TTFT p50 (ms)", "TTFT p99 (ms)", "ITL p50 (ms)",
+            "ITL p99 (ms)", "repeats", "failed", "fastest"]
+
+
+def _row(run_id: str, engine: str, users: int, tok_s: float, **fields: object) -> dict[str, object]:
+    row: dict[str, object] = {
+        "timestamp": f"2026-01-01T00:{len(run_id) % 60:02d}:00Z", "run_id": run_id,
+        "engine": engine, "model": "tiny-llama", "flags": "", "gpu": "", "users": users,
+        "requests": 16, "completed": 16, "failed": 0, "completion_time_s": 2048 / tok_s,
+        "output_tokens": 2048, "output_tok_per_s": tok_s, "avg_output_tokens": 128.0,
+        "output_tokens_source": "usage", "ttft_p50_ms": 10.0, "ttft_p99_ms": 20.0,
+        "itl_p50_ms": 1.0, "itl_p99_ms": 2.0, "errors": "", "warnings": "", "tag": "demo",
+        "workload": "mixed-16x128", "workload_sha256": _SHA_A, "repeat": 1,
+        "client_cpu_max_pct": 20.0, "run_dir": "",
+    }
+    row.update(fields)
+    return row
+
+
+def _write(folder: Path, rows: list[dict[str, object]]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    with (folder / "runs.csv").open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return folder
+
+
+def _tables(markdown: str) -> list[list[dict[str, str]]]:
+    """Every Markdown table in `markdown`, each as one dict per row keyed by its header."""
+    tables, lines = [], markdown.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("|---") and index:
+            header = [c.strip() for c in lines[index - 1].strip()[1:-1].split(" | ")]
+            rows = []
+            for body in lines[index + 1:]:
+                if not body.startswith("| "):
+                    break
+                rows.append(dict(zip(header, [c.strip() for c in body.strip()[1:-1].split(" | ")])))
+            tables.append(rows)
+    return tables
+
+
+def _race(folder: Path, *args: str) -> tuple[str, str]:
+    """(report.md, stdout) of `python -m loadtest.report FOLDER --race ARGS`."""
+    done = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "loadtest.report", str(folder),
+                           "--race", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return (folder / "report" / "report.md").read_text(), done.stdout
+
+
+def test_race_table_has_the_columns_and_a_row_per_engine_per_users(tmp_path: Path):
+    _write(tmp_path, [_row(f"{e}{u}", e, u, tok_s) for e, u, tok_s in
+                      (("vllm-cpu", 1, 100.0), ("vllm-cpu", 8, 400.0),
+                       ("llamacpp-cpu", 1, 150.0), ("llamacpp-cpu", 8, 200.0))])
+    md, out = _race(tmp_path)
+    [table] = _tables(md.split("## Race")[1].split("\n## ")[0])
+    assert list(table[0]) == _COLUMNS
+    assert [(r["platform"], r["users"]) for r in table] == [
+        ("llamacpp-cpu", "1"), ("vllm-cpu", "1"), ("vllm-cpu", "8"), ("llamacpp-cpu", "8")]
+    first = table[0]
+    assert (first["avg output tok/s"], first["avg completion time (s)"], first["repeats"],
+            first["failed"], first["TTFT p99 (ms)"], first["ITL p50 (ms)"]) == \
+        ("150.0", "13.65", "1", "0/16", "20.0", "1.00")
+    assert table[0]["fastest"] == "**fastest**, 1.50x vllm-cpu (single run)"
+    assert table[1]["fastest"] == "1.50x slower than llamacpp-cpu"
+    assert "fastest at 1 user: llamacpp-cpu (150 tok/s), 1.50x vllm-cpu (single run)" in out
+    assert "fastest at 8 users: vllm-cpu (400 tok/s), 2.00x llamacpp-cpu (single run)" in out
+    assert (tmp_path / "report" / "race.png").read_bytes()[:4] == b"\x89PNG"
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "<h2>Race: the fastest engine at each user count</h2>" in html
+    assert "Group" not in out  # --race prints the race only
+
+
+def test_differences_within_the_repeat_spread_name_no_winner(tmp_path: Path):
+    rows = [_row("a1", "vllm-cpu", 8, 400.0), _row("a2", "vllm-cpu", 8, 440.0, repeat=2),
+            _row("b1", "transformers", 8, 380.0), _row("b2", "transformers", 8, 430.0, repeat=2),
+            _row("c1", "vllm-cpu", 32, 900.0), _row("c2", "vllm-cpu", 32, 910.0, repeat=2),
+            _row("d1", "transformers", 32, 300.0), _row("d2", "transformers", 32, 310.0,
+                                                         repeat=2)]
+    cells = race_cells(load_runs(_write(tmp_path, rows)))
+    leaders = winners(cells)
+    assert not leaders[8].significant and leaders[8].name == "vllm-cpu"
+    assert winner_line(leaders[8]) == (
+        "no clear winner at 8 users: vllm-cpu (420 tok/s) and transformers (405 tok/s) differ "
+        "by less than their repeats' spread (not significant)")
+    assert leaders[32].significant and not leaders[32].single_run
+    assert winner_line(leaders[32]) == "fastest at 32 users: vllm-cpu (905 tok/s), 2.97x transformers"
+    table = {(r["platform"], r["users"]): r for r in _tables(race_markdown(cells))[0]}
+    assert table[("vllm-cpu", "8")]["fastest"] == "not significant vs transformers"
+    assert table[("transformers", "8")]["fastest"] == "not significant vs vllm-cpu"
+    assert table[("vllm-cpu", "32")]["avg output tok/s"] == "905.0 ± 7.1"
+    assert table[("vllm-cpu", "32")]["repeats"] == "2"
+
+
+def test_invalid_runs_are_shown_apart_and_never_fastest(tmp_path: Path):
+    _write(tmp_path, [_row("v1", "vllm-cpu", 8, 400.0, verdict="valid"),
+                      _row("l1", "llamacpp-cpu", 8, 900.0, verdict="invalid",
+                           verdict_reasons="client_overloaded;answers_arrived_whole"),
+                      _row("l2", "llamacpp-cpu", 1, 90.0, verdict="invalid",
+                           verdict_reasons="client_overloaded")])
+    md, out = _race(tmp_path)
+    race, invalid = md.split("## Race")[1].split("### Invalid runs")
+    [table] = _tables(race)
+    assert [(r["platform"], r["users"], r["fastest"]) for r in table] == [
+        ("vllm-cpu", "8", "**fastest** (the only one ranked, single run)")]
+    assert "no valid run at 1 user: see the invalid runs below" in race
+    [apart] = _tables(invalid.split("\n## ")[0])
+    assert [(r["run"], r["verdict reasons"]) for r in apart] == [
+        ("`l1`", "client_overloaded, answers_arrived_whole"), ("`l2`", "client_overloaded")]
+    assert "fastest at 8 users: vllm-cpu (400 tok/s)" in out and "Invalid runs" in out
+
+
+def test_a_missing_verdict_column_counts_as_valid_and_failed_requests_are_not_ranked(
+        tmp_path: Path):
+    _write(tmp_path, [_row("v1", "vllm-cpu", 4, 300.0),
+                      _row("t1", "transformers", 4, 500.0, completed=12, failed=4)])
+    cells = race_cells(load_runs(tmp_path))
+    assert winners(cells)[4].name == "vllm-cpu"
+    table = {r["platform"]: r for r in _tables(race_markdown(cells))[0]}
+    assert table["transformers"]["fastest"] == "not ranked: requests failed"
+    assert table["transformers"]["failed"] == "4/16"
+
+
+def test_mixed_workloads_are_refused_together_and_raced_apart(tmp_path: Path):
+    _write(tmp_path, [_row("a", "vllm-cpu", 4, 300.0), _row("b", "llamacpp-cpu", 4, 200.0),
+                      _row("c", "vllm-cpu", 4, 100.0, workload="mixed-256x128",
+                           workload_sha256=_SHA_B),
+                      _row("d", "llamacpp-cpu", 4, 900.0, workload="mixed-256x128",
+                           workload_sha256=_SHA_B)])
+    runs = load_runs(tmp_path)
+    with pytest.raises(ValueError, match="2 workloads"):
+        race_cells(runs)
+    md, out = _race(tmp_path)
+    assert "## Race: the fastest engine at each user count (mixed-16x128)" in md
+    assert "## Race: the fastest engine at each user count (mixed-256x128)" in md
+    assert "fastest at 4 users: vllm-cpu (300 tok/s), 1.50x llamacpp-cpu" in out
+    assert "fastest at 4 users: llamacpp-cpu (900 tok/s), 9.00x vllm-cpu" in out
+    assert (tmp_path / "report" / "race-w2.png").exists()
+
+
+def test_an_engine_that_did_not_run_has_a_row_and_a_line(tmp_path: Path):
+    _write(tmp_path, [_row("v1", "vllm-cpu", 4, 300.0)])
+    md, out = _race(tmp_path, "--failed", "transformers=did not start: no venv")
+    table = _tables(md.split("## Race")[1])[0]
+    assert table[-1]["platform"] == "transformers"
+    assert table[-1]["fastest"] == "**did not run**: did not start: no venv"
+    assert "transformers did not run: did not start: no venv" in out
+
+
+def test_one_engine_gets_a_race_only_when_asked(tmp_path: Path):
+    _write(tmp_path, [_row("v1", "vllm-cpu", 4, 300.0)])
+    assert main([str(tmp_path)]) == 0
+    assert "## Race" not in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_bad_failed_option_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    _write(tmp_path, [_row("v1", "vllm-cpu", 4, 300.0)])
+    assert main([str(tmp_path), "--failed", "no-reason-sign"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: --failed no-reason-sign")
+
+
+# --- scripts/demo.sh -------------------------------------------------------------------------
+
+def _demo(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(REPO / "scripts" / "demo.sh"), *args], capture_output=True,
+                          text=True, cwd=REPO, timeout=timeout_s, check=False)
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["1,x"], ["1", "0"], ["1", "2", "3"],
+                                  ["--engines"], ["--engines", "no-such-engine"],
+                                  ["--port", "99999"], ["--engines", "vllm-cpu,vllm-cpu"]])
+def test_demo_bad_arguments_exit_2_with_one_error_line(args: list[str]):
+    done = _demo(*args)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
+
+
+def test_demo_help_exits_0():
+    done = _demo("--help")
+    assert done.returncode == 0 and done.stdout.startswith("usage: scripts/demo.sh")
+
+
+_READY = [slug for slug, recipe in LOCAL.items() if recipe.missing() is None]
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("engine", _READY)
+def test_demo_races_a_short_workload(engine: str, tmp_path: Path):
+    out = tmp_path / "results"
+    port = free_port()
+    done = _demo("--engines", engine, "--out", str(out), "--port", str(port), "1,4", "16",
+                 timeout_s=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with (out / "runs.csv").open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert sorted((r["engine"], r["users"]) for r in rows) == [(engine, "1"), (engine, "4")]
+    assert all(r["tag"] == "demo" and r["completed"] == "16" and r["failed"] == "0"
+               for r in rows)
+    assert all(r["workload"] == "mixed-16x128" for r in rows)
+    # every run is in the race table, or shown apart with the reasons it is invalid
+    tables = _tables(done.stdout)
+    shown = {(r["platform"], r["users"]) for table in tables for r in table}
+    assert shown == {(engine, "1"), (engine, "4")}
+    assert all(r["failed"] == "0/16" for table in tables for r in table)
+    assert "| " + " | ".join(_COLUMNS) + " |" in done.stdout
+    report = out / "report"
+    assert (report / "race.png").exists() and (report / "report.html").exists()
+    assert not (out / ".engine.pid").exists()  # the engine was stopped
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
