@@ -6,6 +6,10 @@ space after the colon, no `[DONE]`), `details: null` on every event but the last
 `details` has finish_reason, generated_tokens and input_length (only when the request asked
 for `details: true`). Its cadence is known (`prefill_s`, then one token every `token_s`), which
 lets a test check what the rig measures against what the server did.
+
+`drop_second_request=True` closes each connection, unanswered, when its second request arrives:
+what uvicorn does to a kept-alive connection whose request it did not read within its
+keep-alive timeout, and what llama.cpp's server does to some connections of a burst.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ __all__ = ["FakeTGI"]
 
 class FakeTGI:
     def __init__(self, prefill_s: float = 0.05, token_s: float = 0.02,
-                 count_connections: bool = False) -> None:
+                 count_connections: bool = False, drop_second_request: bool = False) -> None:
         self.prefill_s, self.token_s = prefill_s, token_s
+        self.drop_second_request = drop_second_request
+        self.dropped = 0
         self.count_connections = count_connections  # costs ~10 ms in the first request
         self.server = _Server(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -61,6 +67,7 @@ class FakeTGI:
             def setup(self) -> None:
                 super().setup()  # real servers (uvicorn, axum) disable Nagle: small writes go now
                 self.opened = time.monotonic()
+                self.requests_seen = 0
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def log_message(self, *_: object) -> None:
@@ -77,6 +84,12 @@ class FakeTGI:
 
             def do_POST(self) -> None:
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                self.requests_seen += 1
+                if fake.drop_second_request and self.requests_seen == 2:
+                    with fake._lock:
+                        fake.dropped += 1
+                    self.close_connection = True  # no byte of an answer
+                    return
                 fake._count_first_post()
                 fake.idle_before_first_request.setdefault(self.client_address[1],
                                                           time.monotonic() - self.opened)
