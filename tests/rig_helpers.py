@@ -1,4 +1,5 @@
-"""Helpers the tests share: the repository root, a free port, the Locust CLI as users run it.
+"""Helpers the tests share: the repository root, a free port, the Locust CLI as users run it,
+the pacing server.
 
 (Not in conftest.py: tests/compose has a conftest of its own, and `from conftest import` would
 pick whichever pytest imported first.)
@@ -8,6 +9,9 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,3 +28,20 @@ def run_locust(*args: str, timeout_s: float = 300) -> subprocess.CompletedProces
     cmd = [str(REPO / ".venv" / "bin" / "locust"), "-f", str(REPO / "loadtest" / "engines.py"),
            "--headless", "--only-summary", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
+
+
+@contextmanager
+def running_pacer(*args: str, timeout_s: float = 30) -> Iterator[str]:
+    """The pacing server (loadtest/calibration/pacer.py) in its own process on a free port;
+    yields its URL and stops it at the end."""
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "loadtest.calibration.pacer", "--port",
+                                str(port), *args], cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        line = process.stdout.readline()  # printed once it listens
+        assert "listening" in line, line + process.stdout.read()
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout_s)
