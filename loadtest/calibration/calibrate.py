@@ -1,0 +1,463 @@
+"""Calibrate the measurer: how much streamed load this client measures faithfully.
+
+    python -m loadtest.calibration.calibrate [--users 1,32,128,512] [--processes 1,2,4,8]
+        [--requests 8] [--ttft-ms 50] [--gap-ms 20] [--tokens 64] [--out results/calibration]
+        [--quick] [--python PY] [--pacer-cores 0] [--client-cores 1] [--pacer-workers N]
+
+Starts the pacing server (pacer.py: tokens on an exact schedule) pinned to its own cores, then,
+for each client process count and user count, runs the real rig (Locust, `--engine vllm`
+pointed at the pacer) pinned to the other cores, and compares what the rig recorded
+(OUT/runs.csv, requests.jsonl: sent_ns, first_chunk_ns, chunk_gaps_ns) with what the pacer
+actually wrote (its /requests log: read and write stamps on the same CLOCK_MONOTONIC), request
+by request (each prompt is unique, so each record finds its answer):
+
+- TTFT error = measured TTFT - the pacer's own (first write - request read): what the client
+  and the loopback added, net of the server's lateness; gross = measured - --ttft-ms;
+- ITL error = each measured gap - the pacer's actual gap between the same two writes;
+- delivery = arrival stamp - write stamp, per token (the same clock on one host);
+- events/s per process = output chunks / completion time / client processes (limits.events_per_s);
+- client CPU peak = the run row's client_cpu_max_pct.
+A setting is faithful when both errors are within 1 ms at p50 and 2 ms at p99 and every request
+succeeded; per process count, the limit is the highest events/s per process measured faithfully.
+A setting where the pacer itself ran late (lateness p99 over 2 ms) and the client was not
+faithful is inconclusive ("?"), since the pacer's late reads land in the client's TTFT error.
+
+Writes OUT/<hostname>-<ncpu>cpu.json (the limits and the table; limits.py reads it) and keeps
+every rig run, pacer log and Locust log in OUT/<hostname>-<ncpu>cpu/<stamp>/.
+Locust runs as `PY -m locust` (PY: --python, else $RIG_PYTHON, else this Python), or as the
+command in $LOCUST; nothing depends on a virtual environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from ..record import RequestRecord
+from ..results import read_records, read_runs, write_json
+from .limits import calibration_path, events_per_s, faithful_limits, headline_limit
+from .pacer import _percentile
+
+__all__ = ["main", "analyze", "CRITERION"]
+
+REPO = Path(__file__).resolve().parents[2]
+CRITERION = {"p50_ms": 1.0, "p99_ms": 2.0}
+_PACER_LATE_P99_MS = 2.0
+SCHEMA = 1
+
+
+class CalibrationError(RuntimeError):
+    """One line for the user."""
+
+
+# --- options ----------------------------------------------------------------------------------
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
+    return values
+
+
+def _cores(text: str) -> list[int]:
+    cores: list[int] = []
+    try:
+        for part in text.split(","):
+            low, _, high = part.partition("-")
+            cores += range(int(low), int(high or low) + 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected cores like 0-3,8, got {text!r}")
+    if not cores:
+        raise argparse.ArgumentTypeError(f"expected cores like 0-3,8, got {text!r}")
+    return cores
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+        return value
+    return parse
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = _Parser(prog="python -m loadtest.calibration.calibrate",
+                     description="How much streamed load this client measures faithfully.",
+                     epilog="Details: the module's docstring (loadtest/calibration/calibrate.py).")
+    parser.add_argument("--users", type=_int_list, help="user counts (default 1,32,128,512; "
+                        "--quick 1,32,256)")
+    parser.add_argument("--processes", type=_int_list,
+                        help="client process counts (default 1,2,4,8, those that fit the client cores)")
+    parser.add_argument("--requests", type=_positive(int),
+                        help="answers each user streams per setting (total = this x users; "
+                             "default 8, --quick 2)")
+    parser.add_argument("--ttft-ms", type=_positive(float), default=50.0)
+    parser.add_argument("--gap-ms", type=_positive(float), default=20.0)
+    parser.add_argument("--tokens", type=_positive(int), help="tokens per answer (default 64, "
+                        "--quick 32)")
+    parser.add_argument("--api", choices=("completions", "chat", "generate"), default="completions")
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "calibration")
+    parser.add_argument("--quick", action="store_true", help="a smaller run, under a minute")
+    parser.add_argument("--python", default="", help="the Python that runs Locust (default "
+                        "$RIG_PYTHON, else this one); $LOCUST, a command, overrides both")
+    parser.add_argument("--pacer-cores", type=_cores, help="cores for the pacer (default: the "
+                        "first third, at least one, when there are 2 or more)")
+    parser.add_argument("--client-cores", type=_cores, help="cores for the client (default: the rest)")
+    parser.add_argument("--pacer-workers", type=_positive(int),
+                        help="pacer processes (default: one per pacer core)")
+    parser.add_argument("--timeout", type=_positive(float), default=600.0,
+                        help="seconds one setting may take (default 600)")
+    args = parser.parse_args(argv)
+    args.users = args.users or ([1, 32, 256] if args.quick else [1, 32, 128, 512])
+    args.requests = args.requests or (2 if args.quick else 8)
+    args.tokens = args.tokens or (32 if args.quick else 64)
+    return args
+
+
+def split_cores(available: list[int], pacer: list[int] | None,
+                client: list[int] | None) -> tuple[list[int], list[int]]:
+    """Pacer on the first third of the cores (at least one), the client on the rest; one core:
+    both share it."""
+    if pacer is None and client is None:
+        if len(available) < 2:
+            return available, available
+        count = max(1, len(available) // 3)
+        return available[:count], available[count:]
+    if pacer is None:
+        pacer = [c for c in available if c not in client] or available
+    if client is None:
+        client = [c for c in available if c not in pacer] or available
+    for core in pacer + client:
+        if core not in available:
+            raise CalibrationError(f"core {core} is not available here (have {_span(available)})")
+    return pacer, client
+
+
+def _span(cores: list[int]) -> str:
+    return ",".join(map(str, cores))
+
+
+# --- the pacer --------------------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Pacer:
+    def __init__(self, python: str, cores: list[int] | None, workers: int, args: argparse.Namespace,
+                 log: Path) -> None:
+        self.port = _free_port()
+        control = _free_port() if workers > 1 else self.port
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.control_url = f"http://127.0.0.1:{control}"
+        cmd = [python, "-m", "loadtest.calibration.pacer", "--port", str(self.port),
+               "--ttft-ms", str(args.ttft_ms), "--gap-ms", str(args.gap_ms),
+               "--tokens", str(args.tokens), "--workers", str(workers)]
+        if workers > 1:
+            cmd += ["--control-port", str(control)]
+        if cores:
+            cmd = ["taskset", "-c", _span(cores), *cmd]
+        self.cmd = cmd
+        self._log = log.open("w")
+        self.process = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=self._log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while True:
+            if self.process.poll() is not None:
+                raise CalibrationError(f"the pacer exited at once: {log.read_text().strip()[-300:]}")
+            try:
+                self.get("/lateness")
+                return
+            except (OSError, CalibrationError):
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise CalibrationError(f"the pacer did not answer within 30 s (log: {log})")
+                time.sleep(0.1)
+
+    def get(self, path: str, method: str = "GET") -> dict[str, Any]:
+        request = urllib.request.Request(self.control_url + path, method=method)
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(request, timeout=60) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            raise CalibrationError(f"the pacer answered {path} with HTTP {exc.code}") from None
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self._log.close()
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+# --- one setting ------------------------------------------------------------------------------
+
+def locust_command(python: str) -> list[str]:
+    override = os.environ.get("LOCUST", "").strip()
+    return shlex.split(override) if override else [python, "-m", "locust"]
+
+
+def run_setting(args: argparse.Namespace, pacer: Pacer, locust: list[str], client_cores: list[int] | None,
+                raw: Path, users: int, processes: int) -> dict[str, Any]:
+    tag = f"p{processes}-u{users}"
+    total = users * args.requests
+    prompts = raw / f"prompts-{tag}.jsonl"
+    prompts.write_text("".join(json.dumps({"id": f"cal-{tag}-{i:06d}", "prompt": f"cal-{tag}-{i:06d}"})
+                               + "\n" for i in range(total)))
+    engine = "tgi" if args.api == "generate" else "vllm"
+    cmd = [*locust, "-f", str(REPO / "loadtest" / "engines.py"), "--headless", "--only-summary",
+           "--engine", engine, "--host", pacer.url, "--model", "pacer", "--api", args.api,
+           "--users", str(users), "--requests", str(total), "--max-tokens", str(args.tokens),
+           "--prompts", str(prompts), "--telemetry-interval", "0", "--out", str(raw),
+           "--tag", tag]
+    if args.api != "generate":
+        cmd.append("--ignore-eos")
+    if processes > 1:
+        cmd += ["--processes", str(processes)]
+    if client_cores:
+        cmd = ["taskset", "-c", _span(client_cores), *cmd]
+    pacer.get("/lateness/reset", method="POST")
+    log = raw / f"locust-{tag}.log"
+    with log.open("w") as file:
+        try:
+            result = subprocess.run(cmd, cwd=REPO, env=_env(), stdout=file, stderr=subprocess.STDOUT,
+                                    timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            raise CalibrationError(f"setting {tag} ran past --timeout {args.timeout:g} s (log: {log})")
+        except FileNotFoundError as exc:
+            raise CalibrationError(f"cannot run Locust ({shlex.join(cmd[:3])}...): {exc.strerror}")
+    rows = [r for r in read_runs(raw / "runs.csv") if r.get("tag") == tag]
+    if result.returncode not in (0, 1) or not rows:
+        tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
+        raise CalibrationError(f"the rig failed at {tag} (exit {result.returncode}): {tail[-400:]} "
+                               f"(log: {log})")
+    row = rows[-1]
+    lateness = pacer.get("/lateness")
+    served = pacer.get("/requests")
+    with gzip.open(raw / f"pacer-{tag}.json.gz", "wt") as file:
+        json.dump({"lateness": lateness, **served}, file)
+    records = read_records(Path(row["run_dir"]) / "requests.jsonl")
+    return {"processes": processes, "users": users, "requests": total, "run_id": row["run_id"],
+            **analyze(records, served["requests"], args.ttft_ms, args.gap_ms),
+            "failed": int(row["failed"] or 0),
+            "events_per_s_per_process": events_per_s(row),
+            "client_cpu_max_pct": _float(row.get("client_cpu_max_pct")),
+            "loop_lag_p99_ms": _float(row.get("loop_lag_p99_ms")),
+            "completion_time_s": _float(row.get("completion_time_s")),
+            "pacer_lateness_ms": lateness["lateness_ms"],
+            "pacer_first_token_lateness_ms": lateness["first_token_lateness_ms"],
+            "pacer_gap_error_ms": lateness["gap_error_ms"],
+            "pacer_buffered_writes": lateness["buffered_writes"]}
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def analyze(records: list[RequestRecord], served: list[dict[str, Any]], ttft_ms: float,
+            gap_ms: float) -> dict[str, Any]:
+    """Client records against the pacer's log of the same requests (joined on the prompt)."""
+    by_prompt = {entry["prompt"]: entry for entry in served}
+    ttft_net, ttft_gross, itl_net, itl_gross, delivery = [], [], [], [], []
+    unmatched = 0
+    for record in records:
+        if not record.ok or record.first_chunk_ns is None:
+            continue
+        entry = by_prompt.get(record.prompt_id)
+        if entry is None or len(entry["write_ns"]) != record.output_chunks:
+            unmatched += 1
+            continue
+        writes = entry["write_ns"]
+        measured = record.first_chunk_ns - record.sent_ns
+        ttft_net.append(measured - (writes[0] - entry["read_ns"]))
+        ttft_gross.append(measured - ttft_ms * 1e6)
+        arrival = record.first_chunk_ns
+        delivery.append(arrival - writes[0])
+        for k, gap in enumerate(record.chunk_gaps_ns, start=1):
+            itl_net.append(gap - (writes[k] - writes[k - 1]))
+            itl_gross.append(gap - gap_ms * 1e6)
+            arrival += gap
+            delivery.append(arrival - writes[k])
+    return {"matched": len(ttft_net), "unmatched": unmatched,
+            "ttft_err_ms": _stats(ttft_net), "ttft_err_gross_ms": _stats(ttft_gross),
+            "itl_err_ms": _stats(itl_net), "itl_err_gross_ms": _stats(itl_gross),
+            "delivery_ms": _stats(delivery)}
+
+
+def _stats(values_ns: list[float]) -> dict[str, float | None]:
+    if not values_ns:
+        return {"count": 0, "p50": None, "p99": None, "max": None}
+    ordered = sorted(values_ns)
+    return {"count": len(ordered), "p50": _percentile(ordered, 50) / 1e6,
+            "p99": _percentile(ordered, 99) / 1e6, "max": ordered[-1] / 1e6}
+
+
+def judge(row: dict[str, Any]) -> str:
+    """yes | no | ? (the pacer itself was late, and so may have caused the error)."""
+    def within(stats: dict[str, Any]) -> bool:
+        return (stats["p50"] is not None and stats["p50"] <= CRITERION["p50_ms"]
+                and stats["p99"] <= CRITERION["p99_ms"])
+
+    if (row["failed"] == 0 and row["unmatched"] == 0 and row["matched"] == row["requests"]
+            and within(row["ttft_err_ms"]) and within(row["itl_err_ms"])):
+        return "yes"
+    if (row["pacer_lateness_ms"]["p99"] or 0) > _PACER_LATE_P99_MS:
+        return "?"
+    return "no"
+
+
+# --- the table --------------------------------------------------------------------------------
+
+_HEAD = ("procs", "users", "events/s/proc", "TTFT err p50/p99", "ITL err p50/p99",
+         "delivery p50/p99", "pacer late p50/p99", "client cpu", "faithful")
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    def pair(stats: dict[str, Any]) -> str:
+        if stats.get("p50") is None:
+            return "-"
+        return f"{stats['p50']:.2f} / {stats['p99']:.2f}"
+
+    lines = [_HEAD]
+    for r in rows:
+        cpu = r["client_cpu_max_pct"]
+        lines.append((str(r["processes"]), str(r["users"]),
+                      f"{r['events_per_s_per_process']:,.0f}" if r["events_per_s_per_process"] else "-",
+                      pair(r["ttft_err_ms"]), pair(r["itl_err_ms"]), pair(r["delivery_ms"]),
+                      pair(r["pacer_lateness_ms"]), "-" if cpu is None else f"{cpu:.0f}%",
+                      r["faithful"] + (f" ({r['failed']} failed)" if r["failed"] else "")))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(_HEAD))]
+    out = ["  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in lines]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+# --- main -------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return _calibrate(args)
+    except CalibrationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    ncpu = len(available) or os.cpu_count() or 1
+    pinning = len(available) >= 2 and shutil.which("taskset") is not None
+    pacer_cores, client_cores = (split_cores(available, args.pacer_cores, args.client_cores)
+                                 if available else ([], []))
+    processes = args.processes or [p for p in (1, 2, 4, 8) if p <= max(1, len(client_cores))]
+    workers = args.pacer_workers or max(1, len(pacer_cores) if len(available) >= 2 else 1)
+    python = args.python or os.environ.get("RIG_PYTHON") or sys.executable
+    locust = locust_command(python)
+    host = socket.gethostname()
+    out_file = calibration_path(args.out, host, ncpu)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    raw = args.out / f"{host}-{ncpu}cpu" / stamp
+    raw.mkdir(parents=True, exist_ok=True)
+    setup = {"ttft_ms": args.ttft_ms, "gap_ms": args.gap_ms, "tokens": args.tokens,
+             "requests_per_user": args.requests, "api": args.api,
+             "pacer_cores": pacer_cores if pinning else None,
+             "client_cores": client_cores if pinning else None, "pacer_workers": workers,
+             "locust": shlex.join(locust), "quick": args.quick}
+    print(f"calibrating {host} ({ncpu} cpu): pacer on cores {_span(pacer_cores) if pinning else 'any'}"
+          f" ({workers} worker{'s' if workers > 1 else ''}), client on "
+          f"{_span(client_cores) if pinning else 'any'}; processes {_span(processes)}, users "
+          f"{_span(args.users)}, {args.requests} answers per user of {args.tokens} tokens "
+          f"({args.ttft_ms:g} ms TTFT, {args.gap_ms:g} ms gap); raw results in {raw}",
+          file=sys.stderr)
+    pacer = Pacer(python, pacer_cores if pinning else None, workers, args, raw / "pacer.log")
+    setup["pacer_loop"] = pacer.get("/lateness").get("loop")
+    rows: list[dict[str, Any]] = []
+    try:
+        for count in processes:
+            for users in args.users:
+                row = run_setting(args, pacer, locust, client_cores if pinning else None, raw,
+                                  users, count)
+                row["faithful"] = judge(row)
+                rows.append(row)
+                print(format_table([row]).splitlines()[-1], file=sys.stderr)
+                _save(out_file, host, ncpu, setup, rows, raw)  # save as we go
+    finally:
+        pacer.stop()
+    print(format_table(rows))
+    limits = faithful_limits(rows)
+    for count in processes:
+        limit = limits.get(str(count))
+        print(f"faithful with {count} process{'es' if count > 1 else ''}: "
+              + (f"up to {limit:,.0f} events/s per process" if limit else "at no tested load"))
+    print(f"written: {out_file}")
+    return 0
+
+
+def _save(path: Path, host: str, ncpu: int, setup: dict[str, Any], rows: list[dict[str, Any]],
+          raw: Path) -> None:
+    limits = faithful_limits(rows)
+    client_cores = len(setup["client_cores"] or []) or ncpu
+    write_json(path, {
+        "schema": SCHEMA, "hostname": host, "cpu_count": ncpu, "cpu_model": _cpu_model(),
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "criterion": CRITERION, "setup": setup,
+        "faithful_events_per_s": headline_limit(limits, client_cores),
+        "faithful_events_per_s_per_process": limits, "rows": rows,
+        "table": format_table(rows).splitlines(), "raw": str(raw)})
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+if __name__ == "__main__":
+    sys.exit(main())

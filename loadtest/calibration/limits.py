@@ -1,0 +1,96 @@
+"""This machine's calibrated limit, and the run-side measure to hold against it.
+
+    faithful_event_rate(path=None, processes=None) -> float | None
+        streamed events per second per client process that this machine's client measured
+        faithfully (TTFT and ITL error within 1 ms p50 / 2 ms p99) when calibrated
+        (scripts/calibrate.sh); None when this machine has no calibration file.
+    events_per_s(row) -> float | None
+        what a run asked of each client process: output chunks / completion time / processes.
+
+A run whose events_per_s is above faithful_event_rate was measured past what this client was
+shown to time within a millisecond or two.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["faithful_event_rate", "events_per_s", "calibration_path", "faithful_limits",
+           "headline_limit"]
+
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "results" / "calibration"
+
+
+def calibration_path(directory: Path | None = None, host: str | None = None,
+                     ncpu: int | None = None) -> Path:
+    """DIR/<hostname>-<ncpu>cpu.json (default DIR: the checkout's results/calibration)."""
+    if ncpu is None:
+        ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return Path(directory or DEFAULT_DIR) / f"{host or socket.gethostname()}-{ncpu}cpu.json"
+
+
+def faithful_event_rate(path: Path | str | None = None, processes: int | None = None) -> float | None:
+    """Events/s per client process measured faithfully here. Without `processes`: the file's
+    headline (the lowest limit among process counts that fit the client's cores, so it holds for
+    any of them); with it: the limit at the largest calibrated count <= processes (else the
+    smallest calibrated). 0.0 when the calibration found no faithful load; None without a file
+    (or an unreadable one)."""
+    file = Path(path) if path is not None else calibration_path()
+    try:
+        data = json.loads(file.read_text())
+        limits = {int(k): float(v) for k, v in data["faithful_events_per_s_per_process"].items()
+                  if v is not None}
+        headline = data.get("faithful_events_per_s")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if processes is None or not limits:
+        return None if headline is None else float(headline)
+    below = [count for count in limits if count <= processes]
+    return limits[max(below) if below else min(limits)]
+
+
+def events_per_s(row: Mapping[str, Any]) -> float | None:
+    """Output chunks streamed per second per client process, from a run row (runs.csv strings
+    or run.json numbers): output_chunks (output_tokens when the row has no chunk count) /
+    completion_time_s / processes (1 when absent). None when the row cannot say."""
+    chunks = _number(row.get("output_chunks"))
+    if chunks is None:
+        chunks = _number(row.get("output_tokens"))
+    seconds = _number(row.get("completion_time_s"))
+    processes = _number(row.get("processes")) or 1
+    if chunks is None or not seconds:
+        return None
+    return chunks / seconds / max(processes, 1)
+
+
+def faithful_limits(rows: list[Mapping[str, Any]]) -> dict[str, float]:
+    """Per process count (as a string key): the highest events/s per process among its settings
+    judged faithful ("yes"); 0.0 when none was."""
+    limits: dict[str, float] = {}
+    for row in rows:
+        key = str(row["processes"])
+        rate = row.get("events_per_s_per_process") or 0.0
+        best = limits.get(key, 0.0)
+        limits[key] = max(best, rate) if row.get("faithful") == "yes" else best
+    return limits
+
+
+def headline_limit(limits: Mapping[str, float], client_cores: int) -> float | None:
+    """The lowest limit among process counts that fit the client's cores (all, if none fit)."""
+    fitting = [v for k, v in limits.items() if int(k) <= max(client_cores, 1)]
+    values = fitting or list(limits.values())
+    return min(values) if values else None
+
+
+def _number(value: Any) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
