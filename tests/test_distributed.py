@@ -1,0 +1,44 @@
+"""Locust's distributed mode, as on separate hosts: one master and two workers started as
+separate commands, against the pacing server. The master hands out the one fixed workload,
+merges every worker's records and writes the files; the workers only send."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+from pathlib import Path
+
+from rig_helpers import REPO, free_port, running_pacer
+
+
+def _locust(*args: str, log: Path) -> subprocess.Popen:
+    cmd = [str(REPO / ".venv" / "bin" / "locust"), "-f", str(REPO / "loadtest" / "engines.py"),
+           *args]
+    return subprocess.Popen(cmd, cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT)
+
+
+def test_a_master_and_two_workers_run_the_exact_workload_once(tmp_path: Path):
+    port = free_port()
+    worker = ("--worker", "--master-host", "127.0.0.1", "--master-port", str(port))
+    with running_pacer("--ttft-ms", "20", "--gap-ms", "5") as url:
+        first = _locust(*worker, log=tmp_path / "worker1.log")  # a worker may start first
+        master = _locust("--master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
+                         "--master-bind-port", str(port), "--headless", "--only-summary",
+                         "--engine", "vllm", "--host", url, "--model", "pacer", "--users", "6",
+                         "--requests", "40", "--max-tokens", "8", "--ignore-eos",
+                         "--telemetry-interval", "0", "--out", str(tmp_path / "out"),
+                         log=tmp_path / "master.log")
+        second = _locust(*worker, log=tmp_path / "worker2.log")
+        codes = [p.wait(120) for p in (master, first, second)]
+    assert codes == [0, 0, 0], (tmp_path / "master.log").read_text()[-2000:]
+    [requests] = (tmp_path / "out" / "runs").glob("*/requests.jsonl")
+    records = [json.loads(line) for line in requests.read_text().splitlines()]
+    assert sorted(r["request_id"] for r in records) == list(range(40))  # each exactly once
+    assert {r["worker"] for r in records} == {0, 1}
+    assert all(r["output_chunks"] == 8 and r["error_kind"] is None for r in records)
+    with (tmp_path / "out" / "runs.csv").open(newline="") as file:
+        [row] = list(csv.DictReader(file))
+    assert (row["requests"], row["completed"], row["processes"], row["output_tokens"]) == (
+        "40", "40", "2", "320")
+    assert json.loads(next(requests.parent.glob("run.json")).read_text())["status"] == "complete"
