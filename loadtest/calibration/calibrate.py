@@ -5,7 +5,7 @@
         [--quick] [--python PY] [--pacer-cores 0] [--client-cores 1] [--pacer-workers N]
 
 Starts the pacing server (pacer.py: tokens on an exact schedule) pinned to its own cores, then,
-for each client process count and user count, runs the real rig (Locust, `--engine vllm`
+for each client process count and user count per process, runs the real rig (Locust, `--engine vllm`
 pointed at the pacer) pinned to the other cores, and compares what the rig recorded
 (OUT/runs.csv, requests.jsonl: sent_ns, first_chunk_ns, chunk_gaps_ns) with what the pacer
 actually wrote (its /requests log: read and write stamps on the same CLOCK_MONOTONIC), request
@@ -109,8 +109,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = _Parser(prog="python -m loadtest.calibration.calibrate",
                      description="How much streamed load this client measures faithfully.",
                      epilog="Details: the module's docstring (loadtest/calibration/calibrate.py).")
-    parser.add_argument("--users", type=_int_list, help="user counts (default 1,32,128,512; "
-                        "--quick 1,32,256)")
+    parser.add_argument("--users", type=_int_list, help="users per client process (default "
+                        "1,32,128,512; --quick 1,32,256); total = this x processes")
     parser.add_argument("--processes", type=_int_list,
                         help="client process counts (default 1,2,4,8, those that fit the client cores)")
     parser.add_argument("--requests", type=_positive(int),
@@ -235,7 +235,8 @@ def locust_command(python: str) -> list[str]:
 
 
 def run_setting(args: argparse.Namespace, pacer: Pacer, locust: list[str], client_cores: list[int] | None,
-                raw: Path, users: int, processes: int) -> dict[str, Any]:
+                raw: Path, users_per_process: int, processes: int) -> dict[str, Any]:
+    users = users_per_process * processes
     tag = f"p{processes}-u{users}"
     total = users * args.requests
     prompts = raw / f"prompts-{tag}.jsonl"
@@ -274,7 +275,8 @@ def run_setting(args: argparse.Namespace, pacer: Pacer, locust: list[str], clien
     with gzip.open(raw / f"pacer-{tag}.json.gz", "wt") as file:
         json.dump({"lateness": lateness, **served}, file)
     records = read_records(Path(row["run_dir"]) / "requests.jsonl")
-    return {"processes": processes, "users": users, "requests": total, "run_id": row["run_id"],
+    return {"processes": processes, "users": users, "users_per_process": users_per_process,
+            "requests": total, "run_id": row["run_id"],
             **analyze(records, served["requests"], args.ttft_ms, args.gap_ms),
             "failed": int(row["failed"] or 0),
             "events_per_s_per_process": events_per_s(row),
@@ -408,8 +410,8 @@ def _calibrate(args: argparse.Namespace) -> int:
              "locust": shlex.join(locust), "quick": args.quick}
     print(f"calibrating {host} ({ncpu} cpu): pacer on cores {_span(pacer_cores) if pinning else 'any'}"
           f" ({workers} worker{'s' if workers > 1 else ''}), client on "
-          f"{_span(client_cores) if pinning else 'any'}; processes {_span(processes)}, users "
-          f"{_span(args.users)}, {args.requests} answers per user of {args.tokens} tokens "
+          f"{_span(client_cores) if pinning else 'any'}; processes {_span(processes)}, users per "
+          f"process {_span(args.users)}, {args.requests} answers per user of {args.tokens} tokens "
           f"({args.ttft_ms:g} ms TTFT, {args.gap_ms:g} ms gap); raw results in {raw}",
           file=sys.stderr)
     pacer = Pacer(python, pacer_cores if pinning else None, workers, args, raw / "pacer.log")
