@@ -17,7 +17,8 @@ by request (each prompt is unique, so each record finds its answer):
 - delivery = arrival stamp - write stamp, per token (the same clock on one host);
 - events/s per process = output chunks / completion time / client processes (limits.events_per_s);
 - client CPU peak = the run row's client_cpu_max_pct.
-A setting is faithful when both errors are within 1 ms at p50 and 2 ms at p99 and every request
+A setting is faithful when the size of both errors is within 1 ms at p50 and 2 ms at p99 (the
+table shows ITL's size: a late token makes one gap long and the next short) and every request
 succeeded; per process count, the limit is the highest events/s per process measured faithfully.
 A setting where the pacer itself ran late (lateness p99 over 2 ms) and the client was not
 faithful is inconclusive ("?"), since the pacer's late reads land in the client's TTFT error.
@@ -234,6 +235,18 @@ def locust_command(python: str) -> list[str]:
     return shlex.split(override) if override else [python, "-m", "locust"]
 
 
+def _check_locust(locust: list[str]) -> None:
+    try:
+        result = subprocess.run([*locust, "--version"], cwd=REPO, env=_env(), capture_output=True,
+                                text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CalibrationError(f"cannot run Locust as {shlex.join(locust)}: {exc}") from None
+    if result.returncode != 0:
+        last = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise CalibrationError(f"cannot run Locust as {shlex.join(locust)}: {last[0]} (set "
+                               f"--python, $RIG_PYTHON or $LOCUST)")
+
+
 def run_setting(args: argparse.Namespace, pacer: Pacer, locust: list[str], client_cores: list[int] | None,
                 raw: Path, users_per_process: int, processes: int) -> dict[str, Any]:
     users = users_per_process * processes
@@ -327,18 +340,25 @@ def analyze(records: list[RequestRecord], served: list[dict[str, Any]], ttft_ms:
 
 
 def _stats(values_ns: list[float]) -> dict[str, float | None]:
+    """Signed p50/p99/min/max, and p50/p99 of the size of the error (abs_p50, abs_p99): a late
+    token makes one gap too long and the next too short, and gaps that collapse (tokens read in
+    bunches) have a negative median, so faithfulness is judged on the size."""
     if not values_ns:
-        return {"count": 0, "p50": None, "p99": None, "max": None}
+        return {"count": 0, "p50": None, "p99": None, "min": None, "max": None, "abs_p50": None,
+                "abs_p99": None}
     ordered = sorted(values_ns)
+    sizes = sorted(abs(v) for v in values_ns)
     return {"count": len(ordered), "p50": _percentile(ordered, 50) / 1e6,
-            "p99": _percentile(ordered, 99) / 1e6, "max": ordered[-1] / 1e6}
+            "p99": _percentile(ordered, 99) / 1e6, "min": ordered[0] / 1e6,
+            "max": ordered[-1] / 1e6, "abs_p50": _percentile(sizes, 50) / 1e6,
+            "abs_p99": _percentile(sizes, 99) / 1e6}
 
 
 def judge(row: dict[str, Any]) -> str:
     """yes | no | ? (the pacer itself was late, and so may have caused the error)."""
     def within(stats: dict[str, Any]) -> bool:
-        return (stats["p50"] is not None and stats["p50"] <= CRITERION["p50_ms"]
-                and stats["p99"] <= CRITERION["p99_ms"])
+        return (stats["abs_p50"] is not None and stats["abs_p50"] <= CRITERION["p50_ms"]
+                and stats["abs_p99"] <= CRITERION["p99_ms"])
 
     if (row["failed"] == 0 and row["unmatched"] == 0 and row["matched"] == row["requests"]
             and within(row["ttft_err_ms"]) and within(row["itl_err_ms"])):
@@ -350,22 +370,22 @@ def judge(row: dict[str, Any]) -> str:
 
 # --- the table --------------------------------------------------------------------------------
 
-_HEAD = ("procs", "users", "events/s/proc", "TTFT err p50/p99", "ITL err p50/p99",
+_HEAD = ("procs", "users", "events/s/proc", "TTFT err p50/p99", "ITL |err| p50/p99",
          "delivery p50/p99", "pacer late p50/p99", "client cpu", "faithful")
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    def pair(stats: dict[str, Any]) -> str:
-        if stats.get("p50") is None:
+    def pair(stats: dict[str, Any], prefix: str = "") -> str:
+        if stats.get(prefix + "p50") is None:
             return "-"
-        return f"{stats['p50']:.2f} / {stats['p99']:.2f}"
+        return f"{stats[prefix + 'p50']:.2f} / {stats[prefix + 'p99']:.2f}"
 
     lines = [_HEAD]
     for r in rows:
         cpu = r["client_cpu_max_pct"]
         lines.append((str(r["processes"]), str(r["users"]),
                       f"{r['events_per_s_per_process']:,.0f}" if r["events_per_s_per_process"] else "-",
-                      pair(r["ttft_err_ms"]), pair(r["itl_err_ms"]), pair(r["delivery_ms"]),
+                      pair(r["ttft_err_ms"]), pair(r["itl_err_ms"], "abs_"), pair(r["delivery_ms"]),
                       pair(r["pacer_lateness_ms"]), "-" if cpu is None else f"{cpu:.0f}%",
                       r["faithful"] + (f" ({r['failed']} failed)" if r["failed"] else "")))
     widths = [max(len(line[i]) for line in lines) for i in range(len(_HEAD))]
@@ -398,6 +418,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     workers = args.pacer_workers or max(1, len(pacer_cores) if len(available) >= 2 else 1)
     python = args.python or os.environ.get("RIG_PYTHON") or sys.executable
     locust = locust_command(python)
+    _check_locust(locust)
     host = socket.gethostname()
     out_file = calibration_path(args.out, host, ncpu)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
