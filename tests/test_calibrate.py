@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from loadtest.calibration.calibrate import split_cores
 from loadtest.calibration.limits import calibration_path, events_per_s, faithful_event_rate
 from loadtest.results import read_runs
 from rig_helpers import REPO
@@ -89,3 +90,10 @@ def test_help_exits_0_and_a_bad_option_is_one_error_line():
     bad = subprocess.run([SCRIPT, "--users", "0"], capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2
     assert bad.stderr.startswith("error: ") and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_pacer_gets_a_third_of_the_cores_and_the_client_the_rest():
+    assert split_cores(list(range(16)), None, None) == ([0, 1, 2, 3, 4], list(range(5, 16)))
+    assert split_cores([0, 1], None, None) == ([0], [1])
+    assert split_cores([3], None, None) == ([3], [3])  # one core: shared
+    assert split_cores(list(range(4)), [0], None) == ([0], [1, 2, 3])

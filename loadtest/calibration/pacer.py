@@ -547,8 +547,6 @@ def _serve_control(sock: socket.socket, pipes: list[Any], workers: int) -> None:
     asyncio.set_event_loop(loop)
 
     class Control:
-        settings = None
-
         def handle(self, conn: _Connection, method: str, path: str, body: bytes, _: int) -> None:
             if (method, path) not in _CONTROL_PATHS and (method, path) != ("GET", "/health"):
                 conn.respond(404, {"error": f"the control port serves /lateness, /requests and "
