@@ -49,7 +49,8 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
     options = environment.parsed_options
     try:
         config = config_from_options(options, environment.host)
-        info = probe_engine(config.url, config.api, config.headers())
+        info = probe_engine(config.url, config.api, config.headers(),
+                            pinned_model=config.target.pinned_model)
         if not (config.model or info.model):
             raise ConfigError(f"{config.url} names no model; pass --model")
         _run = Run(environment, config, info)

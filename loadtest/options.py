@@ -30,7 +30,8 @@ def add_options(parser: Any) -> None:
                        help="prompt set: a shipped name (mixed, story) or a .jsonl file")
     group.add_argument("--max-tokens", type=str, default="128", help="output tokens per request")
     group.add_argument("--ignore-eos", action="store_true", default=False,
-                       help="ask the engine for exactly --max-tokens (vLLM-family engines)")
+                       help="ask the engine for exactly --max-tokens (vLLM-family engines; "
+                            "transformers: a per-request generation_config without EOS)")
     group.add_argument("--api", default="", help="completions | chat | generate (engine default)")
     group.add_argument("--model", default="", help="model name to request (default: ask the engine)")
     group.add_argument("--temperature", type=str, default="0", help="sampling temperature")

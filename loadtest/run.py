@@ -43,7 +43,8 @@ class Run:
         self.workload = build_workload(config.prompts, config.requests, api=config.api,
                                        model=config.model or info.model,
                                        max_tokens=config.max_tokens, ignore_eos=config.ignore_eos,
-                                       temperature=config.temperature)
+                                       temperature=config.temperature,
+                                       ignore_eos_as=config.target.ignore_eos_as)
         dialect = dialect_for(config.api)
         self.parse_line = dialect.parse_line
         self.tokens_source: str = dialect.TOKENS_SOURCE

@@ -19,6 +19,12 @@ class Target:
     api: str  # default API: completions | chat | generate
     apis: tuple[str, ...]
     api_key_env: str = "LLM_API_KEY"
+    # How --ignore-eos reaches the engine: "ignore_eos" (the vLLM-family body field) or
+    # "generation_config" (transformers serve: a per-request config with no EOS token).
+    ignore_eos_as: str = "ignore_eos"
+    # The engine serves one model that its /v1/models does not list (transformers serve lists
+    # the hub cache): the probe reads the name from its refusal of another model.
+    pinned_model: bool = False
 
 
 _OPENAI_APIS = ("completions", "chat")
@@ -30,6 +36,8 @@ TARGETS: dict[str, Target] = {
     "textgen": Target(5000, "completions", _OPENAI_APIS),
     "llamacpp": Target(8081, "completions", _OPENAI_APIS),
     "sglang": Target(30000, "completions", _OPENAI_APIS),
+    "transformers": Target(8090, "completions", _OPENAI_APIS, ignore_eos_as="generation_config",
+                           pinned_model=True),
     "openai": Target(443, "chat", _OPENAI_APIS, api_key_env="OPENAI_API_KEY"),
 }
 

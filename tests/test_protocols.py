@@ -122,3 +122,37 @@ def test_tgi_body_asks_for_details():
 def test_tgi_refuses_ignore_eos():
     with pytest.raises(ValueError, match="ignore_eos"):
         tgi.build_body("generate", "", "hi", 20, ignore_eos=True, temperature=0.0)
+
+
+# transformers serve 5.23 (--continuous-batching), lines as it sent them: no [DONE]; its last
+# chunk carries the finish reason and usage together, and that chunk ends the stream.
+TF_TEXT = (b'data: {"id":"29a44de5-f45a-430a-8af1-53e4d0e76d57","choices":[{"index":0,"text":"comp"}],'
+           b'"created":1795430826,"model":"/work/main/models/tiny-llama@main","object":"text_completion"}\n')
+TF_LAST = (b'data: {"id":"29a44de5-f45a-430a-8af1-53e4d0e76d57","choices":[{"finish_reason":"length",'
+           b'"index":0,"text":""}],"created":1795430826,"model":"/work/main/models/tiny-llama@main",'
+           b'"object":"text_completion","usage":{"completion_tokens":4,"prompt_tokens":4,'
+           b'"total_tokens":8}}\n')
+TF_CHAT_LAST = (b'data: {"id":"29dec9b8-5af6-4458-a8d5-1e3bcb93d4e1","choices":[{"delta":{},"index":0,'
+                b'"finish_reason":"length"}],"created":1795430827,'
+                b'"model":"/work/main/models/tiny-llama@main","object":"chat.completion.chunk",'
+                b'"system_fingerprint":"","usage":{"completion_tokens":4,"prompt_tokens":15,'
+                b'"total_tokens":19}}\n')
+
+
+def test_transformers_text_chunk_carries_output():
+    assert openai.parse_line(TF_TEXT) == StreamEvent(output=True)
+
+
+@pytest.mark.parametrize("line", [TF_LAST, TF_CHAT_LAST], ids=["completions", "chat"])
+def test_transformers_last_chunk_finishes_with_usage(line):
+    event = openai.parse_line(line)
+    assert (event.output, event.finished, event.finish_reason, event.output_tokens) == \
+        (False, True, "length", 4)
+
+
+def test_transformers_ignore_eos_is_a_generation_config_without_eos():
+    body = json.loads(openai.build_body("completions", "m", "hello", 16, ignore_eos=True,
+                                        temperature=0.0, ignore_eos_as="generation_config"))
+    assert "ignore_eos" not in body  # transformers serve refuses unknown fields (HTTP 422)
+    assert json.loads(body["generation_config"]) == {"eos_token_id": -1, "do_sample": False}
+    assert body["max_tokens"] == 16

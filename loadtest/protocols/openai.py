@@ -4,6 +4,8 @@ text-generation-webui, TGI's Messages API, hosted endpoints).
 Stream: `data: {chunk}` lines ending with `data: [DONE]`. We always send
 `stream_options.include_usage`, so one last chunk with `choices: []` carries `usage`
 (text-generation-webui sends `usage: null` on the finishing chunk first: tolerated).
+transformers serve sends no `[DONE]`: its last chunk carries both the finish reason and
+`usage`, and such a chunk ends the stream too.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ _DONE = StreamEvent(finished=True)
 
 
 def build_body(api: str, model: str, prompt: str, max_tokens: int, *, ignore_eos: bool,
-               temperature: float) -> bytes:
+               temperature: float, ignore_eos_as: str = "ignore_eos") -> bytes:
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True,
                             "stream_options": {"include_usage": True},
                             "temperature": temperature}
@@ -29,7 +31,11 @@ def build_body(api: str, model: str, prompt: str, max_tokens: int, *, ignore_eos
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
-    if ignore_eos:
+    if ignore_eos and ignore_eos_as == "generation_config":
+        # transformers serve: a per-request GenerationConfig (it replaces the model's own) whose
+        # EOS id -1 matches no token, so generation stops only at max_tokens.
+        body["generation_config"] = json.dumps({"eos_token_id": -1, "do_sample": temperature > 0})
+    elif ignore_eos:
         body["ignore_eos"] = True  # vLLM-family extension: fixed output length
     return json.dumps(body).encode()
 
@@ -50,6 +56,7 @@ def parse_line(line: bytes) -> StreamEvent | None:
         output = output or _carries_token(choice)
         finish_reason = choice.get("finish_reason") or finish_reason
     return StreamEvent(output=output, finish_reason=finish_reason,
+                       finished=finish_reason is not None and "completion_tokens" in usage,
                        prompt_tokens=usage.get("prompt_tokens"),
                        output_tokens=usage.get("completion_tokens"))
 

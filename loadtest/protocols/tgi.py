@@ -19,7 +19,7 @@ PATHS = {"generate": "/generate_stream"}
 
 
 def build_body(api: str, model: str, prompt: str, max_tokens: int, *, ignore_eos: bool,
-               temperature: float) -> bytes:
+               temperature: float, ignore_eos_as: str = "ignore_eos") -> bytes:
     if ignore_eos:
         raise ValueError("tgi's /generate_stream has no ignore_eos; drop --ignore-eos")
     parameters: dict[str, Any] = {"max_new_tokens": max_tokens, "details": True}
