@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shlex
 
-from servers import aphrodite, llamacpp, sglang, textgen, tgi, vllm, vllm_cpu
+from servers import aphrodite, llamacpp, sglang, textgen, tgi, transformers, vllm, vllm_cpu
 from servers.engine import Engine
 from servers.settings import SETTINGS, SettingError, check_value, env_name, parse_gpus
 
@@ -34,6 +34,7 @@ ENGINES: dict[str, Engine] = {
         llamacpp.ENGINE,
         sglang.ENGINE,
         vllm_cpu.ENGINE,
+        transformers.ENGINE,
     )
 }
 

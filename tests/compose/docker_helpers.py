@@ -24,7 +24,8 @@ def ensure_images(client: Any, *names: str) -> None:
     """Build the rig's local images (scripts/build_images.sh NAME) that are missing; fail if a build fails."""
     missing = []
     for name in names:
-        tag = {"vllm-cpu": "llm-load-rig/vllm-cpu", "nginx": "llm-load-rig/nginx:bookworm"}[name]
+        tag = {"vllm-cpu": "llm-load-rig/vllm-cpu", "transformers-cpu": "llm-load-rig/transformers-cpu",
+               "nginx": "llm-load-rig/nginx:bookworm"}[name]
         if not client.images.list(name=tag):
             missing.append(name)
     if not missing:

@@ -96,6 +96,13 @@ CASES: list[tuple[str, dict[str, str], list[str]]] = [
         ["--host", "127.0.0.1", "--port", "8100", "--model", "/models/tiny-llama", "--served-model-name",
          "tiny-llama", "--dtype", "bfloat16", "--max-model-len", "2048", "--max-num-seqs", "8"],
     ),
+    (
+        "transformers",
+        {"TRANSFORMERS_MAX_BATCH_PREFILL_TOKENS": "64", "TRANSFORMERS_EXTRA_ARGS": "--cb-num-blocks 64"},
+        ["--continuous-batching", "--device", "cpu", "--cb-num-blocks", "512", "--host", "0.0.0.0",
+         "--port", "8090", "/models/tiny-llama", "--dtype", "bfloat16", "--cb-max-batch-tokens", "64",
+         "--cb-num-blocks", "64"],
+    ),
 ]
 
 
@@ -159,7 +166,7 @@ def test_default_host_ports_are_the_clients_defaults(config: Callable[[dict[str,
         "tgi": ("127.0.0.1", "8080", 80), "vllm": ("127.0.0.1", "8000", 8000),
         "aphrodite": ("127.0.0.1", "2242", 2242), "textgen": ("127.0.0.1", "5000", 5000),
         "llamacpp": ("127.0.0.1", "8081", 8080), "sglang": ("127.0.0.1", "30000", 30000),
-        "vllm-cpu": ("127.0.0.1", "8000", 8000),
+        "vllm-cpu": ("127.0.0.1", "8000", 8000), "transformers": ("127.0.0.1", "8090", 8090),
     }
 
 
@@ -204,6 +211,7 @@ def test_healthchecks_probe_each_engines_readiness_path(config: Callable[[dict[s
     assert "http://127.0.0.1:5000/v1/models" in urls["textgen"]
     assert "http://127.0.0.1:30000/health" in urls["sglang"]
     assert "http://127.0.0.1:8100/health" in urls["vllm-cpu"]
+    assert "http://127.0.0.1:8090/health" in urls["transformers"]
 
 
 @pytest.mark.parametrize(
