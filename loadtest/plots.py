@@ -60,29 +60,48 @@ def plot_users(cells: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
-def plot_race(cells: pd.DataFrame, fastest: dict[float, str], path: Path, title: str) -> None:
-    """Output tok/s against users, one line per engine (the race cells' `name`); error bars: sd
-    over repeats; a star on the fastest engine at each user count (`fastest`: users -> name)."""
-    if cells.empty:
+def plot_race(cells: pd.DataFrame, fastest: dict[tuple[str, float], str], path: Path,
+              title: str, invalid: pd.DataFrame | None = None) -> None:
+    """Output tok/s against users, one line per engine (the race cells' `name`; per engine and
+    workload where one user count ran several workloads); error bars: sd over repeats; a star
+    on the fastest of each heat (`fastest`: (workload_sha256, users) -> name); each `invalid`
+    run a cross in its engine's colour, off the lines."""
+    invalid = invalid if invalid is not None else pd.DataFrame()
+    if cells.empty and invalid.empty:
         return
+    engines = sorted(set(cells.get("engine", [])) | set(invalid.get("engine", [])))
+    colour = {engine: f"C{index % 10}" for index, engine in enumerate(engines)}
+    several = not cells.empty and cells.groupby("users")["workload_sha256"].nunique().max() > 1
     fig, axis = plt.subplots(figsize=(8, 4.6))
-    for name, engine in cells.groupby("name", sort=True):
+    groups = cells.groupby(["name", "workload"] if several else ["name"], sort=True) \
+        if not cells.empty else []
+    starred = False
+    for key, engine in groups:
         engine = engine.sort_values("users")
-        line = axis.errorbar(engine["users"], engine["tok_s_mean"],
-                             yerr=engine["tok_s_sd"].fillna(0), marker="o", capsize=3,
-                             label=name)[0]
-        won = engine[[fastest.get(u) == name for u in engine["users"]]]
+        paint = colour[engine["engine"].iloc[0]]
+        axis.errorbar(engine["users"], engine["tok_s_mean"], yerr=engine["tok_s_sd"].fillna(0),
+                      marker="o", capsize=3, color=paint, label=" ".join(key))
+        won = engine[[fastest.get((r["workload_sha256"], r["users"])) == r["name"]
+                      for _, r in engine.iterrows()]]
+        starred = starred or not won.empty
         axis.plot(won["users"], won["tok_s_mean"], linestyle="none", marker="*", markersize=16,
-                  color=line.get_color(), markeredgecolor="black")
+                  color=paint, markeredgecolor="black")
         for _, cell in won.iterrows():
             axis.annotate(f"{cell['tok_s_mean']:,.0f}", (cell["users"], cell["tok_s_mean"]),
                           textcoords="offset points", xytext=(0, 10), ha="center", fontsize=8)
-    _users_axis(axis, cells["users"])
+    for name, runs in (invalid.groupby("engine", sort=True) if not invalid.empty else []):
+        axis.plot(runs["users"], pd.to_numeric(runs["output_tok_per_s"], errors="coerce"),
+                  linestyle="none", marker="x", markersize=9, markeredgewidth=2,
+                  color=colour[name], label=f"{name}: invalid run (never ranked)")
+    users = pd.concat([cells.get("users", pd.Series(dtype=float)),
+                       invalid.get("users", pd.Series(dtype=float))])
+    _users_axis(axis, users)
     axis.set_ylabel("output tok/s (higher is better)")
     axis.set_ylim(bottom=0, top=axis.get_ylim()[1] * 1.08)
     axis.grid(alpha=0.3)
-    axis.plot([], [], linestyle="none", marker="*", markersize=12, color="grey",
-              markeredgecolor="black", label="fastest at that user count")
+    if starred:
+        axis.plot([], [], linestyle="none", marker="*", markersize=12, color="grey",
+                  markeredgecolor="black", label="fastest at that user count")
     axis.legend(fontsize=8, loc="best")
     axis.set_title(title, fontsize=10)
     _save(fig, path)

@@ -1,11 +1,13 @@
-"""The race: which engine finishes one workload fastest at each user count, from runs.csv rows.
+"""The race: which engine finishes the same workload fastest at each user count, from runs.csv.
 
-- Only runs of one workload (workload_sha256) race each other; `race_cells` refuses a mix, and
-  the report draws one race per workload.
+- Engines race in heats: one workload (workload_sha256) at one user count. Every engine in a
+  heat ran the same requests; nothing is compared across heats, so runs of different workloads
+  never race each other, even at the same user count (a table holding several workloads says
+  which row ran which).
 - A run whose `verdict` is `invalid` (see its `verdict_reasons`) is shown apart and never
   ranked; a missing verdict counts as valid. A cell with failed requests did not finish the
   workload: it is shown but not ranked either.
-- The fastest at a user count is the cell with the highest mean output tok/s. Against the
+- The fastest in a heat is the cell with the highest mean output tok/s. Against the
   runner-up it is called only when the two differ by more than both repeat spreads added (the
   report's flag-effect rule, pyperf's "not significant" in spirit); with a single run on either
   side there is no spread to judge by, so the winner is named with "single run" beside it.
@@ -36,8 +38,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Winner:
-    """The outcome at one user count: `name` leads; `runner_up` is None when it ran alone."""
+    """The outcome of one heat: `name` leads; `runner_up` is None when it ran alone."""
     users: float
+    workload: str
     name: str
     tok_s: float
     runner_up: str | None = None
@@ -59,17 +62,19 @@ def split_invalid(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def race_cells(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per cell of the valid runs (cell_table's columns) plus `name`, the configuration
-    as the race names it: the engine alone when each engine ran with one set of flags and gpu.
-    Raises ValueError when the runs hold more than one workload."""
-    workloads = set(runs["workload_sha256"].astype(str)) if not runs.empty else set()
-    if len(workloads) > 1:
-        raise ValueError(f"runs of {len(workloads)} workloads (workload_sha256) do not race "
-                         "each other; race each workload on its own")
+    """One row per cell of the valid runs of each workload (cell_table's columns, with
+    `workload_sha256` and `workload`) plus `name`, the configuration as the race names it: the
+    engine alone when each engine ran with one set of flags and gpu."""
     valid, _ = split_invalid(runs)
     if valid.empty:
         return pd.DataFrame()
-    cells = cell_table(valid)
+    parts = []
+    for sha, same in valid.groupby("workload_sha256", sort=False):
+        part = cell_table(same)
+        part["workload_sha256"] = sha
+        part["workload"] = ", ".join(sorted(set(same["workload"].astype(str))))
+        parts.append(part)
+    cells = pd.concat(parts, ignore_index=True)
     configs = cells.drop_duplicates(CONFIG)
     by_engine = configs["engine"].value_counts()
     cells["name"] = [str(r["engine"]) if by_engine[r["engine"]] == 1 else config_label(r)
@@ -77,31 +82,36 @@ def race_cells(runs: pd.DataFrame) -> pd.DataFrame:
     return cells
 
 
-def winners(cells: pd.DataFrame) -> dict[float, Winner]:
-    """The fastest ranked cell at each user count (cells that failed requests are not ranked)."""
-    result: dict[float, Winner] = {}
+def winners(cells: pd.DataFrame) -> dict[tuple[str, float], Winner]:
+    """The fastest ranked cell of each heat, keyed (workload_sha256, users), in users order
+    (cells that failed requests are not ranked)."""
+    result: dict[tuple[str, float], Winner] = {}
     if cells.empty:
         return result
-    ranked = cells[cells["failed"] == 0]
-    for users, same in ranked.groupby("users", sort=True):
+    ranked = cells[cells["failed"] == 0].sort_values(["users", "workload"], kind="stable")
+    for (sha, users), same in ranked.groupby(["workload_sha256", "users"], sort=False):
         order = same.sort_values("tok_s_mean", ascending=False)
         best = order.iloc[0]
+        workload = str(best["workload"])
         if len(order) == 1:
-            result[users] = Winner(users, best["name"], best["tok_s_mean"],
-                                   single_run=best["runs"] < 2)
+            result[sha, users] = Winner(users, workload, best["name"], best["tok_s_mean"],
+                                        single_run=best["runs"] < 2)
             continue
         second = order.iloc[1]
         single = best["runs"] < 2 or second["runs"] < 2
         spread = best["tok_s_sd"] + second["tok_s_sd"]
         significant = single or best["tok_s_mean"] - second["tok_s_mean"] > spread
-        result[users] = Winner(users, best["name"], best["tok_s_mean"], second["name"],
-                               second["tok_s_mean"], significant, single)
+        result[sha, users] = Winner(users, workload, best["name"], best["tok_s_mean"],
+                                    second["name"], second["tok_s_mean"], significant, single)
     return result
 
 
-def winner_line(winner: Winner) -> str:
-    """One console line, e.g. "fastest at 32 users: vllm-cpu (4,210 tok/s), 1.80x llamacpp-cpu"."""
+def winner_line(winner: Winner, with_workload: bool = False) -> str:
+    """One console line, e.g. "fastest at 32 users: vllm-cpu (4,210 tok/s), 1.80x llamacpp-cpu";
+    `with_workload` names the heat's workload too (where a race holds several)."""
     users = f"{winner.users:g} user{'s' if winner.users != 1 else ''}"
+    if with_workload:
+        users += f" ({winner.workload})"
     lead = f"{winner.name} ({winner.tok_s:,.0f} tok/s)"
     single = " (single run)" if winner.single_run else ""
     if winner.runner_up is None:
@@ -114,13 +124,18 @@ def winner_line(winner: Winner) -> str:
 
 
 def race_markdown(cells: pd.DataFrame, failed: dict[str, str] | None = None) -> str:
-    """The race table: one row per engine (configuration) per user count, fastest first within
-    each user count, then a row for each engine that did not run (`failed`: engine -> why)."""
+    """The race table: one row per engine (configuration) per heat, fastest first within each
+    heat, then a row for each engine that did not run (`failed`: engine -> why). A workload
+    column is added when the cells hold more than one workload."""
     leaders = winners(cells)
     columns: list[tuple[str, Callable[[pd.Series], str]]] = [
         ("platform", lambda r: str(r["engine"]) + (f" gpu {r['gpu']}" if r["gpu"] else "")),
         ("options", lambda r: f"`{r['flags']}`" if r["flags"] else "(defaults)"),
         ("users", lambda r: _number(r["users"], 0)),
+    ]
+    if not cells.empty and cells["workload_sha256"].nunique() > 1:
+        columns.append(("workload", lambda r: str(r["workload"])))
+    columns += [
         ("avg output tok/s", lambda r: _spread(r["tok_s_mean"], r["tok_s_sd"], 1)),
         ("avg completion time (s)", lambda r: _spread(r["time_s_mean"], r["time_s_sd"], 2)),
         ("avg output tokens", lambda r: _number(r.get("output_tokens"), 1)),
@@ -130,29 +145,44 @@ def race_markdown(cells: pd.DataFrame, failed: dict[str, str] | None = None) -> 
         ("ITL p99 (ms)", lambda r: _number(r.get("itl_p99_ms"), 2)),
         ("repeats", lambda r: str(r["runs"])),
         ("failed", lambda r: f"{r['failed']}/{r['requests']}"),
-        ("fastest", lambda r: _standing(r, leaders.get(r["users"]))),
+        ("fastest", lambda r: _standing(r, leaders.get((r["workload_sha256"], r["users"])))),
     ]
     header = [name for name, _ in columns]
     body = []
     if not cells.empty:
-        order = cells.sort_values(["users", "tok_s_mean"], ascending=[True, False])
+        order = cells.sort_values(["users", "workload", "tok_s_mean"],
+                                  ascending=[True, True, False])
         body = [[render(row) for _, render in columns] for _, row in order.iterrows()]
     for engine, why in (failed or {}).items():
-        body.append([engine, "-", *["-"] * (len(header) - 3), f"**did not run**: {why}"])
+        body.append([engine, *["-"] * (len(header) - 2), f"**did not run**: {why}"])
     return markdown_table(header, body)
 
 
 def invalid_markdown(invalid: pd.DataFrame) -> str:
-    """Invalid runs, one row each with the reasons recorded by the run."""
-    header = ["run", "platform", "options", "users", "output tok/s", "failed", "verdict reasons"]
-    reasons = invalid["verdict_reasons"] if "verdict_reasons" in invalid else None
-    body = [[f"`{run['run_id']}`", str(run["engine"]),
-             f"`{run['flags']}`" if run["flags"] else "(defaults)", _number(run["users"], 0),
-             _number(pd.to_numeric(run.get("output_tok_per_s"), errors="coerce"), 1),
-             f"{_number(run.get('failed'), 0)}/{_number(run.get('requests'), 0)}",
-             str(reasons[index]).replace(";", ", ") if reasons is not None else "-"]
-            for index, run in invalid.iterrows()]
-    return markdown_table(header, body)
+    """Invalid runs, one row each: the race's numbers for that run and the reasons it recorded."""
+    def value(column: str, digits: int) -> Callable[[pd.Series], str]:
+        return lambda r: _number(pd.to_numeric(r.get(column), errors="coerce"), digits)
+
+    columns: list[tuple[str, Callable[[pd.Series], str]]] = [
+        ("platform", lambda r: str(r["engine"]) + (f" gpu {r['gpu']}" if r["gpu"] else "")),
+        ("options", lambda r: f"`{r['flags']}`" if r["flags"] else "(defaults)"),
+        ("users", value("users", 0)),
+    ]
+    if invalid["workload_sha256"].nunique() > 1:
+        columns.append(("workload", lambda r: str(r["workload"])))
+    columns += [
+        ("output tok/s", value("output_tok_per_s", 1)),
+        ("completion time (s)", value("completion_time_s", 2)),
+        ("avg output tokens", value("avg_output_tokens", 1)),
+        ("TTFT p50 (ms)", value("ttft_p50_ms", 1)), ("TTFT p99 (ms)", value("ttft_p99_ms", 1)),
+        ("ITL p50 (ms)", value("itl_p50_ms", 2)), ("ITL p99 (ms)", value("itl_p99_ms", 2)),
+        ("failed", lambda r: f"{value('failed', 0)(r)}/{value('requests', 0)(r)}"),
+        ("verdict reasons", lambda r: str(r.get("verdict_reasons") or "-").replace(";", ", ")),
+        ("run", lambda r: f"`{r['run_id']}`"),
+    ]
+    order = invalid.sort_values(["users", "workload", "engine", "timestamp"])
+    body = [[render(run) for _, render in columns] for _, run in order.iterrows()]
+    return markdown_table([name for name, _ in columns], body)
 
 
 def _standing(row: pd.Series, winner: Winner | None) -> str:

@@ -10,8 +10,8 @@ anything. Prints the comparison table to stdout and writes report.md, report.htm
 embedded, one file to send) and the PNGs beside them. Runs of different workloads, models or
 output-token sources are reported as separate groups and never ranked against each other.
 Where a workload was run by more than one engine (or with --race), the report opens with the
-race (loadtest/race.py): one table of every engine at every user count naming the fastest, and
-race.png; with --race, stdout prints only the race.
+race (loadtest/race.py): one table of every engine at every user count naming the fastest of
+each workload and user count, and race.png; with --race, stdout prints only the race.
 Exit codes: 0 report written (or nothing to report, said in one line), 2 bad folder or option.
 """
 
@@ -147,7 +147,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         help="flags of the baseline for flag effects, as --baseline=FLAGS "
                         "(default: the flags of the first run)")
     parser.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
-                        help="keep only runs whose runs.csv COLUMN equals VALUE (repeatable)")
+                        help="keep only runs whose runs.csv COLUMN equals VALUE, or one of "
+                        "A|B|... (repeatable)")
     parser.add_argument("--race", action="store_true",
                         help="open with the race even for one engine, and print only the race")
     parser.add_argument("--failed", action="append", default=[], metavar="ENGINE=REASON",
@@ -184,7 +185,7 @@ def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
                     "with a different workload (workload_sha256), model or output-token source. "
                     "Each group is shown on its own; nothing is ranked across groups.")
     _client_section(report, runs)
-    _race_sections(report, runs, race, failed or {})
+    _race_section(report, runs, race, failed or {})
     for number, (_, group) in enumerate(groups, start=1):
         suffix = "" if number == 1 else f"-g{number}"
         title = f"Group {number}: {group_label(group)}" if len(groups) > 1 else group_label(group)
@@ -210,53 +211,56 @@ def _client_section(report: Report, runs: pd.DataFrame) -> None:
                 f"delay; add --processes): {names}.")
 
 
-def _race_sections(report: Report, runs: pd.DataFrame, force: bool,
-                   failed: dict[str, str]) -> None:
-    """One race per workload run by more than one engine (every workload when `force`)."""
-    workloads = [(sha, same) for sha, same in runs.groupby("workload_sha256", sort=False)
-                 if force or same["engine"].nunique() > 1]
-    for number, (_, same) in enumerate(workloads, start=1):
-        suffix = "" if number == 1 else f"-w{number}"
-        _race_section(report, same, suffix, failed, several=len(workloads) > 1)
-
-
-def _race_section(report: Report, runs: pd.DataFrame, suffix: str, failed: dict[str, str],
-                  several: bool) -> None:
+def _race_section(report: Report, runs: pd.DataFrame, force: bool,
+                  failed: dict[str, str]) -> None:
+    """The race, when a workload was run by more than one engine (always when `force`)."""
+    if not force and runs.groupby("workload_sha256")["engine"].nunique().max() < 2:
+        return
     valid, invalid = split_invalid(runs)
     cells = race_cells(runs)
     leaders = winners(cells)
-    workload = ", ".join(sorted(set(runs["workload"].astype(str)))) or "?"
-    title = "Race: the fastest engine at each user count"
-    report.heading(2, f"{title} ({workload})" if several else title)
-    report.text(f"Every engine ran the same workload `{workload}` (sha256 "
-                f"{str(runs['workload_sha256'].iloc[0])[:12] or '?'}). The fastest at a user "
-                "count has the highest mean output tok/s; it is called only when it leads the "
-                "next by more than both repeat spreads added (else \"not significant\"), and "
-                "\"single run\" marks a lead with no spread to judge it by. Runs with failed "
-                "requests or an invalid verdict are never ranked.")
+    workloads = runs.drop_duplicates("workload_sha256")
+    several = len(workloads) > 1
+    names = ", ".join(f"`{w['workload']}` (sha256 {str(w['workload_sha256'])[:12] or '?'}, "
+                      f"{_users_list(runs[runs['workload_sha256'] == w['workload_sha256']])})"
+                      for _, w in workloads.iterrows())
+    report.heading(2, "Race: the fastest engine at each user count")
+    report.text(f"Engines race in heats: one workload at one user count, the same requests for "
+                f"every engine; nothing is compared across heats. Workload{'s' if several else ''}: "
+                f"{names}. The fastest in a heat has the highest mean output tok/s; it is called "
+                "only when it leads the next by more than both repeat spreads added (else \"not "
+                "significant\"), and \"single run\" marks a lead with no spread to judge it by. "
+                "Runs with failed requests or an invalid verdict are never ranked.")
     notes = _race_notes(valid)
     if notes:
         report.text(notes)
     table = race_markdown(cells, failed)
-    lines = [winner_line(w) for w in leaders.values()]
-    lines += [f"no valid run at {users:g} user{'s' if users != 1 else ''}: see the invalid "
-              "runs below" for users in sorted(set(invalid["users"]) - set(leaders))]
+    lines = [winner_line(w, with_workload=several) for w in leaders.values()]
+    heats = set(zip(invalid["workload_sha256"], invalid["users"])) - set(leaders)
+    lines += [f"no valid run at {users:g} user{'s' if users != 1 else ''}: see the invalid runs "
+              "below" for users in sorted({users for _, users in heats})]
     lines += [f"{engine} did not run: {why}" for engine, why in failed.items()]
     report.table(table)
     if lines:
         report.text("\n".join(f"- {line}" for line in lines))
-    path = report.out / f"race{suffix}.png"
-    stars = {u: w.name for u, w in leaders.items() if w.significant}
-    plot_race(cells, stars, path, f"Output tok/s against users, workload {workload} "
-              "(star: fastest)")
+    path = report.out / "race.png"
+    stars = {heat: w.name for heat, w in leaders.items() if w.significant}
+    plot_race(cells, stars, path, "Output tok/s against users (star: fastest in its heat)",
+              invalid)
     report.image(path, "output tok/s against users, one line per engine")
-    printed = f"Race ({workload})\n{table}" + "".join(f"\n{line}" for line in lines)
+    printed = f"Race: the fastest engine at each user count\n{table}" + "".join(
+        f"\n{line}" for line in lines)
     if not invalid.empty:
         report.heading(3, "Invalid runs (shown apart, never ranked)")
         invalid_table = invalid_markdown(invalid)
         report.table(invalid_table)
         printed += f"\n\nInvalid runs (never ranked)\n{invalid_table}"
     report.races.append(printed)
+
+
+def _users_list(runs: pd.DataFrame) -> str:
+    values = sorted(set(runs["users"].dropna()))
+    return f"{', '.join(f'{v:g}' for v in values)} user{'s' if values != [1] else ''}"
 
 
 def _race_notes(runs: pd.DataFrame) -> str:

@@ -66,12 +66,12 @@ def _numeric(column: pd.Series) -> pd.Series:
 
 
 def select_runs(runs: pd.DataFrame, where: list[str]) -> pd.DataFrame:
-    """Keep rows matching every `COLUMN=VALUE` (compared as text)."""
+    """Keep rows matching every `COLUMN=VALUE` (compared as text; `COLUMN=A|B` matches either)."""
     for condition in where:
         column, _, value = condition.partition("=")
         if column not in runs:
             raise KeyError(f"--where {condition}: no column {column!r} in runs.csv")
-        runs = runs[runs[column].astype(str) == value]
+        runs = runs[runs[column].astype(str).isin(value.split("|"))]
     return runs
 
 

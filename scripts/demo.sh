@@ -3,15 +3,16 @@
 #   e.g. scripts/demo.sh --engines vllm-cpu,llamacpp-cpu 1,8,32,128 256
 #   Installs the rig and the local engines (scripts/install.sh), then races the engines (default
 #   vllm-cpu,llamacpp-cpu,transformers, each serving the tiny model) one at a time on
-#   127.0.0.1:P (default 8000): start it, a warm-up (kept out of runs.csv), the same workload
-#   (REQUESTS x 128 output tokens, --ignore-eos; default 256) at each user count (default
-#   1,8,32,128), tagged demo, then stop it. An engine that fails to start is recorded and the race
-#   goes on. Ends by printing the race table, the fastest engine at each user count, and writing
-#   DIR/report/ (report.md, report.html, race.png; DIR defaults to results/). A re-run adds
-#   repeats to the same race. Exit: 0 every engine ran every request, 1 an engine did not start
-#   or requests failed, 2 bad arguments.
+#   127.0.0.1:P (default 8000): start it, a warm-up (kept out of runs.csv), one run at each user
+#   count (default 1,8,32,128), tagged demo, then stop it. Every engine gets the same workload:
+#   the mixed prompts, 128 output tokens (--ignore-eos), REQUESTS requests per run (default: 2
+#   per user and at least 64, so 64, 64, 64, 256 for the default users). An engine that fails to
+#   start is recorded and the race goes on. Ends by printing the race table and the fastest
+#   engine at each user count, and writes DIR/report/ (report.md, report.html, race.png; DIR
+#   defaults to results/). A re-run adds repeats to the same race. Exit: 0 every engine ran every
+#   request, 1 an engine did not start or requests failed, 2 bad arguments.
 set -euo pipefail
-usage() { sed -n '2,13s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,14s/^# \{0,1\}//p' "$0"; }
 die() { echo "error: $*" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 
@@ -40,22 +41,26 @@ while [[ $# -gt 0 ]]; do
 done
 [[ ${#positional[@]} -le 2 ]] || die "at most two arguments, USERS and REQUESTS (see --help)"
 users_csv=${positional[0]:-1,8,32,128}
-requests=${positional[1]:-256}
-[[ $users_csv =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "USERS must look like 1,8,32, got '$users_csv'"
-[[ $requests =~ ^[1-9][0-9]*$ ]] || die "REQUESTS must be a positive integer, got '$requests'"
+requests=${positional[1]:-}
+[[ $users_csv =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] \
+  || die "USERS must look like 1,8,32, got '$users_csv'"
+[[ -z $requests || $requests =~ ^[1-9][0-9]*$ ]] \
+  || die "REQUESTS must be a positive integer, got '$requests'"
 [[ $port =~ ^[1-9][0-9]*$ && $port -le 65535 ]] || die "--port must be a port number, got '$port'"
 [[ $engines_csv =~ ^[a-z0-9.-]+(,[a-z0-9.-]+)*$ ]] \
   || die "--engines must look like vllm-cpu,llamacpp-cpu, got '$engines_csv'"
 [[ -z $out || $out == -* ]] && die "--out needs a folder"
 IFS=, read -ra engines <<< "$engines_csv"
 IFS=, read -ra users_list <<< "$users_csv"
-[[ $(printf '%s\n' "${engines[@]}" | sort | uniq -d) == "" ]] || die "--engines names an engine twice"
+[[ $(printf '%s\n' "${engines[@]}" | sort | uniq -d) == "" ]] \
+  || die "--engines names an engine twice"
 # Engines with a local recipe (servers/local/); asked before installing, so a typo fails at once.
 known=$("${PYTHON:-python3}" -c 'from servers.local import LOCAL; print(" ".join(LOCAL))' \
         2>/dev/null) || known=""
 if $engines_given && [[ -n $known ]]; then
   for engine in "${engines[@]}"; do
-    [[ " $known " == *" $engine "* ]] || die "no local engine '$engine'; local engines: ${known// /, }"
+    [[ " $known " == *" $engine "* ]] \
+      || die "no local engine '$engine'; local engines: ${known// /, }"
   done
 fi
 
@@ -69,6 +74,15 @@ trap stop_engine EXIT
 trap 'exit 130' INT TERM
 
 max_tokens=128
+# Requests per run: REQUESTS, else 2 per user (the fewest for a steady state) and at least 64.
+requests_for() {
+  if [[ -n $requests ]]; then echo "$requests"; else echo $(( $1 > 32 ? 2 * $1 : 64 )); fi
+}
+workloads=()  # the workload names this race ran, for the report's filter
+for users in "${users_list[@]}"; do
+  name="mixed-$(requests_for "$users")x$max_tokens"
+  [[ " ${workloads[*]} " == *" $name "* ]] || workloads+=("$name")
+done
 locust() {
   local cmd=(.venv/bin/locust -f loadtest/engines.py --headless --only-summary --engine "$engine"
              --host "http://127.0.0.1:$port" --prompts mixed --max-tokens "$max_tokens"
@@ -110,7 +124,7 @@ for engine in "${engines[@]}"; do
   fi
   for users in "${users_list[@]}"; do
     code=0
-    locust --users "$users" --requests "$requests" --tag demo || code=$?
+    locust --users "$users" --requests "$(requests_for "$users")" --tag demo || code=$?
     if [[ $code -eq 1 ]]; then
       echo "** $engine: some requests failed at $users users (counted in its row)" >&2
       status=1
@@ -122,7 +136,10 @@ for engine in "${engines[@]}"; do
   stop_engine
 done
 
-# The race of this workload: every demo run of it in $out (earlier demos count as repeats).
+# The race of these workloads and users: every demo run of them in $out (earlier demos count as
+# repeats).
+users_alternatives=${users_csv//,/|}
+workload_alternatives=$(IFS='|'; echo "${workloads[*]}")
 .venv/bin/python -m loadtest.report "$out" --race --where tag=demo \
-  --where "workload=mixed-${requests}x$max_tokens" "${failed[@]}"
+  --where "workload=$workload_alternatives" --where "users=$users_alternatives" "${failed[@]}"
 exit "$status"

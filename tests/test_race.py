@@ -101,7 +101,7 @@ def test_differences_within_the_repeat_spread_name_no_winner(tmp_path: Path):
             _row("d1", "transformers", 32, 300.0), _row("d2", "transformers", 32, 310.0,
                                                          repeat=2)]
     cells = race_cells(load_runs(_write(tmp_path, rows)))
-    leaders = winners(cells)
+    leaders = {users: w for (_, users), w in winners(cells).items()}
     assert not leaders[8].significant and leaders[8].name == "vllm-cpu"
     assert winner_line(leaders[8]) == (
         "no clear winner at 8 users: vllm-cpu (420 tok/s) and transformers (405 tok/s) differ "
@@ -128,8 +128,9 @@ def test_invalid_runs_are_shown_apart_and_never_fastest(tmp_path: Path):
         ("vllm-cpu", "8", "**fastest** (the only one ranked, single run)")]
     assert "no valid run at 1 user: see the invalid runs below" in race
     [apart] = _tables(invalid.split("\n## ")[0])
-    assert [(r["run"], r["verdict reasons"]) for r in apart] == [
-        ("`l1`", "client_overloaded, answers_arrived_whole"), ("`l2`", "client_overloaded")]
+    assert [(r["run"], r["users"], r["output tok/s"], r["verdict reasons"]) for r in apart] == [
+        ("`l2`", "1", "90.0", "client_overloaded"),
+        ("`l1`", "8", "900.0", "client_overloaded, answers_arrived_whole")]
     assert "fastest at 8 users: vllm-cpu (400 tok/s)" in out and "Invalid runs" in out
 
 
@@ -138,27 +139,52 @@ def test_a_missing_verdict_column_counts_as_valid_and_failed_requests_are_not_ra
     _write(tmp_path, [_row("v1", "vllm-cpu", 4, 300.0),
                       _row("t1", "transformers", 4, 500.0, completed=12, failed=4)])
     cells = race_cells(load_runs(tmp_path))
-    assert winners(cells)[4].name == "vllm-cpu"
+    assert winners(cells)[_SHA_A, 4].name == "vllm-cpu"
     table = {r["platform"]: r for r in _tables(race_markdown(cells))[0]}
     assert table["transformers"]["fastest"] == "not ranked: requests failed"
     assert table["transformers"]["failed"] == "4/16"
 
 
-def test_mixed_workloads_are_refused_together_and_raced_apart(tmp_path: Path):
+def test_runs_of_different_workloads_never_race_each_other(tmp_path: Path):
     _write(tmp_path, [_row("a", "vllm-cpu", 4, 300.0), _row("b", "llamacpp-cpu", 4, 200.0),
                       _row("c", "vllm-cpu", 4, 100.0, workload="mixed-256x128",
                            workload_sha256=_SHA_B),
                       _row("d", "llamacpp-cpu", 4, 900.0, workload="mixed-256x128",
-                           workload_sha256=_SHA_B)])
-    runs = load_runs(tmp_path)
-    with pytest.raises(ValueError, match="2 workloads"):
-        race_cells(runs)
+                           workload_sha256=_SHA_B),
+                      _row("e", "transformers", 4, 999.0, workload="story-16x128",
+                           workload_sha256="c" * 64)])
+    leaders = winners(race_cells(load_runs(tmp_path)))
+    assert {heat: w.name for heat, w in leaders.items()} == {
+        (_SHA_A, 4): "vllm-cpu", (_SHA_B, 4): "llamacpp-cpu", ("c" * 64, 4): "transformers"}
     md, out = _race(tmp_path)
-    assert "## Race: the fastest engine at each user count (mixed-16x128)" in md
-    assert "## Race: the fastest engine at each user count (mixed-256x128)" in md
-    assert "fastest at 4 users: vllm-cpu (300 tok/s), 1.50x llamacpp-cpu" in out
-    assert "fastest at 4 users: llamacpp-cpu (900 tok/s), 9.00x vllm-cpu" in out
-    assert (tmp_path / "report" / "race-w2.png").exists()
+    assert md.count("## Race") == 1
+    table = {(r["platform"], r["workload"]): r["fastest"]
+             for r in _tables(md.split("## Race")[1].split("\n## ")[0])[0]}
+    assert table == {
+        ("vllm-cpu", "mixed-16x128"): "**fastest**, 1.50x llamacpp-cpu (single run)",
+        ("llamacpp-cpu", "mixed-16x128"): "1.50x slower than vllm-cpu",
+        ("llamacpp-cpu", "mixed-256x128"): "**fastest**, 9.00x vllm-cpu (single run)",
+        ("vllm-cpu", "mixed-256x128"): "9.00x slower than llamacpp-cpu",
+        ("transformers", "story-16x128"): "**fastest** (the only one ranked, single run)"}
+    assert "fastest at 4 users (mixed-16x128): vllm-cpu (300 tok/s), 1.50x llamacpp-cpu" in out
+    assert "fastest at 4 users (mixed-256x128): llamacpp-cpu (900 tok/s), 9.00x vllm-cpu" in out
+
+
+def test_a_schedule_of_workloads_is_one_race_with_one_line_per_engine(tmp_path: Path):
+    rows = []
+    for engine, scale in (("vllm-cpu", 1.0), ("llamacpp-cpu", 2.0)):
+        for users, requests, sha in ((1, 64, _SHA_A), (8, 64, _SHA_A), (128, 256, _SHA_B)):
+            rows.append(_row(f"{engine}{users}", engine, users, 100.0 * users ** 0.5 * scale,
+                             requests=requests, workload=f"mixed-{requests}x128",
+                             workload_sha256=sha))
+    _write(tmp_path, rows)
+    md, out = _race(tmp_path)
+    assert [line for line in out.splitlines() if line.startswith("fastest")] == [
+        "fastest at 1 user (mixed-64x128): llamacpp-cpu (200 tok/s), 2.00x vllm-cpu (single run)",
+        "fastest at 8 users (mixed-64x128): llamacpp-cpu (566 tok/s), 2.00x vllm-cpu (single run)",
+        "fastest at 128 users (mixed-256x128): llamacpp-cpu (2,263 tok/s), 2.00x vllm-cpu "
+        "(single run)"]
+    assert "`mixed-64x128` (sha256 aaaaaaaaaaaa, 1, 8 users)" in md
 
 
 def test_an_engine_that_did_not_run_has_a_row_and_a_line(tmp_path: Path):
