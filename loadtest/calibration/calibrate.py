@@ -16,7 +16,8 @@ by request (each prompt is unique, so each record finds its answer):
 - ITL error = each measured gap - the pacer's actual gap between the same two writes;
 - delivery = arrival stamp - write stamp, per token (the same clock on one host);
 - events/s per process = output chunks / completion time / client processes (limits.events_per_s);
-- client CPU peak = the run row's client_cpu_max_pct.
+- client CPU peak and event-loop lag p99 = the run row's client_cpu_max_pct, loop_lag_p99_ms
+  (a client that is starved by other processes lags with little CPU of its own).
 A setting is faithful when the size of both errors is within 1 ms at p50 and 2 ms at p99 (the
 table shows ITL's size: a late token makes one gap long and the next short) and every request
 succeeded; per process count, the limit is the highest events/s per process measured faithfully.
@@ -371,7 +372,7 @@ def judge(row: dict[str, Any]) -> str:
 # --- the table --------------------------------------------------------------------------------
 
 _HEAD = ("procs", "users", "events/s/proc", "TTFT err p50/p99", "ITL |err| p50/p99",
-         "delivery p50/p99", "pacer late p50/p99", "client cpu", "faithful")
+         "delivery p50/p99", "pacer late p50/p99", "client cpu", "loop lag p99", "faithful")
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
@@ -382,11 +383,12 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
     lines = [_HEAD]
     for r in rows:
-        cpu = r["client_cpu_max_pct"]
+        cpu, lag = r["client_cpu_max_pct"], r["loop_lag_p99_ms"]
         lines.append((str(r["processes"]), str(r["users"]),
                       f"{r['events_per_s_per_process']:,.0f}" if r["events_per_s_per_process"] else "-",
                       pair(r["ttft_err_ms"]), pair(r["itl_err_ms"], "abs_"), pair(r["delivery_ms"]),
                       pair(r["pacer_lateness_ms"]), "-" if cpu is None else f"{cpu:.0f}%",
+                      "-" if lag is None else f"{lag:.1f}",
                       r["faithful"] + (f" ({r['failed']} failed)" if r["failed"] else "")))
     widths = [max(len(line[i]) for line in lines) for i in range(len(_HEAD))]
     out = ["  ".join(cell.rjust(w) for cell, w in zip(line, widths)) for line in lines]
