@@ -7,7 +7,8 @@ workers), so the queue lives here:
   messages (need -> work), so dispatch stays one global FIFO and uneven output lengths never
   leave one process idle while another is backed up. A worker that has drained its share sends
   its records, flushes its Locust stats, then says done (ZMQ keeps that order); the master quits
-  when the queue is empty and every worker that got work is done.
+  when the queue is empty and every worker that got work is done, and stops the run (exit 2) if
+  a worker that holds requests quits or goes missing.
 Dispatch starts only once all users are spawned and every user of this process has opened its
 connection (on_start), so neither the spawn ramp nor connection set-up is part of the run: the
 first wave of requests leaves together, as from a client that was already connected.
@@ -22,7 +23,7 @@ from typing import Any
 
 import gevent
 from gevent.event import Event
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from .record import RequestRecord
 from .workload import RequestSpec, Workload
@@ -30,6 +31,7 @@ from .workload import RequestSpec, Workload
 __all__ = ["Dispatcher"]
 
 _RECORD_BATCH_S = 1.0
+_WATCH_WORKERS_S = 1.0
 
 
 class Dispatcher:
@@ -67,6 +69,7 @@ class Dispatcher:
             self.runner.register_message("rig_need", self._on_need)
             self.runner.register_message("rig_records", self._on_records)
             self.runner.register_message("rig_done", self._on_done)
+            gevent.spawn(self._watch_workers)
         elif self.is_worker:
             self.runner.register_message("rig_work", self._on_work)
             gevent.spawn(self._send_records_periodically)
@@ -171,6 +174,23 @@ class Dispatcher:
     def _on_records(self, msg: Any, **_: Any) -> None:
         for row in msg.data:
             self.on_record(RequestRecord.from_json(row))
+
+    def _watch_workers(self) -> None:
+        """A worker that quits or stops sending heartbeats (~3 s) while it holds requests takes
+        them with it: the workload can no longer be exact, so the run stops (exit 2, no row)
+        instead of waiting for records that will never come."""
+        while not self._finished:
+            gevent.sleep(_WATCH_WORKERS_S)
+            clients = self.runner.clients
+            lost = [w for w in self._busy_workers
+                    if clients.get(w) is None or clients.get(w).state == STATE_MISSING]
+            if lost and not self._finished:
+                logging.error("error: worker %s left mid-run with requests in flight; the run is "
+                              "incomplete (its records so far are kept)", ", ".join(lost))
+                self._finished = True
+                self.environment.process_exit_code = 2
+                gevent.spawn(self.runner.quit)
+                return
 
     def _on_done(self, msg: Any, **_: Any) -> None:
         self.worker_reports.append(msg.data or {})

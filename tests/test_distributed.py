@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
+import time
 from pathlib import Path
 
 from rig_helpers import REPO, free_port, running_pacer
@@ -42,3 +43,34 @@ def test_a_master_and_two_workers_run_the_exact_workload_once(tmp_path: Path):
     assert (row["requests"], row["completed"], row["processes"], row["output_tokens"]) == (
         "40", "40", "2", "320")
     assert json.loads(next(requests.parent.glob("run.json")).read_text())["status"] == "complete"
+
+
+def test_a_worker_lost_mid_run_stops_the_run_instead_of_hanging(tmp_path: Path):
+    """Its requests in flight can never be recorded: the master says so and exits 2, keeps the
+    records it has (run.json "interrupted") and adds no row."""
+    port = free_port()
+    worker = ("--worker", "--master-host", "127.0.0.1", "--master-port", str(port))
+    with running_pacer("--ttft-ms", "20", "--gap-ms", "25") as url:
+        master = _locust("--master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
+                         "--master-bind-port", str(port), "--headless", "--only-summary",
+                         "--engine", "vllm", "--host", url, "--model", "pacer", "--users", "4",
+                         "--requests", "40", "--max-tokens", "40", "--ignore-eos",
+                         "--telemetry-interval", "0", "--out", str(tmp_path / "out"),
+                         log=tmp_path / "master.log")
+        doomed = _locust(*worker, log=tmp_path / "worker1.log")
+        survivor = _locust(*worker, log=tmp_path / "worker2.log")
+        run_json = tmp_path / "out" / "runs"
+        deadline = time.monotonic() + 60
+        while not list(run_json.glob("*/requests.jsonl")) or not (
+                next(run_json.glob("*/requests.jsonl")).read_text()):  # the run is under way
+            assert time.monotonic() < deadline, (tmp_path / "master.log").read_text()[-2000:]
+            time.sleep(0.2)
+        doomed.kill()  # as a host that drops off the network would
+        code = master.wait(60)
+        survivor.wait(60)
+    log = (tmp_path / "master.log").read_text()
+    assert code == 2, log[-2000:]
+    assert "left mid-run with requests in flight" in log
+    assert not (tmp_path / "out" / "runs.csv").exists()
+    [run] = run_json.glob("*/run.json")
+    assert json.loads(run.read_text())["status"] == "interrupted"
