@@ -7,8 +7,8 @@ workers), so the queue lives here:
   messages (need -> work), so dispatch stays one global FIFO and uneven output lengths never
   leave one process idle while another is backed up. A worker that has drained its share sends
   its records, flushes its Locust stats, then says done (ZMQ keeps that order); the master quits
-  when the queue is empty and every worker that got work is done, and stops the run (exit 2) if
-  a worker that holds requests quits or goes missing.
+  when the queue is empty and every worker that got work is done, and stops the run early if a
+  worker that holds requests quits (interrupted) or goes missing (interrupted, exit 2).
 Dispatch starts only once all users are spawned and every user of this process has opened its
 connection (on_start), so neither the spawn ramp nor connection set-up is part of the run: the
 first wave of requests leaves together, as from a client that was already connected.
@@ -176,21 +176,28 @@ class Dispatcher:
             self.on_record(RequestRecord.from_json(row))
 
     def _watch_workers(self) -> None:
-        """A worker that quits or stops sending heartbeats (~3 s) while it holds requests takes
-        them with it: the workload can no longer be exact, so the run stops (exit 2, no row)
-        instead of waiting for records that will never come."""
+        """A worker that leaves while it holds requests takes them with it, so the workload can no
+        longer be exact: the run stops as interrupted (records kept, no row) instead of waiting
+        for records that will never come. One that went missing (no heartbeat for ~3 s: a host
+        or network lost) is an error, exit 2; one that quit (Ctrl-C) is an interruption."""
         while not self._finished:
             gevent.sleep(_WATCH_WORKERS_S)
             clients = self.runner.clients
-            lost = [w for w in self._busy_workers
-                    if clients.get(w) is None or clients.get(w).state == STATE_MISSING]
-            if lost and not self._finished:
-                logging.error("error: worker %s left mid-run with requests in flight; the run is "
-                              "incomplete (its records so far are kept)", ", ".join(lost))
-                self._finished = True
+            quit_ = [w for w in self._busy_workers if clients.get(w) is None]
+            missing = [w for w in self._busy_workers
+                       if clients.get(w) is not None and clients.get(w).state == STATE_MISSING]
+            if self._finished or not (quit_ or missing):
+                continue
+            self._finished = True
+            if missing:
+                logging.error("error: worker %s went missing with requests in flight; the run is "
+                              "incomplete (its records so far are kept)", ", ".join(missing))
                 self.environment.process_exit_code = 2
-                gevent.spawn(self.runner.quit)
-                return
+            else:
+                logging.warning("worker %s quit with requests in flight; the run is interrupted",
+                                ", ".join(quit_))
+            gevent.spawn(self.runner.quit)
+            return
 
     def _on_done(self, msg: Any, **_: Any) -> None:
         self.worker_reports.append(msg.data or {})

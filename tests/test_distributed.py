@@ -70,7 +70,7 @@ def test_a_worker_lost_mid_run_stops_the_run_instead_of_hanging(tmp_path: Path):
         survivor.wait(60)
     log = (tmp_path / "master.log").read_text()
     assert code == 2, log[-2000:]
-    assert "left mid-run with requests in flight" in log
+    assert "went missing with requests in flight" in log
     assert not (tmp_path / "out" / "runs.csv").exists()
     [run] = run_json.glob("*/run.json")
     assert json.loads(run.read_text())["status"] == "interrupted"
