@@ -190,17 +190,19 @@ class Pacer:
         self._log = log.open("w")
         self.process = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=self._log,
                                         stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # a busy machine can be slow to start a Python
         while True:
             if self.process.poll() is not None:
                 raise CalibrationError(f"the pacer exited at once: {log.read_text().strip()[-300:]}")
             try:
                 self.get("/lateness")
                 return
-            except (OSError, CalibrationError):
+            except (OSError, ValueError, CalibrationError):
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise CalibrationError(f"the pacer did not answer within 30 s (log: {log})")
+                    said = log.read_text().strip()[-200:] or "nothing"
+                    raise CalibrationError(f"the pacer did not answer within 60 s ({shlex.join(cmd)}"
+                                           f" printed: {said})")
                 time.sleep(0.1)
 
     def get(self, path: str, method: str = "GET") -> dict[str, Any]:
