@@ -35,6 +35,7 @@ TARGETS: dict[str, Target] = {
     "aphrodite": Target(2242, "completions", _OPENAI_APIS),
     "textgen": Target(5000, "completions", _OPENAI_APIS),
     "llamacpp": Target(8081, "completions", _OPENAI_APIS),
+    "llamacpp-cpu": Target(8082, "completions", _OPENAI_APIS),
     "sglang": Target(30000, "completions", _OPENAI_APIS),
     "transformers": Target(8090, "completions", _OPENAI_APIS, ignore_eos_as="generation_config",
                            pinned_model=True),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shlex
 
-from servers import aphrodite, llamacpp, sglang, textgen, tgi, transformers, vllm, vllm_cpu
+from servers import aphrodite, llamacpp, llamacpp_cpu, sglang, textgen, tgi, transformers, vllm, vllm_cpu
 from servers.engine import Engine
 from servers.settings import SETTINGS, SettingError, check_value, env_name, parse_gpus
 
@@ -35,6 +35,7 @@ ENGINES: dict[str, Engine] = {
         sglang.ENGINE,
         vllm_cpu.ENGINE,
         transformers.ENGINE,
+        llamacpp_cpu.ENGINE,
     )
 }
 

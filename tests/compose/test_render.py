@@ -103,6 +103,19 @@ CASES: list[tuple[str, dict[str, str], list[str]]] = [
          "--port", "8090", "/models/tiny-llama", "--dtype", "bfloat16", "--cb-max-batch-tokens", "64",
          "--cb-num-blocks", "64"],
     ),
+    (
+        "llamacpp-cpu",
+        {},
+        ["--host", "0.0.0.0", "--port", "8082", "--metrics", "--model", "/models/tiny-llama.gguf",
+         "--alias", "tiny-llama", "--kv-unified-per-slot", "2048", "--parallel", "128"],
+    ),
+    (
+        "llamacpp-cpu",
+        {"LLAMACPP_CPU_HOST": "127.0.0.1", "LLAMACPP_CPU_PORT": "8102", "LLAMACPP_CPU_MAX_TOTAL_TOKENS": "512",
+         "LLAMACPP_CPU_MAX_CONCURRENT_REQUESTS": "8", "LLAMACPP_CPU_EXTRA_ARGS": "--threads-http 16"},
+        ["--host", "127.0.0.1", "--port", "8102", "--metrics", "--model", "/models/tiny-llama.gguf",
+         "--alias", "tiny-llama", "--kv-unified-per-slot", "512", "--parallel", "8", "--threads-http", "16"],
+    ),
 ]
 
 
@@ -166,7 +179,8 @@ def test_default_host_ports_are_the_clients_defaults(config: Callable[[dict[str,
         "tgi": ("127.0.0.1", "8080", 80), "vllm": ("127.0.0.1", "8000", 8000),
         "aphrodite": ("127.0.0.1", "2242", 2242), "textgen": ("127.0.0.1", "5000", 5000),
         "llamacpp": ("127.0.0.1", "8081", 8080), "sglang": ("127.0.0.1", "30000", 30000),
-        "vllm-cpu": ("127.0.0.1", "8000", 8000), "transformers": ("127.0.0.1", "8090", 8090),
+        "vllm-cpu": ("127.0.0.1", "8000", 8000), "llamacpp-cpu": ("127.0.0.1", "8082", 8082),
+        "transformers": ("127.0.0.1", "8090", 8090),
     }
 
 
@@ -212,6 +226,7 @@ def test_healthchecks_probe_each_engines_readiness_path(config: Callable[[dict[s
     assert "http://127.0.0.1:30000/health" in urls["sglang"]
     assert "http://127.0.0.1:8100/health" in urls["vllm-cpu"]
     assert "http://127.0.0.1:8090/health" in urls["transformers"]
+    assert "http://127.0.0.1:8082/health" in urls["llamacpp-cpu"]
 
 
 @pytest.mark.parametrize(

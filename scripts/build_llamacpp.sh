@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# usage: scripts/build_llamacpp.sh [--rebuild] [--source DIR] [--cuda ARCH | --pack-source DIR]
+#   Builds llama.cpp's real llama-server from the llama.cpp tree vendored in PyPI's
+#   llama-cpp-python sdist (version pinned in servers/llamacpp_cpu.py), and converts
+#   models/tiny-llama to models/tiny-llama.gguf. Re-runs reuse what is already built.
+#   (default)         CPU build: Release, one static binary, no curl/OpenSSL, no web UI, only
+#                     the llama-server target -> build/llama.cpp/cpu/bin/llama-server; then the
+#                     GGUF (f32, converted with .venv-vllm's python and the vendored converter)
+#   --cuda ARCH       CUDA build instead (-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=ARCH, e.g. 90)
+#                     -> build/llama.cpp/cuda-ARCH/bin/llama-server; no GGUF step
+#   --pack-source DIR write the vendored tree, stripped to what the server build needs (CPU and
+#                     CUDA backends only), to DIR, to carry to a machine with no network
+#   --source DIR      build from DIR (a tree written by --pack-source) instead of the sdist
+#   --rebuild         rebuild the binary and the GGUF even if present
+#   The sdist comes from `pip download --no-deps --no-binary :all: llama-cpp-python==VERSION`,
+#   kept in build/llama.cpp/sdist/ (or LLAMACPP_SDIST=FILE) and checked against the sha256 pinned
+#   there; RIG_ENGINE_PYTHON overrides the converter's python.
+set -euo pipefail
+usage() { if [[ ${1:-2} == 0 ]]; then help; exit 0; fi; help >&2; exit 2; }
+help() { sed -n '2,19s/^# \{0,1\}//p' "$0"; }
+die() { echo "error: $*" >&2; exit 1; }
+run() { echo "+ $*" >&2; "$@"; }
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+rebuild=0 cuda="" pack="" source="" arch_re='^[0-9][0-9a-z;-]*$'
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    -h|--help) usage 0 ;;
+    --rebuild) rebuild=1; shift ;;
+    --cuda) [[ $# -ge 2 && $2 =~ $arch_re ]] || die "--cuda takes an architecture, e.g. --cuda 90"
+            cuda=$2; shift 2 ;;
+    --pack-source) [[ $# -ge 2 && -n $2 ]] || die "--pack-source takes a folder"; pack=$2; shift 2 ;;
+    --source) [[ $# -ge 2 && -d $2 ]] || die "--source takes an existing folder"; source=$(cd "$2" && pwd); shift 2 ;;
+    *) echo "error: unknown argument: $1" >&2; usage ;;
+  esac
+done
+[[ -n $cuda && -n $pack ]] && die "--cuda and --pack-source are separate runs"
+
+read -r version sdist_sha256 < <(cd "$root" && python3 -c \
+  'from servers.llamacpp_cpu import LLAMA_CPP_PYTHON_VERSION as v, LLAMA_CPP_PYTHON_SHA256 as s; print(v, s)')
+work=$root/build/llama.cpp
+model_dir=$root/models/tiny-llama
+gguf=$root/models/tiny-llama.gguf
+python=${RIG_ENGINE_PYTHON:-$root/.venv-vllm/bin/python}
+
+fetch_source() {  # unpack the sdist's vendor/llama.cpp into $work/src (once per version)
+  [[ -n $source ]] && return
+  source=$work/src
+  [[ -f $source/.sdist-$version ]] && return
+  local sdist=${LLAMACPP_SDIST:-$work/sdist/llama_cpp_python-$version.tar.gz}
+  if [[ ! -f $sdist ]]; then
+    mkdir -p "$work/sdist"
+    run python3 -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$work/sdist" \
+      || die "could not download the llama-cpp-python $version sdist; put it at $sdist or set LLAMACPP_SDIST"
+  fi
+  echo "$sdist_sha256  $sdist" | sha256sum -c --quiet - >&2 \
+    || die "$sdist is not the llama-cpp-python $version sdist (sha256 differs from servers/llamacpp_cpu.py)"
+  rm -rf "$source"; mkdir -p "$source"
+  echo "unpacking vendor/llama.cpp from $sdist" >&2
+  tar -xzf "$sdist" -C "$source" --strip-components=3 "llama_cpp_python-$version/vendor/llama.cpp"
+  touch "$source/.sdist-$version"
+}
+
+build_server() {  # $1: build folder; the rest: extra cmake options
+  local dir=$1 bin=$1/bin/llama-server; shift
+  if [[ $rebuild == 0 && -x $bin ]]; then echo "llama-server: present at $bin" >&2; return; fi
+  fetch_source
+  local start=$SECONDS
+  # Tools on (the server lives under tools/), but only the llama-server target is built.
+  # No web UI: neither npm nor a download of the prebuilt one; the API is all the rig uses.
+  run cmake -S "$source" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
+    -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF "$@"
+  run cmake --build "$dir" --target llama-server -j "$(nproc)"
+  echo "llama-server: built in $((SECONDS - start)) s at $bin ($(du -h "$bin" | cut -f1))" >&2
+}
+
+convert_model() {  # models/tiny-llama (bf16 safetensors) -> models/tiny-llama.gguf (f32)
+  if [[ $rebuild == 0 && -s $gguf && $gguf -nt $model_dir/model_sha256.txt ]]; then
+    echo "GGUF: present at $gguf" >&2; return
+  fi
+  [[ -f $model_dir/model_sha256.txt ]] || die "no model at $model_dir: run scripts/install.sh"
+  [[ -x $python ]] || die "no converter python at $python (torch, transformers): run scripts/install.sh"
+  fetch_source
+  # The converter knows pre-tokenizers by a hash of their output and refuses ours (trained
+  # here). It is a byte-level BPE with GPT-2's split regex (tiny_model.py), so it is "gpt-2";
+  # patched in memory, the vendored files stay as they are.
+  run "$python" - "$source" "$model_dir" "$gguf" <<'PY'
+import runpy, sys
+src, model, out = sys.argv[1:]
+sys.path[:0] = [src, src + "/gguf-py"]
+from conversion.base import TextModel
+TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
+sys.argv = ["convert_hf_to_gguf.py", model, "--outfile", out + ".tmp", "--outtype", "f32"]
+runpy.run_path(src + "/convert_hf_to_gguf.py", run_name="__main__")
+PY
+  mv "$gguf.tmp" "$gguf"
+  echo "GGUF: written to $gguf ($(du -h "$gguf" | cut -f1))" >&2
+}
+
+pack_source() {  # the server build's inputs only: no models, docs, tests, examples, UI sources
+  fetch_source
+  local out=$1/llama.cpp
+  [[ -e $out ]] && die "$out exists; remove it first"
+  mkdir -p "$out"
+  tar -C "$source" -cf - \
+    --exclude=./models --exclude=./docs --exclude=./media --exclude=./tests --exclude=./examples \
+    --exclude=./pocs --exclude=./benches --exclude=./.devops --exclude=./.github --exclude=./ci \
+    --exclude=./tools/ui --exclude=./tools/server/tests --exclude=./tools/server/bench --exclude=./skills \
+    --exclude='./ggml/src/ggml-'{blas,cann,et,hexagon,hip,metal,musa,opencl,openvino,rpc,sycl,virtgpu,vulkan,webgpu,zdnn,zendnn} \
+    . | tar -C "$out" -xf -
+  mkdir -p "$out/tools/ui"  # the UI's web sources stay behind: built with LLAMA_BUILD_UI=OFF
+  cp "$source"/tools/ui/{CMakeLists.txt,sources.cmake,ui.cpp.in,ui.h.in} "$out/tools/ui/"
+  touch "$out/.sdist-$version"
+  echo "packed source: $out ($(du -sh "$out" | cut -f1)); build it with: scripts/build_llamacpp.sh --source $out --cuda ARCH" >&2
+}
+
+if [[ -n $pack ]]; then
+  pack_source "$pack"
+elif [[ -n $cuda ]]; then
+  build_server "$work/cuda-$cuda" -DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$cuda" -DGGML_NATIVE=ON
+else
+  # One binary: llama, ggml and OpenMP linked in statically (GGML_STATIC); only glibc and
+  # libstdc++ stay shared. Tuned for this machine's CPU (-march=native).
+  build_server "$work/cpu" -DGGML_STATIC=ON -DGGML_NATIVE=ON
+  convert_model
+fi
