@@ -45,3 +45,7 @@ assert t.__version__ == '$transformers_version'" 2>/dev/null; then
 fi
 
 run .venv-vllm/bin/python servers/vllm-cpu/tiny_model.py models/tiny-llama
+
+# llama.cpp's llama-server (llamacpp-cpu) and the tiny model as GGUF: ~5-25 min the first time
+# (a C++ build), then cached.
+run scripts/build_llamacpp.sh
