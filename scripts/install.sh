@@ -46,6 +46,6 @@ fi
 
 run .venv-vllm/bin/python servers/vllm-cpu/tiny_model.py models/tiny-llama
 
-# llama.cpp's llama-server (llamacpp-cpu) and the tiny model as GGUF: ~5-25 min the first time
-# (a C++ build), then cached.
+# llama.cpp's llama-server (llamacpp-cpu) and the tiny model as GGUF: a C++ build the first time
+# (16 CPU-minutes), then cached.
 run scripts/build_llamacpp.sh

@@ -156,3 +156,37 @@ def test_transformers_ignore_eos_is_a_generation_config_without_eos():
     assert "ignore_eos" not in body  # transformers serve refuses unknown fields (HTTP 422)
     assert json.loads(body["generation_config"]) == {"eos_token_id": -1, "do_sample": False}
     assert body["max_tokens"] == 16
+
+
+# llama.cpp's llama-server (llama-cpp-python 0.3.36's vendored tree), lines as it sent them with
+# ignore_eos: a completion's last chunk carries the finish reason and usage together, chat's usage
+# comes in a chunk of its own with no choices; both streams then end with [DONE].
+LLAMA_TEXT = (b'data: {"choices":[{"text":"comp","index":0,"logprobs":null,"finish_reason":null}],'
+              b'"created":1795432595,"model":"tiny-llama","system_fingerprint":"b0-unknown",'
+              b'"object":"text_completion","id":"chatcmpl-onRG6pd0D2iOtAAWMmYerU4gRqfKySwI"}\n')
+LLAMA_LAST = (b'data: {"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],'
+              b'"created":1795432595,"model":"tiny-llama","system_fingerprint":"b0-unknown",'
+              b'"object":"text_completion","usage":{"completion_tokens":5,"prompt_tokens":4,'
+              b'"total_tokens":9,"prompt_tokens_details":{"cached_tokens":0}},'
+              b'"id":"chatcmpl-onRG6pd0D2iOtAAWMmYerU4gRqfKySwI","timings":{"cache_n":0,"prompt_n":4,'
+              b'"prompt_ms":66.373,"predicted_n":5,"predicted_ms":12.307}}\n')
+LLAMA_CHAT_ROLE = (b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant",'
+                   b'"content":null}}],"created":1795432595,"id":"chatcmpl-ddLXASi1DmOxsr9HJ8plQqdaMmBUW8s9",'
+                   b'"model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}\n')
+LLAMA_CHAT_USAGE = (b'data: {"choices":[],"created":1795432595,"id":"chatcmpl-ddLXASi1DmOxsr9HJ8plQqdaMmBUW8s9",'
+                    b'"model":"tiny-llama","system_fingerprint":"b0-unknown","object":"chat.completion.chunk",'
+                    b'"usage":{"completion_tokens":4,"prompt_tokens":15,"total_tokens":19,'
+                    b'"prompt_tokens_details":{"cached_tokens":0}},"timings":{"cache_n":0,"prompt_n":15}}\n')
+
+
+def test_llama_server_completion_stream_ends_with_usage_on_its_last_chunk():
+    assert openai.parse_line(LLAMA_TEXT).output is True
+    event = openai.parse_line(LLAMA_LAST)
+    assert (event.output, event.finish_reason, event.prompt_tokens, event.output_tokens) == \
+        (False, "length", 4, 5)
+
+
+def test_llama_server_chat_role_chunk_is_no_token_and_usage_chunk_counts():
+    assert openai.parse_line(LLAMA_CHAT_ROLE).output is False
+    event = openai.parse_line(LLAMA_CHAT_USAGE)
+    assert (event.output, event.prompt_tokens, event.output_tokens) == (False, 15, 4)
