@@ -24,6 +24,10 @@ WARNINGS = {
     "buffered_streams": "some long answers arrived all at once (buffered_requests counts them), "
                         "so their TTFT is their end-to-end time: a buffering proxy, or an "
                         "engine whose API server is starved of CPU; check what sits in between",
+    "reconnects": "the server closed kept-alive connections before answering, and those requests "
+                  "were sent again on a fresh connection (reconnects counts them; their times "
+                  "include the reconnect): normal for llama.cpp's server, which closes after "
+                  "every streamed answer; a sign of a starved API server elsewhere",
     "engine_shared": "the engine held more requests at once than this run's users can send, so "
                      "another client shared it and these numbers are not this run's alone",
 }
@@ -46,6 +50,8 @@ def check_run(row: dict[str, Any]) -> list[str]:
         found.append("short_run")
     if row.get("buffered_requests"):
         found.append("buffered_streams")
+    if row.get("reconnects"):
+        found.append("reconnects")
     held = (row.get("engine_running_peak") or 0) + (row.get("engine_waiting_peak") or 0)
     if held > row.get("users", 0):
         found.append("engine_shared")

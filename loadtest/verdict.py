@@ -13,6 +13,11 @@ Limits, and why:
 - engine front end: the client's mean TTFT above the engine's own (/metrics, same window) by more
   than 250 ms and by more than half: clean runs of vLLM on 2 shared cores show +55-70 ms for
   this rig and a lean asyncio client alike; stalled ones +750-1,550 ms.
+Connections the server closed before answering (`reconnects`) are a warning, not a reason:
+llama.cpp's server closes the connection after every streamed answer by design (measured on an
+H100: a lean aiohttp client met it on 896 of 1,024 requests), so it says nothing about a starved
+front end; a vLLM front end that drops requests it did not read in time also shows as
+front_end_lag, since those requests wait the keep-alive timeout first.
 """
 
 from __future__ import annotations
@@ -39,8 +44,6 @@ REASONS = {
                      "the host, so the numbers describe the host, not the engine",
     "answers_arrived_whole": "long answers arrived in one burst (buffered_requests): the "
                              "engine's API server was starved, or a proxy buffered the stream",
-    "server_closed_connections": "the server closed kept-alive connections before reading "
-                                 "their requests (reconnects): its API server fell behind",
     "unequal_work": "--ignore-eos was asked but output lengths differ by more than 10%: the "
                     "engine did not keep to the requested length",
     "engine_shared": "the engine held more requests than this run's users: another client "
@@ -87,7 +90,6 @@ _TESTS = {
                                     or (r.get("loop_lag_p99_ms") or 0) > LOOP_LAG_LIMIT_MS),
     "front_end_lag": _front_end_lag,
     "answers_arrived_whole": lambda r: bool(r.get("buffered_requests")),
-    "server_closed_connections": lambda r: bool(r.get("reconnects")),
     "unequal_work": _unequal_work,
     "engine_shared": lambda r: ((r.get("engine_running_peak") or 0)
                                 + (r.get("engine_waiting_peak") or 0)) > (r.get("users") or 0),

@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 from loadtest.local_engine import LocalEngine  # noqa: E402
 from loadtest.probe import probe_engine  # noqa: E402
 from loadtest.protocols.openai import parse_line  # noqa: E402
+from loadtest.targets import TARGETS  # noqa: E402
 from loadtest.workload import build_workload  # noqa: E402
 
 
@@ -75,14 +76,16 @@ async def _reference_run(url: str, bodies: list[bytes], users: int) -> tuple[dic
         queue.put_nowait(body)
     results: list[dict] = []
 
-    async def worker(session: aiohttp.ClientSession) -> None:
-        while not queue.empty():
-            results.append(await _one(session, url, queue.get_nowait()))
+    async def worker() -> None:
+        # One kept-alive connection per user, as the rig's: a retry after the server closed it
+        # opens a fresh one instead of taking another pooled connection that may be closed too.
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=600)
+        async with aiohttp.ClientSession(timeout=timeout,
+                                         connector=aiohttp.TCPConnector(limit=1)) as session:
+            while not queue.empty():
+                results.append(await _one(session, url, queue.get_nowait()))
 
-    timeout = aiohttp.ClientTimeout(total=None, sock_read=600)
-    connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        await asyncio.gather(*(worker(session) for _ in range(users)))
+    await asyncio.gather(*(worker() for _ in range(users)))
     span_s = (max(r["done"] for r in results) - min(r["sent"] for r in results)) / 1e9
     ttfts = [(r["first"] - r["sent"]) / 1e6 for r in results if r["first"]]
     tokens = sum(r["tokens"] for r in results)
@@ -160,7 +163,8 @@ def free_port() -> int:
 
 def compare(url: str, args: argparse.Namespace) -> int:
     api = args.api or "completions"
-    model = args.model or probe_engine(url, api, {}).model
+    model = args.model or probe_engine(url, api, {},
+                                       pinned_model=TARGETS[args.engine].pinned_model).model
     print(f"engine {args.engine} at {url}, model {model}; {args.rounds} rounds alternating "
           f"reference/rig at {args.users} users; client cores {args.client_cpus or 'any'}", flush=True)
     verdicts = [compare_at(url, args, api, model, users) for users in args.user_counts]
@@ -171,14 +175,16 @@ def compare(url: str, args: argparse.Namespace) -> int:
 
 def compare_at(url: str, args: argparse.Namespace, api: str, model: str, users: int) -> bool:
     workload = build_workload(args.prompts, requests_for(args, users), api=api, model=model,
-                              max_tokens=args.max_tokens, ignore_eos=args.ignore_eos)
+                              max_tokens=args.max_tokens, ignore_eos=args.ignore_eos,
+                              ignore_eos_as=TARGETS[args.engine].ignore_eos_as)
     bodies = [spec.body for spec in workload.specs]
     path = workload.specs[0].path
     print(f"== {users} users: {workload.name}{', ignore_eos' if args.ignore_eos else ''}", flush=True)
     _as_client(args, lambda: reference(url + path, bodies[:32], min(users, 32)))  # warm-up
     runs: dict[str, list[dict]] = {"reference": [], "rig": []}
+    clients = ("reference", "rig") if args.reference else ("rig",)
     for round_no in range(1, args.rounds + 1):
-        for name in ("reference", "rig") if round_no % 2 else ("rig", "reference"):
+        for name in clients if round_no % 2 else clients[::-1]:
             if name == "reference":
                 records = args.out / f"reference-u{users}-{round_no}.jsonl"
                 result = with_server_ttft(url, lambda: _as_client(
@@ -194,6 +200,8 @@ def compare_at(url: str, args: argparse.Namespace, api: str, model: str, users: 
                   f"{result['completion_time_s']:.2f} s  {int(result['output_tokens'])} tokens  "
                   f"client CPU {result['client_cpu_mean_pct']:.0f}% of a core  "
                   f"{result['verdict']} {result.get('verdict_reasons', '')}", flush=True)
+    if not args.reference:
+        return all(r["verdict"] == "valid" for r in runs["rig"])
     # Paired ratios: each round's rig run against the reference run next to it, so slow drift of
     # this shared machine cancels; the verdict is on their median.
     pairs = list(zip(runs["rig"], runs["reference"]))
@@ -239,10 +247,16 @@ def _cores(cpus: str) -> set[int]:
     return cores
 
 
+_BENCH_COLUMNS = ["users", "round", "client", "output_tok_per_s", "ttft_p50_ms", "ttft_mean_ms",
+                  "server_ttft_mean_ms", "completion_time_s", "output_tokens", "completed",
+                  "client_cpu_mean_pct", "buffered_requests", "reconnects", "verdict",
+                  "verdict_reasons"]
+
+
 def _log_run(path: Path, row: dict) -> None:
     new = not path.exists()
     with path.open("a", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(row), extrasaction="ignore")
+        writer = csv.DictWriter(file, fieldnames=_BENCH_COLUMNS, extrasaction="ignore")
         if new:
             writer.writeheader()
         writer.writerow(row)
@@ -270,6 +284,8 @@ def main() -> int:
     parser.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false")
     parser.add_argument("--users", default="128", help="user counts, e.g. 8,32,128")
     parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--no-reference", dest="reference", action="store_false",
+                        help="the rig's runs only (e.g. to race a slow engine on a lent GPU)")
     parser.add_argument("--gpu", default="", help="the rig's --gpu (GPU telemetry)")
     parser.add_argument("--rig-telemetry-interval", default="2",
                         help="the rig's --telemetry-interval (its default 2; 0 = off)")

@@ -31,7 +31,6 @@ def test_a_clean_row_is_valid():
     # the stall seen on 2 shared cores: client TTFT mean 1,595 ms, the engine's own 42 ms
     ({"ttft_mean_ms": 1595.0, "engine_ttft_mean_ms": 42.0}, "front_end_lag"),
     ({"buffered_requests": 12}, "answers_arrived_whole"),
-    ({"reconnects": 2}, "server_closed_connections"),
     ({"min_output_tokens": 40}, "unequal_work"),
     ({"engine_waiting_peak": 20}, "engine_shared"),
     ({"requests": 48}, "too_few_requests"),
@@ -58,16 +57,16 @@ def test_past_the_calibrated_event_rate_is_marked():
 
 
 def test_reasons_are_documented_in_order():
-    status, reasons = judge({**CLEAN, "failed": 1, "short_run": 1, "completion_time_s": 1.0,
-                             "reconnects": 1})
-    assert reasons == ["failed_requests", "server_closed_connections", "short_run"]
+    status, reasons = judge({**CLEAN, "failed": 1, "completion_time_s": 1.0, "buffered_requests": 1})
+    assert reasons == ["failed_requests", "answers_arrived_whole", "short_run"]
     assert all(REASONS[name] for name in reasons)
 
 
 def test_a_kept_alive_connection_closed_before_any_answer_is_reopened_once(tmp_path: Path):
     """The server closes each connection, unanswered, at its second request: every request is
     still measured (sent once more on a fresh connection, times from the first send), the
-    reconnects are counted apart, and the run is invalid (its front end dropped requests)."""
+    reconnects are counted apart and warned of (llama.cpp's server closes after every streamed
+    answer, so a reconnect alone does not make a run invalid)."""
     with FakeTGI(prefill_s=0.0, token_s=0.001, drop_second_request=True) as tgi:
         result = run_locust("--engine", "tgi", "--host", tgi.url, "--users", "4",
                             "--requests", "16", "--max-tokens", "4", "--out", str(tmp_path))
@@ -76,8 +75,8 @@ def test_a_kept_alive_connection_closed_before_any_answer_is_reopened_once(tmp_p
         [row] = list(csv.DictReader(file))
     assert (row["completed"], row["failed"]) == ("16", "0")
     assert int(row["reconnects"]) == tgi.dropped > 0
-    assert row["verdict"] == "invalid" and "server_closed_connections" in row["verdict_reasons"]
+    assert "reconnects" in row["warnings"]
     [requests] = (tmp_path / "runs").glob("*/requests.jsonl")
     records = [json.loads(line) for line in requests.read_text().splitlines()]
     assert sum(r["reconnects"] for r in records) == tgi.dropped
-    assert "verdict: INVALID" in result.stderr
+    assert "warning: reconnects:" in result.stderr
