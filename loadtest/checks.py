@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .verdict import engine_held_peak
+
 __all__ = ["WARNINGS", "check_run"]
 
 WARNINGS = {
@@ -52,7 +54,6 @@ def check_run(row: dict[str, Any]) -> list[str]:
         found.append("buffered_streams")
     if row.get("reconnects"):
         found.append("reconnects")
-    held = (row.get("engine_running_peak") or 0) + (row.get("engine_waiting_peak") or 0)
-    if held > row.get("users", 0):
+    if engine_held_peak(row) > row.get("users", 0):
         found.append("engine_shared")
     return found

@@ -72,6 +72,8 @@ def _cell_row(key: tuple[Any, ...], repeats: pd.DataFrame) -> dict[str, Any]:
 
 def _engine_load_peak(repeats: pd.DataFrame) -> float:
     """The most requests the engine held at once (running + waiting) in any repeat."""
+    if "engine_held_peak" in repeats and repeats["engine_held_peak"].notna().any():
+        return pd.to_numeric(repeats["engine_held_peak"], errors="coerce").max()
     if "engine_running_peak" not in repeats or "engine_waiting_peak" not in repeats:
         return np.nan
     running = pd.to_numeric(repeats["engine_running_peak"], errors="coerce")

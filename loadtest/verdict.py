@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["REASONS", "judge"]
+__all__ = ["REASONS", "engine_held_peak", "judge"]
 
 CLIENT_CPU_LIMIT_PCT = 90.0
 LOOP_LAG_LIMIT_MS = 20.0
@@ -64,6 +64,14 @@ def judge(row: dict[str, Any], faithful_events_per_s: float | None = None) -> tu
     return ("invalid" if reasons else "valid"), reasons
 
 
+def engine_held_peak(row: dict[str, Any]) -> float:
+    """The most requests the engine held at one scrape; rows from before that column existed
+    fall back to the sum of the two peaks (an upper bound: they need not coincide)."""
+    if row.get("engine_held_peak") is not None:
+        return float(row["engine_held_peak"])
+    return float((row.get("engine_running_peak") or 0) + (row.get("engine_waiting_peak") or 0))
+
+
 def _events_per_s_per_process(row: dict[str, Any]) -> float | None:
     seconds = row.get("completion_time_s")
     if not seconds or row.get("output_chunks") is None:
@@ -91,8 +99,7 @@ _TESTS = {
     "front_end_lag": _front_end_lag,
     "answers_arrived_whole": lambda r: bool(r.get("buffered_requests")),
     "unequal_work": _unequal_work,
-    "engine_shared": lambda r: ((r.get("engine_running_peak") or 0)
-                                + (r.get("engine_waiting_peak") or 0)) > (r.get("users") or 0),
+    "engine_shared": lambda r: engine_held_peak(r) > (r.get("users") or 0),
     "too_few_requests": lambda r: (r.get("requests") or 0) < 2 * (r.get("users") or 0),
     "short_run": lambda r: (r.get("completion_time_s") or 0) < 5,
     "warmup": lambda r: bool(r.get("warmup")),

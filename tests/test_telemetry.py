@@ -95,6 +95,7 @@ def test_summary_energy_counter_memory_peak_and_queue_time():
          "queue_time_count": 10},
         {"t": 2.0, "source": "engine", "running": 4, "waiting": 9, "queue_time_sum_s": 3.0,
          "queue_time_count": 20},
+        {"t": 4.0, "source": "engine", "running": 12, "waiting": 0},
     ]
     row = summarize_telemetry(samples, {"gpu": "sampled", "engine": "sampled"})
     assert row["gpu_count"] == 2
@@ -103,7 +104,8 @@ def test_summary_energy_counter_memory_peak_and_queue_time():
     assert row["gpu_power_mean_w"] == 400.0
     assert row["gpu_energy_j"] == pytest.approx(800.0)  # (400 + 400) J from the counters
     assert row["gpu_energy_source"] == "nvml_energy_counter"
-    assert (row["engine_running_peak"], row["engine_waiting_peak"]) == (4, 9)
+    assert (row["engine_running_peak"], row["engine_waiting_peak"]) == (12, 9)
+    assert row["engine_held_peak"] == 13  # at one scrape (4 + 9), not the sum of the peaks
     assert row["engine_queue_time_mean_ms"] == pytest.approx(200.0)  # 2 s over 10 requests
 
 

@@ -33,6 +33,7 @@ def test_a_clean_row_is_valid():
     ({"buffered_requests": 12}, "answers_arrived_whole"),
     ({"min_output_tokens": 40}, "unequal_work"),
     ({"engine_waiting_peak": 20}, "engine_shared"),
+    ({"engine_held_peak": 40, "engine_running_peak": 32, "engine_waiting_peak": 30}, "engine_shared"),
     ({"requests": 48}, "too_few_requests"),
     ({"completion_time_s": 3.0}, "short_run"),
     ({"warmup": True}, "warmup"),
@@ -48,6 +49,13 @@ def test_borderline_cases_stay_valid():
     assert judge({**CLEAN, "ignore_eos": False, "min_output_tokens": 10})[0] == "valid"
     # no engine metrics: the front-end check cannot be made, which is not a reason by itself
     assert judge({**CLEAN, "engine_ttft_mean_ms": None})[0] == "valid"
+
+
+def test_engine_held_requests_are_counted_at_one_moment():
+    # seen at 128 users: 63 running + 65 waiting early on, then 128 running + 0 waiting
+    row = {**CLEAN, "users": 128, "requests": 256, "engine_running_peak": 128,
+           "engine_waiting_peak": 65, "engine_held_peak": 128}
+    assert judge(row) == ("valid", [])
 
 
 def test_past_the_calibrated_event_rate_is_marked():

@@ -6,7 +6,8 @@
   without the counter has its power integrated over time instead (gpu_energy_source says which).
   The window is the sampler's (run start -> run finish), so idle time at the edges counts.
 - gpu_j_per_output_token: gpu_energy_j / the run's output tokens (set by the caller).
-- engine_*_peak: highest value scraped; engine_queue_time_mean_ms, engine_ttft_mean_ms,
+- engine_*_peak: highest value scraped; engine_held_peak: the most requests the engine held at
+  one scrape (running + waiting at the same moment: the two peaks need not coincide); engine_queue_time_mean_ms, engine_ttft_mean_ms,
   engine_e2e_mean_ms: the engine's own means over the requests it finished (queueing, first
   token, whole request) during the window, from its histograms' sums and counts.
 """
@@ -92,6 +93,9 @@ def _engine_columns(engine: list[Sample]) -> dict[str, Any]:
         values = [s[field] for s in engine if s.get(field) is not None]
         if values:
             row[column] = max(values)
+    held = [s["running"] + s.get("waiting", 0) for s in engine if s.get("running") is not None]
+    if held:
+        row["engine_held_peak"] = max(held)
     for field in HISTOGRAMS:
         seen = [s for s in engine if s.get(f"{field}_count") is not None]
         if len(seen) >= 2:
