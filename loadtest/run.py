@@ -27,6 +27,7 @@ from .results import RecordWriter, append_run_row, write_json
 from .summary import summarize
 from .targets import dialect_for
 from .telemetry import Telemetry, start_telemetry
+from .calibration.limits import faithful_event_rate
 from .verdict import REASONS, judge
 from .workload import build_workload
 
@@ -131,7 +132,7 @@ class Run:
         if self.telemetry is not None:
             row.update(self.telemetry.stop(row["output_tokens"]))
         row["warnings"] = check_run(row)
-        row["verdict"], reasons = judge(row)
+        row["verdict"], reasons = judge(row, faithful_event_rate(processes=row.get("processes")))
         row["verdict_reasons"] = ";".join(reasons)
         write_json(self.run_dir / "run.json", {**row, "status": status})
         if status == "complete" and not self.config.warmup:

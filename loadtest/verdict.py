@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .calibration.limits import events_per_s
+
 __all__ = ["REASONS", "engine_held_peak", "judge"]
 
 CLIENT_CPU_LIMIT_PCT = 90.0
@@ -57,7 +59,8 @@ REASONS = {
 def judge(row: dict[str, Any], faithful_events_per_s: float | None = None) -> tuple[str, list[str]]:
     """("valid", []) or ("invalid", reasons in REASONS order)."""
     found = {name for name, test in _TESTS.items() if test(row)}
-    events = _events_per_s_per_process(row)
+    events = events_per_s(row)
+    # a limit of 0 (no load was measured faithfully) says nothing usable about this run
     if faithful_events_per_s and events and events > faithful_events_per_s:
         found.add("client_past_calibrated_rate")
     reasons = [name for name in REASONS if name in found]
@@ -70,13 +73,6 @@ def engine_held_peak(row: dict[str, Any]) -> float:
     if row.get("engine_held_peak") is not None:
         return float(row["engine_held_peak"])
     return float((row.get("engine_running_peak") or 0) + (row.get("engine_waiting_peak") or 0))
-
-
-def _events_per_s_per_process(row: dict[str, Any]) -> float | None:
-    seconds = row.get("completion_time_s")
-    if not seconds or row.get("output_chunks") is None:
-        return None
-    return row["output_chunks"] / seconds / max(int(row.get("processes") or 1), 1)
 
 
 def _front_end_lag(row: dict[str, Any]) -> bool:
