@@ -15,7 +15,7 @@ import locust
 
 from .version import rig_version
 
-__all__ = ["collect_rig_metadata", "collect_client_metadata", "collect_model_metadata"]
+__all__ = ["collect_rig_metadata", "collect_client_metadata", "collect_model_metadata", "cpu_model"]
 
 
 def collect_rig_metadata() -> dict[str, Any]:
@@ -24,7 +24,7 @@ def collect_rig_metadata() -> dict[str, Any]:
 
 
 def collect_client_metadata(processes: int) -> dict[str, Any]:
-    return {"client_hostname": socket.gethostname(), "client_cpu_model": _cpu_model(),
+    return {"client_hostname": socket.gethostname(), "client_cpu_model": cpu_model(),
             "client_cpu_count": _cpu_count(), "processes": processes}
 
 
@@ -36,7 +36,7 @@ def collect_model_metadata(model: str) -> dict[str, Any]:
     return {}
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

@@ -48,6 +48,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from ..metadata import cpu_model
 from ..record import RequestRecord
 from ..results import read_records, read_runs, write_json
 from .limits import calibration_path, events_per_s, faithful_limits, headline_limit
@@ -468,22 +469,12 @@ def _save(path: Path, host: str, ncpu: int, setup: dict[str, Any], rows: list[di
     limits = faithful_limits(rows)
     client_cores = len(setup["client_cores"] or []) or ncpu
     write_json(path, {
-        "schema": SCHEMA, "hostname": host, "cpu_count": ncpu, "cpu_model": _cpu_model(),
+        "schema": SCHEMA, "hostname": host, "cpu_count": ncpu, "cpu_model": cpu_model(),
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "criterion": CRITERION, "setup": setup,
         "faithful_events_per_s": headline_limit(limits, client_cores),
         "faithful_events_per_s_per_process": limits, "rows": rows,
         "table": format_table(rows).splitlines(), "raw": str(raw)})
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import http.client
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -18,6 +19,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 __all__ = ["ROOT", "ensure_images", "ensure_tiny_model", "log_excerpt", "require_free_port", "run_locust",
            "stream_completion", "wait_healthy"]
+
+
+def compose(project: str, env_prefix: str, settings: dict[str, str], *args: str,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`docker compose` on the rig's files with the CI override (host network), as project
+    `project`, with `settings` passed as the engine's .env variables (PREFIX_NAME)."""
+    cmd = ["docker", "compose", "-p", project, "--project-directory", str(ROOT),
+           "-f", str(ROOT / "docker-compose.yml"), "-f", str(ROOT / "docker-compose.ci.yml"), *args]
+    env = {**os.environ, **{f"{env_prefix}_{k}": v for k, v in settings.items()}}
+    env.pop("HF_TOKEN", None)
+    result = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, cwd=ROOT)
+    if check and result.returncode != 0:
+        pytest.fail(f"{' '.join(cmd[2:])} failed: {result.stderr.strip()[-2000:]}")
+    return result
 
 
 def ensure_images(client: Any, *names: str) -> None:

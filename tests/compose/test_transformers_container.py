@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from docker_helpers import ROOT, ensure_images, ensure_tiny_model, log_excerpt, require_free_port
+from docker_helpers import ROOT, compose, ensure_images, ensure_tiny_model, log_excerpt, require_free_port
 
 from servers import translate
 
@@ -30,14 +30,7 @@ pytestmark = pytest.mark.docker
 
 
 def _compose(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    cmd = ["docker", "compose", "-p", PROJECT, "--project-directory", str(ROOT),
-           "-f", str(ROOT / "docker-compose.yml"), "-f", str(ROOT / "docker-compose.ci.yml"), *args]
-    env = {**os.environ, **{f"TRANSFORMERS_{k}": v for k, v in SETTINGS.items()}}
-    env.pop("HF_TOKEN", None)
-    result = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, cwd=ROOT)
-    if check and result.returncode != 0:
-        pytest.fail(f"{' '.join(cmd[2:])} failed: {result.stderr.strip()[-2000:]}")
-    return result
+    return compose(PROJECT, "TRANSFORMERS", SETTINGS, *args, check=check)
 
 
 @pytest.fixture(scope="module")
