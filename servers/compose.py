@@ -143,6 +143,9 @@ def render_env_example() -> str:
         "MODELS_DIR=./models",
         "# vllm-cpu KV cache size in GiB.",
         "VLLM_CPU_KVCACHE_SPACE=2",
+        "# Seconds vllm-cpu keeps an idle connection (uvicorn's own default, 5, closes requests a",
+        "# busy API server has not read yet).",
+        "VLLM_CPU_HTTP_TIMEOUT_KEEP_ALIVE=600",
     ]
     for eng in ENGINES.values():
         lines += [""] + _env_block(eng)

@@ -35,7 +35,11 @@ ENGINE = Engine(
     },
     gpu=False,
     service={
-        "environment": {"VLLM_CPU_KVCACHE_SPACE": "${VLLM_CPU_KVCACHE_SPACE:-2}"},
+        "environment": {
+            "VLLM_CPU_KVCACHE_SPACE": "${VLLM_CPU_KVCACHE_SPACE:-2}",
+            # uvicorn's 5 s default closes kept-alive connections a busy API server has not read
+            "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "${VLLM_CPU_HTTP_TIMEOUT_KEEP_ALIVE:-600}",
+        },
         "build": {"context": "servers/vllm-cpu", "network": "host"},
         "pull_policy": "never",
         "shm_size": "1g",  # vLLM's engine core needs more /dev/shm than Docker's 64 MiB
