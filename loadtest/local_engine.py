@@ -23,7 +23,7 @@ from pathlib import Path
 from servers.local import LOCAL, LocalRecipe
 from servers.local.vllm_cpu import ENGINE_PYTHON, TINY_MODEL
 
-__all__ = ["ENGINE_PYTHON", "TINY_MODEL", "LocalEngine", "EngineStartError", "recipe"]
+__all__ = ["ENGINE_PYTHON", "TINY_MODEL", "LocalEngine", "EngineStartError", "cpu_set", "recipe"]
 
 _STOP_GRACE_S = 20
 
@@ -115,15 +115,21 @@ class LocalEngine:
         self.stop()
 
 
+def cpu_set(cpus: str) -> set[int]:
+    """The cores of a Linux CPU list ("1", "0,2", "0-3"); ValueError when it is not one."""
+    cores: set[int] = set()
+    for part in cpus.split(","):
+        low, _, high = part.partition("-")
+        cores.update(range(int(low), int(high or low) + 1))
+    return cores
+
+
 def _cpu_list(cpus: str | None) -> str | None:
-    """A Linux CPU list ("1", "0,2", "0-3") of cores this process may use, or EngineStartError."""
+    """`cpus` checked against the cores this process may use, or EngineStartError."""
     if not cpus:
         return None
     try:
-        wanted: set[int] = set()
-        for part in cpus.split(","):
-            low, _, high = part.partition("-")
-            wanted.update(range(int(low), int(high or low) + 1))
+        wanted = cpu_set(cpus)
     except ValueError:
         raise EngineStartError(f"--cpus wants a CPU list like 1 or 0-3, got {cpus!r}") from None
     allowed = os.sched_getaffinity(0)

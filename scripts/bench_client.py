@@ -36,7 +36,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from loadtest.local_engine import LocalEngine  # noqa: E402
+from loadtest.local_engine import LocalEngine, cpu_set  # noqa: E402
 from loadtest.probe import probe_engine  # noqa: E402
 from loadtest.protocols.openai import parse_line  # noqa: E402
 from loadtest.targets import TARGETS  # noqa: E402
@@ -232,19 +232,11 @@ def _as_client(args: argparse.Namespace, run: Callable[[], dict]) -> dict:
     if not args.client_cpus:
         return run()
     before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, _cores(args.client_cpus))
+    os.sched_setaffinity(0, cpu_set(args.client_cpus))
     try:
         return run()
     finally:
         os.sched_setaffinity(0, before)
-
-
-def _cores(cpus: str) -> set[int]:
-    cores: set[int] = set()
-    for part in cpus.split(","):
-        low, _, high = part.partition("-")
-        cores.update(range(int(low), int(high or low) + 1))
-    return cores
 
 
 _BENCH_COLUMNS = ["users", "round", "client", "output_tok_per_s", "ttft_p50_ms", "ttft_mean_ms",
