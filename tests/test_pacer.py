@@ -134,6 +134,22 @@ def test_several_workers_share_one_port_and_report_together():
     assert sorted(e["prompt"] for e in served["requests"]) == [f"w{i}" for i in range(6)]
 
 
+def test_workers_report_logs_larger_than_a_pipe_buffer():
+    """Each worker's dump (every token's write stamp) crosses its pipe to the control process;
+    at 200 requests x 64 tokens a worker's is over 64 KB, a pipe's buffer."""
+    control = free_port()
+    with running_pacer("--workers", "2", "--control-port", str(control), "--ttft-ms", "1",
+                       "--gap-ms", "1", "--tokens", "64") as url:
+        port = int(url.rsplit(":", 1)[1])
+
+        async def all_streams() -> list[int]:
+            return await asyncio.gather(*(_stream(port, i, 64) for i in range(400)))
+        counts = asyncio.run(all_streams())
+        served = _get(f"http://127.0.0.1:{control}/requests")
+    assert counts == [64] * 400
+    assert len(served["requests"]) == 400
+
+
 def test_bad_options_and_a_busy_port_are_one_error_line():
     with running_pacer() as url:
         port = url.rsplit(":", 1)[1]

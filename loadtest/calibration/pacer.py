@@ -524,6 +524,9 @@ def _serve_worker(sock: socket.socket, settings: Settings, loop_kind: str, worke
     server = _Server(settings, loop, name, workers, control_port)
     if pipe is not None:  # commands from the parent's control server
         def on_command() -> None:
+            # uvloop makes a watched fd non-blocking: a dump larger than the pipe's buffer then
+            # fails with EAGAIN (seen at 256 users on 6 workers). Sends here may block.
+            os.set_blocking(pipe.fileno(), True)
             try:
                 command = pipe.recv()
             except (EOFError, OSError):  # the parent is gone
