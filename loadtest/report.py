@@ -237,8 +237,10 @@ def _race_section(report: Report, runs: pd.DataFrame, force: bool,
     table = race_markdown(cells, failed)
     lines = [winner_line(w, with_workload=several) for w in leaders.values()]
     heats = set(zip(invalid["workload_sha256"], invalid["users"])) - set(leaders)
-    lines += [f"no valid run at {users:g} user{'s' if users != 1 else ''}: see the invalid runs "
-              "below" for users in sorted({users for _, users in heats})]
+    workload_of = dict(zip(invalid["workload_sha256"], invalid["workload"]))
+    lines += [f"no valid run at {users:g} user{'s' if users != 1 else ''}"
+              f"{f' ({workload_of[sha]})' if several else ''}: see the invalid runs below"
+              for sha, users in sorted(heats, key=lambda heat: (heat[1], str(workload_of[heat[0]])))]
     lines += [f"{engine} did not run: {why}" for engine, why in failed.items()]
     report.table(table)
     if lines:
