@@ -19,10 +19,12 @@ from typing import Any
 from locust import User, constant, events, task  # import locust first: it monkey-patches
 from locust.runners import WorkerRunner
 
+from gevent import spawn
 from gevent.event import Event
 
 from loadtest.options import ConfigError, add_options, config_from_options
 from loadtest.probe import EngineInfo, ProbeError, probe_engine
+from loadtest.record import RequestRecord
 from loadtest.run import Run
 from loadtest.transport import new_client, open_connection, send
 from loadtest.workload import WorkloadError
@@ -100,22 +102,32 @@ class LLMUser(User):
         self.client.close()
 
     @task
-    def send_one(self) -> None:
+    def send_all(self) -> None:
+        """This user's share of the workload, one request after another, then wait for the end.
+
+        One task for the whole run, not one per request: Locust yields (gevent.sleep(0))
+        between tasks, so when many answers end in the same instant each user's next request
+        would wait for every other user's bookkeeping, spreading the next wave's arrival at the
+        engine (measured at the server, README "How good the measurer is"). Here a user sends
+        its next request first, and the bookkeeping of the last one runs after (_account)."""
         run = _run
         assert run is not None
-        spec = run.dispatcher.take()
-        if spec is None:  # workload used up: wait for the runner to end the run
-            Event().wait()  # (a user that raises StopUser makes Locust log errors at quit)
-        record = send(self.client, spec, run.parse_line, run.tokens_source, run.headers,
-                      worker=run.worker_index)
+        while (spec := run.dispatcher.take()) is not None:
+            record = send(self.client, spec, run.parse_line, run.tokens_source, run.headers,
+                          worker=run.worker_index)
+            if not record.ok:  # its connection may be mid-stream: start clean
+                self.client.close()
+                self._connect()
+            spawn(self._account, run, record)
+        Event().wait()  # workload used up: wait for the runner to end the run (a user that
+        # raises StopUser makes Locust log errors at quit)
+
+    def _account(self, run: Run, record: RequestRecord) -> None:
         self.environment.events.request.fire(
             request_type=run.config.api, name=run.request_name, response_time=record.e2e_ms,
             response_length=record.output_tokens or 0, context={},
             exception=None if record.ok else RuntimeError(f"{record.error_kind}: {record.error}"))
         run.dispatcher.complete(record)
-        if not record.ok:  # its connection may be mid-stream: start clean
-            self.client.close()
-            self._connect()
 
     def _connect(self) -> None:
         """A fresh client with its connection already open (off the clock)."""
