@@ -20,10 +20,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+from loadtest.cpus import cpu_set
 from servers.local import LOCAL, LocalRecipe
 from servers.local.vllm_cpu import ENGINE_PYTHON, TINY_MODEL
 
-__all__ = ["ENGINE_PYTHON", "TINY_MODEL", "LocalEngine", "EngineStartError", "cpu_set", "recipe"]
+__all__ = ["ENGINE_PYTHON", "TINY_MODEL", "LocalEngine", "EngineStartError", "recipe"]
 
 _STOP_GRACE_S = 20
 
@@ -113,15 +114,6 @@ class LocalEngine:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
-
-
-def cpu_set(cpus: str) -> set[int]:
-    """The cores of a Linux CPU list ("1", "0,2", "0-3"); ValueError when it is not one."""
-    cores: set[int] = set()
-    for part in cpus.split(","):
-        low, _, high = part.partition("-")
-        cores.update(range(int(low), int(high or low) + 1))
-    return cores
 
 
 def _cpu_list(cpus: str | None) -> str | None:

@@ -5,7 +5,6 @@ One collect_* function per source; each leaves out what it cannot read rather th
 
 from __future__ import annotations
 
-import os
 import platform
 import socket
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 import locust
 
+from .cpus import allowed_cpus, format_cpus
 from .version import rig_version
 
 __all__ = ["collect_rig_metadata", "collect_client_metadata", "collect_model_metadata", "cpu_model"]
@@ -25,7 +25,8 @@ def collect_rig_metadata() -> dict[str, Any]:
 
 def collect_client_metadata(processes: int) -> dict[str, Any]:
     return {"client_hostname": socket.gethostname(), "client_cpu_model": cpu_model(),
-            "client_cpu_count": _cpu_count(), "processes": processes}
+            "client_cpu_count": len(allowed_cpus()), "client_cpus": format_cpus(allowed_cpus()),
+            "processes": processes}
 
 
 def collect_model_metadata(model: str) -> dict[str, Any]:
@@ -44,7 +45,3 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor()
-
-
-def _cpu_count() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0

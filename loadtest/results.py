@@ -34,7 +34,7 @@ RUN_COLUMNS = [
     "tpot_mean_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms",
     "errors", "warnings", "buffered_requests", "workload", "workload_sha256", "api", "max_tokens",
     "ignore_eos", "temperature", "repeat", "tag", "engine_version", "model_sha256",
-    "client_cpu_max_pct", "loop_lag_p99_ms", "loop_lag_max_ms", "client_cpu_count", "client_cpu_model", "client_hostname", "locust_version",
+    "client_cpu_max_pct", "loop_lag_p99_ms", "loop_lag_max_ms", "client_cpu_count", "client_cpus", "client_cpu_model", "client_hostname", "locust_version",
     "python_version", "rig_version", "schema_version", "run_dir",
 ]
 

@@ -36,7 +36,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from loadtest.local_engine import LocalEngine, cpu_set  # noqa: E402
+from loadtest.cpus import cpu_set  # noqa: E402
+from loadtest.local_engine import LocalEngine  # noqa: E402
 from loadtest.probe import probe_engine  # noqa: E402
 from loadtest.protocols.openai import parse_line  # noqa: E402
 from loadtest.targets import TARGETS  # noqa: E402

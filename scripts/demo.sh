@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# usage: scripts/demo.sh [--engines E[,E...]] [--out DIR] [--port P] [USERS[,USERS...]] [REQUESTS]
+# usage: scripts/demo.sh [--engines E[,E...]] [--out DIR] [--port P] [--engine-cpus L]
+#          [--client-cpus L] [--no-pin] [USERS[,USERS...]] [REQUESTS]
 #   e.g. scripts/demo.sh --engines vllm-cpu,llamacpp-cpu 1,8,32,128 256
 #   Installs the rig and the local engines (scripts/install.sh), then races the engines (default
 #   vllm-cpu,llamacpp-cpu,transformers, each serving the tiny model) one at a time on
@@ -7,13 +8,16 @@
 #   count (default 1,8,32,128), tagged demo, then stop it. Every engine gets the same workload:
 #   the mixed prompts, 128 output tokens (--ignore-eos), REQUESTS requests per run (default: 4
 #   per user, at least 64, at most 256 or 2 per user: 64, 64, 128, 256 for the default users).
+#   Engine and client never share a core: by default the client (Locust) runs on the first core
+#   and each engine on the rest (--engine-cpus / --client-cpus change it, the other side gets the
+#   remaining cores; --no-pin lets both use every core; README, "How good the measurer is").
 #   An engine that fails to start is recorded and the race goes on. Ends by printing the race
 #   table and the fastest engine at each user count, and writes DIR/report/ (report.md,
 #   report.html, race.png; DIR defaults to results/). A re-run adds repeats to the same race.
 #   Exit: 0 every engine ran every request, 1 an engine did not start or requests failed, 2 bad
 #   arguments.
 set -euo pipefail
-usage() { sed -n '2,15s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,19s/^# \{0,1\}//p' "$0"; }
 die() { echo "error: $*" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 
@@ -21,18 +25,22 @@ engines_csv=vllm-cpu,llamacpp-cpu,transformers
 engines_given=false
 out=results
 port=8000
+engine_cpus="" client_cpus="" pin=true
 positional=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     -h|--help) usage; exit 0 ;;
-    --engines|--out|--port)
+    --engines|--out|--port|--engine-cpus|--client-cpus)
       [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value (see --help)"
       case $1 in
         --engines) engines_csv=$2; engines_given=true ;;
         --out) out=$2 ;;
         --port) port=$2 ;;
+        --engine-cpus) engine_cpus=$2 ;;
+        --client-cpus) client_cpus=$2 ;;
       esac
       shift 2 ;;
+    --no-pin) pin=false; shift ;;
     --engines=*) engines_csv=${1#*=}; engines_given=true; shift ;;
     --out=*) out=${1#*=}; shift ;;
     --port=*) port=${1#*=}; shift ;;
@@ -51,10 +59,20 @@ requests=${positional[1]:-}
 [[ $engines_csv =~ ^[a-z0-9.-]+(,[a-z0-9.-]+)*$ ]] \
   || die "--engines must look like vllm-cpu,llamacpp-cpu, got '$engines_csv'"
 [[ -z $out || $out == -* ]] && die "--out needs a folder"
+if ! $pin && [[ -n $engine_cpus$client_cpus ]]; then die "--no-pin and --engine-cpus/--client-cpus exclude each other"; fi
 IFS=, read -ra engines <<< "$engines_csv"
 IFS=, read -ra users_list <<< "$users_csv"
 [[ $(printf '%s\n' "${engines[@]}" | sort | uniq -d) == "" ]] \
   || die "--engines names an engine twice"
+# Engine and client on separate cores (loadtest/cpus.py), checked before installing.
+pin_client=()
+if $pin; then
+  layout=$("${PYTHON:-python3}" -m loadtest.cpus --engine "$engine_cpus" --client "$client_cpus" 2>&1) \
+    || die "${layout#error: }"
+  read -r engine_cpus client_cpus <<< "$layout"
+  [[ $engine_cpus == - ]] && engine_cpus=""
+  [[ $client_cpus == - ]] && client_cpus="" || pin_client=(taskset -c "$client_cpus")
+fi
 # Engines with a local recipe (servers/local/); asked before installing, so a typo fails at once.
 known=$("${PYTHON:-python3}" -c 'from servers.local import LOCAL; print(" ".join(LOCAL))' \
         2>/dev/null) || known=""
@@ -66,6 +84,7 @@ if $engines_given && [[ -n $known ]]; then
 fi
 
 scripts/install.sh
+echo "layout: engine on cores ${engine_cpus:-any}, client on cores ${client_cpus:-any}" >&2
 mkdir -p "$out"
 pidfile=$out/.engine.pid
 stop_engine() {
@@ -89,9 +108,9 @@ for users in "${users_list[@]}"; do
   [[ " ${workloads[*]} " == *" $name "* ]] || workloads+=("$name")
 done
 locust() {
-  local cmd=(.venv/bin/locust -f loadtest/engines.py --headless --only-summary --engine "$engine"
+  local cmd=("${pin_client[@]}" .venv/bin/locust -f loadtest/engines.py --headless --only-summary --engine "$engine"
              --host "http://127.0.0.1:$port" --prompts mixed --max-tokens "$max_tokens"
-             --ignore-eos --out "$out" "$@")
+             --ignore-eos --out "$out" ${engine_cpus:+"--flags=--cpus $engine_cpus"} "$@")
   echo "+ ${cmd[*]}" >&2
   "${cmd[@]}"
 }
@@ -110,7 +129,8 @@ for engine in "${engines[@]}"; do
   fi
   log=$out/engine-$engine.log
   if ! started=$(.venv/bin/python -m loadtest.local_engine start --engine "$engine" \
-                   --port "$port" --pidfile "$pidfile" --log "$log" 2>&1); then
+                   --port "$port" --pidfile "$pidfile" --log "$log" \
+                   ${engine_cpus:+--cpus "$engine_cpus"} 2>&1); then
     echo "$started" >&2
     reason=$(grep -m1 '^error:' <<< "$started" || true)
     reason=${reason#error: }

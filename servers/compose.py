@@ -84,6 +84,7 @@ def service(eng: Engine) -> dict[str, Any]:
         "ports": [f"${{BIND_ADDRESS:-127.0.0.1}}:{host_port}:{_port(eng)}"],
         "environment": env,
         "volumes": [f"model-cache:{eng.cache_dir}", "${MODELS_DIR:-./models}:/models:ro"],
+        "cpuset": f"${{{_var(eng, 'CPUS')}:-}}",
         "stdin_open": refusal_expr(eng),
         "healthcheck": {
             "test": health_probe(eng, _port(eng)),

@@ -44,7 +44,7 @@ FLAG_SETTINGS: tuple[str, ...] = (
 )
 
 # Settings that shape the container, not the command line.
-SERVICE_SETTINGS: tuple[str, ...] = ("IMAGE", "PORT", "GPUS", "HOST")
+SERVICE_SETTINGS: tuple[str, ...] = ("IMAGE", "PORT", "GPUS", "CPUS", "HOST")
 
 DESCRIPTIONS: dict[str, str] = {
     "MODEL": "hub id, or a local folder as /models/NAME (MODELS_DIR is mounted at /models)",
@@ -62,6 +62,7 @@ DESCRIPTIONS: dict[str, str] = {
     "IMAGE": "container image (the pinned tag unless set)",
     "PORT": "host port, published on BIND_ADDRESS",
     "GPUS": "GPU indexes as nvidia-smi shows them, e.g. 0 or 1,2",
+    "CPUS": "host cores the container may use, e.g. 1-15 (empty: all); leave the client's apart",
     "HOST": "address the engine listens on inside its container",
 }
 
@@ -78,6 +79,7 @@ _INT_SETTINGS = {
 _DTYPES = {"auto", "half", "float16", "bfloat16", "float", "float32"}
 _TOKEN = re.compile(r"^[A-Za-z0-9._/:@+=,-]+$")
 _GPUS = re.compile(r"^\d+(,\d+)*$")
+_CPUS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 
 
 def env_name(engine: str, setting: str) -> str:
@@ -122,5 +124,8 @@ def check_value(setting: str, value: str) -> None:
             raise SettingError(f"PORT must be a TCP port number (got {value!r})")
     elif setting == "GPUS":
         parse_gpus(value)
+    elif setting == "CPUS":
+        if not _CPUS.match(value):
+            raise SettingError(f"CPUS must be a CPU list like 1 or 1-15 or 0,2-3 (got {value!r})")
     elif not _TOKEN.match(value):
         raise SettingError(f"{setting} must be one word without spaces or quotes (got {value!r})")

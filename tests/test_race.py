@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from rig_helpers import REPO, free_port
 
+from loadtest.cpus import allowed_cpus, default_layout, format_cpus
 from loadtest.race import race_cells, race_markdown, winner_line, winners
 from loadtest.report import main
 from loadtest.runset import load_runs
@@ -218,7 +219,9 @@ def _demo(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]
 
 @pytest.mark.parametrize("args", [["--bogus"], ["1,x"], ["1", "0"], ["1", "2", "3"],
                                   ["--engines"], ["--engines", "no-such-engine"],
-                                  ["--port", "99999"], ["--engines", "vllm-cpu,vllm-cpu"]])
+                                  ["--port", "99999"], ["--engines", "vllm-cpu,vllm-cpu"],
+                                  ["--engine-cpus", "99999"], ["--client-cpus", "a"],
+                                  ["--no-pin", "--client-cpus", "0"]])
 def test_demo_bad_arguments_exit_2_with_one_error_line(args: list[str]):
     done = _demo(*args)
     assert done.returncode == 2 and done.stdout == ""
@@ -251,6 +254,9 @@ def test_demo_races_the_local_engines_on_a_short_workload(tmp_path: Path):
                for r in rows)
     assert all(r["workload"] == "mixed-16x128" for r in rows)
     assert {r["avg_output_tokens"] for r in rows} == {"128"}  # exact lengths on every engine
+    engine_cpus, client_cpus = default_layout()  # engine and client on separate cores
+    assert {(r["flags"], r["client_cpus"]) for r in rows} == {
+        (f"--cpus {engine_cpus}" if engine_cpus else "", client_cpus or format_cpus(allowed_cpus()))}
     # every run is in the race table, or shown apart with the reasons it is invalid
     tables = _tables(done.stdout)
     shown = {(r["platform"], r["users"]) for table in tables for r in table}

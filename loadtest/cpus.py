@@ -1,0 +1,108 @@
+"""Linux CPU lists ("0", "1-15", "0,2-3"), and the rig's default split of a machine between the
+engine and the load generator.
+
+On a small machine an engine left free to use every core starves the client that measures it (and
+its own API front end): answers arrive whole, the event loop wakes late, and the run describes the
+host, not the engine. So by default the client gets the first core it may use and the engine the
+rest; measured on 2 cores, that keeps every run valid with the rig level with a lean reference
+client (README, "How good the measurer is").
+
+    python3 -m loadtest.cpus [--engine LIST] [--client LIST]   # prints: ENGINE_CPUS CLIENT_CPUS
+
+prints the layout with what was not given filled in ("-" for "not pinned"), or one error line
+and exit 2. Standard library only, so scripts can ask before anything is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+__all__ = ["allowed_cpus", "complete_layout", "cpu_set", "default_layout", "format_cpus"]
+
+
+def cpu_set(cpus: str) -> set[int]:
+    """The cores of a Linux CPU list ("1", "0,2", "0-3"); ValueError when it is not one."""
+    cores: set[int] = set()
+    for part in cpus.split(","):
+        low, _, high = part.partition("-")
+        cores.update(range(int(low), int(high or low) + 1))
+    return cores
+
+
+def format_cpus(cores: set[int] | list[int]) -> str:
+    """The shortest Linux CPU list of `cores`: {0, 1, 2, 5} -> "0-2,5"."""
+    parts: list[str] = []
+    for core in sorted(cores):
+        if parts and parts[-1].rpartition("-")[2] == str(core - 1):
+            parts[-1] = f"{parts[-1].partition('-')[0]}-{core}"
+        else:
+            parts.append(str(core))
+    return ",".join(parts)
+
+
+def allowed_cpus() -> set[int]:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return set(os.sched_getaffinity(0))
+    return set(range(os.cpu_count() or 1))
+
+
+def default_layout(cores: set[int] | None = None) -> tuple[str, str]:
+    """(engine cores, client cores) as CPU lists: the client alone on the lowest core, the engine
+    on the others; ("", "") (nothing pinned) when there are fewer than two cores."""
+    cores = allowed_cpus() if cores is None else cores
+    if len(cores) < 2:
+        return "", ""
+    client = min(cores)
+    return format_cpus(cores - {client}), str(client)
+
+
+def complete_layout(engine: str = "", client: str = "") -> tuple[str, str]:
+    """The layout with what was not given filled in: both empty -> default_layout(); one given ->
+    the other gets the remaining cores. ValueError when a list is malformed, names a core this
+    process may not use, or the two overlap or leave the other side nothing."""
+    cores = allowed_cpus()
+    if not engine and not client:
+        return default_layout(cores)
+    given = {name: _checked(text, cores, name) for name, text in (("engine", engine), ("client", client)) if text}
+    if len(given) == 2:
+        if given["engine"] & given["client"]:
+            raise ValueError(f"engine cores {engine} and client cores {client} overlap")
+        return engine, client
+    name, chosen = next(iter(given.items()))
+    rest = cores - chosen
+    if not rest:
+        raise ValueError(f"{name} cores {format_cpus(chosen)} leave no core for the "
+                         f"{'client' if name == 'engine' else 'engine'}")
+    return (format_cpus(chosen), format_cpus(rest)) if name == "engine" else (format_cpus(rest), format_cpus(chosen))
+
+
+def _checked(text: str, cores: set[int], name: str) -> set[int]:
+    try:
+        chosen = cpu_set(text)
+    except ValueError:
+        raise ValueError(f"{name} cores must be a CPU list like 1 or 0-3, got {text!r}") from None
+    if not chosen <= cores:
+        raise ValueError(f"{name} cores {text!r} name cores this machine does not offer "
+                         f"(it has {format_cpus(cores)})")
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m loadtest.cpus")
+    parser.add_argument("--engine", default="", help="the engine's cores, e.g. 1-15")
+    parser.add_argument("--client", default="", help="the client's cores, e.g. 0")
+    args = parser.parse_args(argv)
+    try:
+        engine, client = complete_layout(args.engine, args.client)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(engine or "-", client or "-")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
