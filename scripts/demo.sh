@@ -7,7 +7,8 @@
 #   127.0.0.1:P (default 8000): start it, a warm-up (kept out of runs.csv), one run at each user
 #   count (default 1,8,32,128), tagged demo, then stop it. Every engine gets the same workload:
 #   the mixed prompts, 128 output tokens (--ignore-eos), REQUESTS requests per run (default: 4
-#   per user, at least 64, at most 256 or 2 per user: 64, 64, 128, 256 for the default users).
+#   per user, at least 64 (32 for one user), at most 256 or 2 per user: 32, 64, 128, 256 for
+#   the default users).
 #   Engine and client never share a core: by default the client (Locust) runs on the first core
 #   and each engine on the rest (--engine-cpus / --client-cpus change it, the other side gets the
 #   remaining cores; --no-pin lets both use every core; README, "How good the measurer is").
@@ -17,7 +18,7 @@
 #   Exit: 0 every engine ran every request, 1 an engine did not start or requests failed, 2 bad
 #   arguments.
 set -euo pipefail
-usage() { sed -n '2,19s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,20s/^# \{0,1\}//p' "$0"; }
 die() { echo "error: $*" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 
@@ -95,11 +96,13 @@ trap 'exit 130' INT TERM
 
 max_tokens=128
 # Requests per run: REQUESTS, else 4 per user and at least 64, so that the fastest engine here
-# (llama.cpp, 900-1,700 tok/s on 2 cores) runs over 5 s (shorter runs are invalid), but at most
-# 256 or 2 per user (the fewest for a steady state), so that many users stay affordable.
+# (llama.cpp on its one core: ~840 tok/s at 8 users) runs over 5 s (shorter runs are invalid);
+# one user's requests run one after another, so 32 suffice (llama.cpp: ~480 tok/s, 8.5 s); at
+# most 256 or 2 per user (the fewest for a steady state), so that many users stay affordable.
 requests_for() {
   if [[ -n $requests ]]; then echo "$requests"; return; fi
-  local n=$(( 4 * $1 > 64 ? 4 * $1 : 64 )) cap=$(( 2 * $1 > 256 ? 2 * $1 : 256 ))
+  local least=$(( $1 == 1 ? 32 : 64 ))
+  local n=$(( 4 * $1 > least ? 4 * $1 : least )) cap=$(( 2 * $1 > 256 ? 2 * $1 : 256 ))
   echo $(( n < cap ? n : cap ))
 }
 workloads=()  # the workload names this race ran, for the report's filter
