@@ -66,7 +66,8 @@ def complete_layout(engine: str = "", client: str = "") -> tuple[str, str]:
     cores = allowed_cpus()
     if not engine and not client:
         return default_layout(cores)
-    given = {name: _checked(text, cores, name) for name, text in (("engine", engine), ("client", client)) if text}
+    given = {name: _checked(text, cores, name)
+             for name, text in (("engine", engine), ("client", client)) if text}
     if len(given) == 2:
         if given["engine"] & given["client"]:
             raise ValueError(f"engine cores {engine} and client cores {client} overlap")
@@ -76,7 +77,9 @@ def complete_layout(engine: str = "", client: str = "") -> tuple[str, str]:
     if not rest:
         raise ValueError(f"{name} cores {format_cpus(chosen)} leave no core for the "
                          f"{'client' if name == 'engine' else 'engine'}")
-    return (format_cpus(chosen), format_cpus(rest)) if name == "engine" else (format_cpus(rest), format_cpus(chosen))
+    if name == "engine":
+        return format_cpus(chosen), format_cpus(rest)
+    return format_cpus(rest), format_cpus(chosen)
 
 
 def _checked(text: str, cores: set[int], name: str) -> set[int]:

@@ -60,7 +60,9 @@ requests=${positional[1]:-}
 [[ $engines_csv =~ ^[a-z0-9.-]+(,[a-z0-9.-]+)*$ ]] \
   || die "--engines must look like vllm-cpu,llamacpp-cpu, got '$engines_csv'"
 [[ -z $out || $out == -* ]] && die "--out needs a folder"
-if ! $pin && [[ -n $engine_cpus$client_cpus ]]; then die "--no-pin and --engine-cpus/--client-cpus exclude each other"; fi
+if ! $pin && [[ -n $engine_cpus$client_cpus ]]; then
+  die "--no-pin and --engine-cpus/--client-cpus exclude each other"
+fi
 IFS=, read -ra engines <<< "$engines_csv"
 IFS=, read -ra users_list <<< "$users_csv"
 [[ $(printf '%s\n' "${engines[@]}" | sort | uniq -d) == "" ]] \
@@ -68,8 +70,8 @@ IFS=, read -ra users_list <<< "$users_csv"
 # Engine and client on separate cores (loadtest/cpus.py), checked before installing.
 pin_client=()
 if $pin; then
-  layout=$("${PYTHON:-python3}" -m loadtest.cpus --engine "$engine_cpus" --client "$client_cpus" 2>&1) \
-    || die "${layout#error: }"
+  layout=$("${PYTHON:-python3}" -m loadtest.cpus --engine "$engine_cpus" \
+             --client "$client_cpus" 2>&1) || die "${layout#error: }"
   read -r engine_cpus client_cpus <<< "$layout"
   [[ $engine_cpus == - ]] && engine_cpus=""
   [[ $client_cpus == - ]] && client_cpus="" || pin_client=(taskset -c "$client_cpus")
@@ -111,8 +113,9 @@ for users in "${users_list[@]}"; do
   [[ " ${workloads[*]} " == *" $name "* ]] || workloads+=("$name")
 done
 locust() {
-  local cmd=("${pin_client[@]}" .venv/bin/locust -f loadtest/engines.py --headless --only-summary --engine "$engine"
-             --host "http://127.0.0.1:$port" --prompts mixed --max-tokens "$max_tokens"
+  local cmd=("${pin_client[@]}" .venv/bin/locust -f loadtest/engines.py --headless --only-summary
+             --engine "$engine" --host "http://127.0.0.1:$port" --prompts mixed
+             --max-tokens "$max_tokens"
              --ignore-eos --out "$out" ${engine_cpus:+"--flags=--cpus $engine_cpus"} "$@")
   echo "+ ${cmd[*]}" >&2
   "${cmd[@]}"

@@ -255,8 +255,9 @@ def test_demo_races_the_local_engines_on_a_short_workload(tmp_path: Path):
     assert all(r["workload"] == "mixed-16x128" for r in rows)
     assert {r["avg_output_tokens"] for r in rows} == {"128"}  # exact lengths on every engine
     engine_cpus, client_cpus = default_layout()  # engine and client on separate cores
+    flags = f"--cpus {engine_cpus}" if engine_cpus else ""
     assert {(r["flags"], r["client_cpus"]) for r in rows} == {
-        (f"--cpus {engine_cpus}" if engine_cpus else "", client_cpus or format_cpus(allowed_cpus()))}
+        (flags, client_cpus or format_cpus(allowed_cpus()))}
     # every run is in the race table, or shown apart with the reasons it is invalid
     tables = _tables(done.stdout)
     shown = {(r["platform"], r["users"]) for table in tables for r in table}
