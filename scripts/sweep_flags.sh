@@ -9,8 +9,9 @@
 #   fails to start or crashes is recorded as failed with its log's tail, and the sweep goes on.
 #   --dry-run prints every cell and command without starting anything (no GPU needed).
 set -euo pipefail
-usage() { sed -n '2,10s/^# \{0,1\}//p' "$0" >&2; exit 2; }
-[[ $# -ge 1 && $1 != -* ]] || usage
+usage() { sed -n '2,10s/^# \{0,1\}//p' "$0"; }
+[[ ${1:-} == -h || ${1:-} == --help ]] && { usage; exit 0; }
+[[ $# -ge 1 && $1 != -* ]] || { echo "error: the first argument is the MATRIX file (see --help)" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 [[ -x $root/.venv/bin/python ]] || { echo "error: no $root/.venv: run scripts/install.sh" >&2; exit 2; }
 [[ -f $1 ]] || { echo "error: no matrix file: $1" >&2; exit 2; }

@@ -10,8 +10,9 @@
 #   marked). Without --host the engine is started and stopped (vllm-cpu: the local embedded one).
 #   All options: .venv/bin/python -m loadtest.sweep.threads --help
 set -euo pipefail
-usage() { sed -n '2,12s/^# \{0,1\}//p' "$0" >&2; exit 2; }
-[[ $# -ge 1 && $1 != -* ]] || usage
+usage() { sed -n '2,12s/^# \{0,1\}//p' "$0"; }
+[[ ${1:-} == -h || ${1:-} == --help ]] && { usage; exit 0; }
+[[ $# -ge 1 && $1 != -* ]] || { echo "error: the first argument is the ENGINE (see --help)" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 [[ -x $root/.venv/bin/python ]] || { echo "error: no $root/.venv: run scripts/install.sh" >&2; exit 2; }
 cmd=("$root/.venv/bin/python" -m loadtest.sweep.threads "$@")

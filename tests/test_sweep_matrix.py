@@ -149,7 +149,11 @@ def test_a_bad_matrix_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "cannot read matrix" in missing.stderr
 
 
-def test_scripts_print_usage_on_bad_arguments() -> None:
+def test_scripts_refuse_missing_arguments_in_one_line_and_help_exits_0() -> None:
     for script in ("sweep_threads.sh", "sweep_flags.sh"):
-        result = subprocess.run(["bash", str(REPO / "scripts" / script)], capture_output=True, text=True)
-        assert result.returncode == 2 and result.stderr.startswith("usage: scripts/")
+        path = str(REPO / "scripts" / script)
+        result = subprocess.run(["bash", path], capture_output=True, text=True)
+        assert result.returncode == 2 and result.stdout == ""
+        assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+        helped = subprocess.run(["bash", path, "--help"], capture_output=True, text=True)
+        assert helped.returncode == 0 and helped.stdout.startswith(f"usage: scripts/{script}")
