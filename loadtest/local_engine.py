@@ -98,7 +98,9 @@ class LocalEngine:
         raise EngineStartError(f"engine not healthy after {timeout_s:.0f} s:\n{self.log_tail()}")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
+        """Stop the engine's whole process group, also when its first process has already died:
+        a crashed vLLM API server leaves its EngineCore child running in the group."""
+        if self.process is not None:
             stop_group(self.process.pid)
             self.process.wait()
 

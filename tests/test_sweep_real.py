@@ -142,7 +142,8 @@ def test_engine_crash_mid_run_fails_its_cells_and_the_sweep_goes_on(tmp_path: Pa
         if line.startswith("run vllm-cpu/u1-r1"):
             break
     time.sleep(3)
-    for pid in _engine_processes(port):  # the sweep's own engine, by its pid
+    killed = _engine_processes(port)
+    for pid in killed:  # the sweep's own engine (its API server alone), by its pid
         os.kill(pid, signal.SIGKILL)
     _, err = process.communicate(timeout=300)
     assert process.returncode == 1, err
@@ -154,3 +155,12 @@ def test_engine_crash_mid_run_fails_its_cells_and_the_sweep_goes_on(tmp_path: Pa
     assert cells["vllm-cpu/u2-r1"] == {**cells["vllm-cpu/u2-r1"], "status": "failed",
                                        "reason": "engine stopped before this cell"}
     assert state["status"] == "complete" and not _engine_processes(port)
+    # nothing the API server started outlives it (vLLM's EngineCore is in its process group)
+    assert not [p.pid for p in psutil.process_iter() if _group_of(p) in killed]
+
+
+def _group_of(process: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(process.pid)
+    except (ProcessLookupError, PermissionError):
+        return None
