@@ -23,7 +23,7 @@ from gevent import spawn
 from gevent.event import Event
 
 from loadtest.options import ConfigError, add_options, config_from_options
-from loadtest.probe import EngineInfo, ProbeError, probe_engine
+from loadtest.probe import EngineInfo, ProbeError, check_request_fits, probe_engine
 from loadtest.record import RequestRecord
 from loadtest.run import Run
 from loadtest.transport import new_client, open_connection, send
@@ -55,6 +55,8 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
                             pinned_model=config.target.pinned_model)
         if not (config.model or info.model):
             raise ConfigError(f"{config.url} names no model; pass --model")
+        if config.engine != "openai":  # a hosted API's list may not name every model it takes
+            check_request_fits(info, config.model, config.max_tokens, config.target.pinned_model)
         _run = Run(environment, config, info)
     except (ConfigError, ProbeError, WorkloadError) as exc:
         _refuse(str(exc))

@@ -96,6 +96,9 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
         raise ConfigError("--engine openai needs --model (an endpoint serves many)")
     if engine == "tgi" and api == "generate" and options.ignore_eos:
         raise ConfigError("tgi's /generate_stream has no ignore_eos; use --api chat or drop --ignore-eos")
+    if getattr(options, "num_users", None) is not None and options.num_users < 1:
+        raise ConfigError(f"--users must be at least 1, got {options.num_users}")
+    out = _writable_folder("--out", Path(options.out))
     return RunConfig(
         engine=engine, target=target, url=url, api=api,
         requests=_positive_int("--requests", options.requests),
@@ -103,13 +106,24 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
         max_tokens=_positive_int("--max-tokens", options.max_tokens),
         ignore_eos=bool(options.ignore_eos), model=options.model,
         temperature=_number("--temperature", options.temperature, minimum=0.0),
-        out=Path(options.out), flags=redact(options.flags), gpu=options.gpu,
+        out=out, flags=redact(options.flags), gpu=options.gpu,
         read_timeout_s=_number("--read-timeout", options.read_timeout, minimum=0.001),
         repeat=_positive_int("--repeat", options.repeat), tag=options.tag,
         warmup=bool(options.warmup),
         telemetry_interval_s=_number("--telemetry-interval", options.telemetry_interval, 0.0),
         api_key=os.environ.get(target.api_key_env) or None,
     )
+
+
+def _writable_folder(name: str, folder: Path) -> Path:
+    """`folder`, created if need be, or ConfigError when it cannot be or cannot be written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{name} {str(folder)!r}: cannot create it ({exc.strerror})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{name} {str(folder)!r}: not writable")
+    return folder
 
 
 def _positive_int(name: str, value: Any) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 from .protocols.openai import PATHS as OPENAI_PATHS
 from .redact import redact_url
 
-__all__ = ["EngineInfo", "ProbeError", "probe_engine"]
+__all__ = ["EngineInfo", "ProbeError", "check_request_fits", "probe_engine"]
 
 
 class ProbeError(RuntimeError):
@@ -29,6 +29,8 @@ class EngineInfo:
     model: str
     engine_version: str
     model_root: str = ""  # where the engine loaded the model from (vLLM's /v1/models "root")
+    models: tuple[str, ...] = ()  # every model id the engine lists (empty: it lists none)
+    max_model_len: int | None = None  # prompt + output tokens per request, where it says (vLLM)
 
 
 def probe_engine(url: str, api: str, headers: dict[str, str], timeout_s: float = 10.0,
@@ -40,15 +42,30 @@ def probe_engine(url: str, api: str, headers: dict[str, str], timeout_s: float =
         model = _pinned_model(url, api, headers, timeout_s)
         return EngineInfo(model, "", model)
     models = _get_json(url + "/v1/models", headers, timeout_s)
-    data = models.get("data") or []
-    first = data[0] if data and isinstance(data[0], dict) else {}
+    data = [entry for entry in models.get("data") or [] if isinstance(entry, dict)]
+    first = data[0] if data else {}
     model, root = str(first.get("id", "")), str(first.get("root") or "")
+    max_len = first.get("max_model_len")
     version = ""
     try:
         version = str(_get_json(url + "/version", headers, timeout_s).get("version", ""))
     except ProbeError:
         pass  # not every engine has /version
-    return EngineInfo(model, version, root)
+    return EngineInfo(model, version, root, models=tuple(str(e.get("id", "")) for e in data),
+                      max_model_len=max_len if isinstance(max_len, int) and max_len > 0 else None)
+
+
+def check_request_fits(info: EngineInfo, model: str, max_tokens: int, pinned_model: bool) -> None:
+    """ProbeError, before anything is sent, when every request would fail alike: a model the
+    engine does not serve (where it lists its models or is pinned to one), or an output length
+    that leaves no room for a prompt in the engine's context (where it says how long that is)."""
+    served = info.models or ((info.model,) if pinned_model and info.model else ())
+    if model and served and model not in served:
+        raise ProbeError(f"--model {model!r} is not served here; the engine serves: "
+                         f"{', '.join(served)}")
+    if info.max_model_len is not None and max_tokens >= info.max_model_len:
+        raise ProbeError(f"--max-tokens {max_tokens} leaves no room for a prompt: the engine "
+                         f"takes at most {info.max_model_len} tokens per request, prompt included")
 
 
 _PINNED = re.compile(r"pinned to '(.+)'; requested")

@@ -59,8 +59,14 @@ def resolve_prompts(name_or_path: str) -> Path:
 
 def load_prompts(name_or_path: str) -> list[Prompt]:
     path = resolve_prompts(name_or_path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise WorkloadError(f"{path}: cannot read it ({exc.strerror})") from None
     prompts = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             prompts.append(_parse_prompt(line, f"{path}:{number}", len(prompts)))
     if not prompts:

@@ -59,3 +59,31 @@ def test_tgi_with_ignore_eos_is_refused():
 
 def test_api_the_engine_does_not_speak():
     _refused(run_locust("--engine", "vllm", "--api", "generate"), "engine vllm speaks --api")
+
+
+def test_no_users():
+    _refused(run_locust("--users", "0", timeout_s=60), "--users must be at least 1, got 0")
+
+
+def test_out_folder_that_cannot_be_created(tmp_path: Path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    out = blocker / "results"
+    _refused(run_locust("--out", str(out)), f"--out '{out}': cannot create it")
+
+
+def test_prompt_file_that_is_not_utf8(engine_url: str, tmp_path: Path):
+    prompts = tmp_path / "latin1.jsonl"
+    prompts.write_bytes('{"prompt": "caf\u00e9"}\n'.encode("latin-1"))
+    _refused(run_locust("--host", engine_url, "--prompts", str(prompts)),
+             f"{prompts}: not UTF-8 text")
+
+
+def test_a_model_the_engine_does_not_serve(engine_url: str):
+    _refused(run_locust("--host", engine_url, "--model", "no-such-model"),
+             "--model 'no-such-model' is not served here; the engine serves: tiny-llama")
+
+
+def test_max_tokens_beyond_the_engines_context(engine_url: str):
+    _refused(run_locust("--host", engine_url, "--max-tokens", "100000"),
+             "--max-tokens 100000 leaves no room for a prompt: the engine takes at most 2048")
