@@ -13,13 +13,14 @@ Exit codes: 0 all requests ok, 1 some failed (recorded), 2 the rig could not run
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
 from locust import User, constant, events, task  # import locust first: it monkey-patches
-from locust.runners import WorkerRunner
+from locust.runners import MasterRunner, WorkerRunner
 
-from gevent import spawn
+import gevent
 from gevent.event import Event
 
 from loadtest.options import ConfigError, add_options, config_from_options
@@ -29,6 +30,7 @@ from loadtest.run import Run
 from loadtest.transport import new_client, open_connection, send
 from loadtest.workload import WorkloadError
 
+log = logging.getLogger("llm-load-rig")
 _run: Run | None = None  # this process's run (each --processes child has its own)
 
 
@@ -50,20 +52,25 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
         return
     options = environment.parsed_options
     try:
-        config = config_from_options(options, environment.host)
-        info = probe_engine(config.url, config.api, config.headers(),
-                            pinned_model=config.target.pinned_model)
-        if not (config.model or info.model):
-            raise ConfigError(f"{config.url} names no model; pass --model")
-        if config.engine != "openai":  # a hosted API's list may not name every model it takes
-            check_request_fits(info, config.model, config.max_tokens, config.target.pinned_model)
-        _run = Run(environment, config, info)
+        _run = _checked_run(environment)
     except (ConfigError, ProbeError, WorkloadError) as exc:
         _refuse(str(exc))
-    options.model = config.model or info.model  # forwarded to workers with the other options
-    environment.host = config.url
+    options.model = _run.config.model or _run.info.model  # forwarded to workers with the options
+    environment.host = _run.config.url
     if options.spawn_rate is None:  # dispatch waits for all users anyway: spawn them at once
         options.spawn_rate = max(options.num_users or 1, 1)
+
+
+def _checked_run(environment: Any) -> Run:
+    """A new run of the options' workload against environment.host, the engine asked first."""
+    config = config_from_options(environment.parsed_options, environment.host)
+    info = probe_engine(config.url, config.api, config.headers(),
+                        pinned_model=config.target.pinned_model)
+    if not (config.model or info.model):
+        raise ConfigError(f"{config.url} names no model; pass --model")
+    if config.engine != "openai":  # a hosted API's list may not name every model it takes
+        check_request_fits(info, config.model, config.max_tokens, config.target.pinned_model)
+    return Run(environment, config, info)
 
 
 @events.test_start.add_listener
@@ -73,6 +80,15 @@ def _start(environment: Any, **_: Any) -> None:
         options = environment.parsed_options
         config = config_from_options(options, environment.host)
         _run = Run(environment, config, EngineInfo(options.model, ""))
+    elif _run is not None and _run.started:  # Start pressed again in the web UI: a new run
+        try:
+            if isinstance(environment.runner, MasterRunner):  # workers dispatch one run each
+                raise ConfigError("with workers, each run needs a fresh master and workers")
+            _run = _checked_run(environment)  # the web UI may have changed the host
+        except (ConfigError, ProbeError, WorkloadError) as exc:
+            log.error("error: %s", exc)  # shown in the web UI's log
+            gevent.spawn(environment.runner.stop)
+            return
     if _run is not None:
         _run.start()
 
@@ -120,7 +136,7 @@ class LLMUser(User):
             if not record.ok:  # its connection may be mid-stream: start clean
                 self.client.close()
                 self._connect()
-            spawn(self._account, run, record)
+            gevent.spawn(self._account, run, record)
         Event().wait()  # workload used up: wait for the runner to end the run (a user that
         # raises StopUser makes Locust log errors at quit)
 

@@ -61,6 +61,7 @@ class Run:
         self._writer: RecordWriter | None = None
         self._meta: dict[str, Any] = {}
         self._finished = False
+        self.started = False  # start() ran: the web UI's next Start needs a new Run
         self.worker_index = 0
         self.telemetry: Telemetry | None = None
 
@@ -71,6 +72,7 @@ class Run:
     def start(self) -> None:
         # Read once here (a worker's index is set before test_start), not per request.
         self.worker_index = max(getattr(self.environment.runner, "worker_index", 0), 0)
+        self.started = True
         self.cpu.start()
         self.loop_lag.start()
         if not self.owns_files:
