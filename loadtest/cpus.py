@@ -19,7 +19,8 @@ import argparse
 import os
 import sys
 
-__all__ = ["allowed_cpus", "complete_layout", "cpu_set", "default_layout", "format_cpus"]
+__all__ = ["allowed_cpus", "checked_cpus", "complete_layout", "cpu_set", "default_layout",
+           "format_cpus"]
 
 
 def cpu_set(cpus: str) -> set[int]:
@@ -66,7 +67,7 @@ def complete_layout(engine: str = "", client: str = "") -> tuple[str, str]:
     cores = allowed_cpus()
     if not engine and not client:
         return default_layout(cores)
-    given = {name: _checked(text, cores, name)
+    given = {name: checked_cpus(text, name, cores)
              for name, text in (("engine", engine), ("client", client)) if text}
     if len(given) == 2:
         if given["engine"] & given["client"]:
@@ -82,11 +83,16 @@ def complete_layout(engine: str = "", client: str = "") -> tuple[str, str]:
     return format_cpus(rest), format_cpus(chosen)
 
 
-def _checked(text: str, cores: set[int], name: str) -> set[int]:
+def checked_cpus(text: str, name: str, cores: set[int] | None = None) -> set[int]:
+    """The cores of CPU list `text`, all of them among `cores` (default: those this process may
+    use); ValueError naming `name` otherwise."""
+    cores = allowed_cpus() if cores is None else cores
     try:
         chosen = cpu_set(text)
     except ValueError:
-        raise ValueError(f"{name} cores must be a CPU list like 1 or 0-3, got {text!r}") from None
+        chosen = set()
+    if not chosen:  # not a list, or an empty range such as 3-1
+        raise ValueError(f"{name} cores must be a CPU list like 1 or 0-3, got {text!r}")
     if not chosen <= cores:
         raise ValueError(f"{name} cores {text!r} name cores this machine does not offer "
                          f"(it has {format_cpus(cores)})")

@@ -23,7 +23,7 @@ from locust.runners import MasterRunner, WorkerRunner
 import gevent
 from gevent.event import Event
 
-from loadtest.options import ConfigError, add_options, config_from_options
+from loadtest.options import ConfigError, add_options, config_from_options, ensure_writable
 from loadtest.probe import EngineInfo, ProbeError, check_request_fits, probe_engine
 from loadtest.record import RequestRecord
 from loadtest.run import Run
@@ -64,6 +64,7 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
 def _checked_run(environment: Any) -> Run:
     """A new run of the options' workload against environment.host, the engine asked first."""
     config = config_from_options(environment.parsed_options, environment.host)
+    ensure_writable(config.out)
     info = probe_engine(config.url, config.api, config.headers(),
                         pinned_model=config.target.pinned_model)
     if not (config.model or info.model):
@@ -137,8 +138,9 @@ class LLMUser(User):
                 self.client.close()
                 self._connect()
             gevent.spawn(self._account, run, record)
-        Event().wait()  # workload used up: wait for the runner to end the run (a user that
-        # raises StopUser makes Locust log errors at quit)
+        # Workload used up: wait for the runner to end the run (a user that raises StopUser
+        # makes Locust log errors at quit).
+        Event().wait()
 
     def _account(self, run: Run, record: RequestRecord) -> None:
         self.environment.events.request.fire(

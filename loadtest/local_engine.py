@@ -20,7 +20,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from loadtest.cpus import cpu_set
+from loadtest.cpus import checked_cpus
 from servers.local import LOCAL, LocalRecipe
 from servers.local.vllm_cpu import ENGINE_PYTHON, TINY_MODEL
 
@@ -123,13 +123,9 @@ def _cpu_list(cpus: str | None) -> str | None:
     if not cpus:
         return None
     try:
-        wanted = cpu_set(cpus)
-    except ValueError:
-        raise EngineStartError(f"--cpus wants a CPU list like 1 or 0-3, got {cpus!r}") from None
-    allowed = os.sched_getaffinity(0)
-    if not wanted or not wanted <= allowed:
-        raise EngineStartError(f"CPU list {cpus!r} names cores this machine does not offer "
-                               f"(it has {sorted(allowed)})")
+        checked_cpus(cpus, "--cpus")
+    except ValueError as exc:
+        raise EngineStartError(str(exc)) from None
     return cpus
 
 

@@ -24,8 +24,9 @@ def collect_rig_metadata() -> dict[str, Any]:
 
 
 def collect_client_metadata(processes: int) -> dict[str, Any]:
+    cores = allowed_cpus()
     return {"client_hostname": socket.gethostname(), "client_cpu_model": cpu_model(),
-            "client_cpu_count": len(allowed_cpus()), "client_cpus": format_cpus(allowed_cpus()),
+            "client_cpu_count": len(cores), "client_cpus": format_cpus(cores),
             "processes": processes}
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from .redact import redact, redact_url
 from .targets import TARGETS, Target
 
-__all__ = ["ConfigError", "RunConfig", "add_options", "config_from_options"]
+__all__ = ["ConfigError", "RunConfig", "add_options", "config_from_options", "ensure_writable"]
 
 
 class ConfigError(ValueError):
@@ -98,7 +98,6 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
         raise ConfigError("tgi's /generate_stream has no ignore_eos; use --api chat or drop --ignore-eos")
     if getattr(options, "num_users", None) is not None and options.num_users < 1:
         raise ConfigError(f"--users must be at least 1, got {options.num_users}")
-    out = _writable_folder("--out", Path(options.out))
     return RunConfig(
         engine=engine, target=target, url=url, api=api,
         requests=_positive_int("--requests", options.requests),
@@ -106,7 +105,7 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
         max_tokens=_positive_int("--max-tokens", options.max_tokens),
         ignore_eos=bool(options.ignore_eos), model=options.model,
         temperature=_number("--temperature", options.temperature, minimum=0.0),
-        out=out, flags=redact(options.flags), gpu=options.gpu,
+        out=Path(options.out), flags=redact(options.flags), gpu=options.gpu,
         read_timeout_s=_number("--read-timeout", options.read_timeout, minimum=0.001),
         repeat=_positive_int("--repeat", options.repeat), tag=options.tag,
         warmup=bool(options.warmup),
@@ -115,15 +114,15 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
     )
 
 
-def _writable_folder(name: str, folder: Path) -> Path:
-    """`folder`, created if need be, or ConfigError when it cannot be or cannot be written."""
+def ensure_writable(folder: Path, name: str = "--out") -> None:
+    """Create `folder` if need be; ConfigError when it cannot be made or written. For the
+    process that writes results only: a worker on another host has no use for it."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"{name} {str(folder)!r}: cannot create it ({exc.strerror})") from None
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ConfigError(f"{name} {str(folder)!r}: not writable")
-    return folder
 
 
 def _positive_int(name: str, value: Any) -> int:

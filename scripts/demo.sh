@@ -72,9 +72,9 @@ pin_client=()
 if $pin; then
   layout=$("${PYTHON:-python3}" -m loadtest.cpus --engine "$engine_cpus" \
              --client "$client_cpus" 2>&1) || die "${layout#error: }"
-  read -r engine_cpus client_cpus <<< "$layout"
-  [[ $engine_cpus == - ]] && engine_cpus=""
-  [[ $client_cpus == - ]] && client_cpus="" || pin_client=(taskset -c "$client_cpus")
+  read -r engine_cpus client_cpus <<< "$layout"  # "-": not pinned (a one-core machine)
+  if [[ $engine_cpus == - ]]; then engine_cpus=""; fi
+  if [[ $client_cpus == - ]]; then client_cpus=""; else pin_client=(taskset -c "$client_cpus"); fi
 fi
 # Engines with a local recipe (servers/local/); asked before installing, so a typo fails at once.
 known=$("${PYTHON:-python3}" -c 'from servers.local import LOCAL; print(" ".join(LOCAL))' \

@@ -35,7 +35,8 @@ def test_one_side_given_the_other_gets_the_remaining_cores():
 
 
 @pytest.mark.parametrize("engine, client, says", [
-    ("0", "0", "overlap"), ("x", "", "CPU list"), ("99999", "", "does not offer"),
+    ("0", "0", "overlap"), ("x", "", "CPU list"), ("1-0", "", "CPU list"),
+    ("99999", "", "does not offer"),
     ("", "0-99999", "does not offer")])
 def test_bad_layouts_are_refused(engine: str, client: str, says: str):
     with pytest.raises(ValueError, match=says):
