@@ -26,6 +26,7 @@ from gevent.event import Event
 from loadtest.options import ConfigError, add_options, config_from_options, ensure_writable
 from loadtest.probe import EngineInfo, ProbeError, check_request_fits, probe_engine
 from loadtest.record import RequestRecord
+from loadtest.results import ResultsError, check_runs_file
 from loadtest.run import Run
 from loadtest.transport import new_client, open_connection, send
 from loadtest.workload import WorkloadError
@@ -53,7 +54,7 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
     options = environment.parsed_options
     try:
         _run = _checked_run(environment)
-    except (ConfigError, ProbeError, WorkloadError) as exc:
+    except (ConfigError, ProbeError, ResultsError, WorkloadError) as exc:
         _refuse(str(exc))
     options.model = _run.config.model or _run.info.model  # forwarded to workers with the options
     environment.host = _run.config.url
@@ -65,6 +66,7 @@ def _checked_run(environment: Any) -> Run:
     """A new run of the options' workload against environment.host, the engine asked first."""
     config = config_from_options(environment.parsed_options, environment.host)
     ensure_writable(config.out)
+    check_runs_file(config.out / "runs.csv")
     info = probe_engine(config.url, config.api, config.headers(),
                         pinned_model=config.target.pinned_model)
     if not (config.model or info.model):
@@ -86,12 +88,17 @@ def _start(environment: Any, **_: Any) -> None:
             if isinstance(environment.runner, MasterRunner):  # workers dispatch one run each
                 raise ConfigError("with workers, each run needs a fresh master and workers")
             _run = _checked_run(environment)  # the web UI may have changed the host
-        except (ConfigError, ProbeError, WorkloadError) as exc:
+        except (ConfigError, ProbeError, ResultsError, WorkloadError) as exc:
             log.error("error: %s", exc)  # shown in the web UI's log
             gevent.spawn(environment.runner.stop)
             return
     if _run is not None:
-        _run.start()
+        try:
+            _run.start()
+        except ResultsError as exc:  # e.g. a full disk: nothing can be recorded
+            log.error("error: %s", exc)
+            environment.process_exit_code = 2
+            gevent.spawn(environment.runner.quit)
 
 
 @events.spawning_complete.add_listener

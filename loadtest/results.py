@@ -21,7 +21,8 @@ from typing import Any, Iterator, TextIO
 
 from .record import RequestRecord
 
-__all__ = ["RUN_COLUMNS", "RecordWriter", "write_json", "append_run_row", "read_records", "read_runs"]
+__all__ = ["RUN_COLUMNS", "RecordWriter", "ResultsError", "write_json", "append_run_row",
+           "check_runs_file", "read_records", "read_runs"]
 
 SCHEMA_VERSION = 1
 RUN_COLUMNS = [
@@ -42,13 +43,26 @@ RUN_COLUMNS = [
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Replace `path` atomically: a reader sees the old file or the new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False,
-                                     encoding="utf-8") as tmp:
+    with _replacing(path) as tmp:
         json.dump(data, tmp, indent=2, default=str)
         tmp.write("\n")
-        tmp.flush()
-        os.fsync(tmp.fileno())
-    os.replace(tmp.name, path)
+
+
+@contextmanager
+def _replacing(path: Path, newline: str | None = None) -> Iterator[TextIO]:
+    """A hidden temp file beside `path` that replaces it once written and synced; on any
+    failure (a full disk) it is removed and `path` stays as it was."""
+    tmp = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.",
+                                      delete=False, newline=newline, encoding="utf-8")
+    try:
+        with tmp:
+            yield tmp
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(tmp.name, path)
+    except BaseException:
+        Path(tmp.name).unlink(missing_ok=True)
+        raise
 
 
 class RecordWriter:
@@ -91,6 +105,53 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+class ResultsError(ValueError):
+    """A results file this rig cannot add to; the message is one line for the user."""
+
+
+def check_runs_file(path: Path) -> None:
+    """Refuse, before a run, a runs.csv that a new row would corrupt or that this rig cannot read:
+    not UTF-8, a row with more cells than the header (edited by hand), no run_id column, or rows
+    written by a newer rig (schema_version above this one's). Older rows are fine: a new column is
+    added at the end and they get it empty."""
+    if not path.exists():
+        return
+    where = f"{path}"
+    try:
+        with path.open(newline="", encoding="utf-8") as file:
+            reader = csv.reader(file)
+            header = next(reader, None)
+            if header is None:
+                return
+            if "run_id" not in header:
+                raise ResultsError(f"{where} has no run_id column: not a runs.csv of this rig; "
+                                   "move it aside or pass another --out")
+            version = header.index("schema_version") if "schema_version" in header else None
+            for cells in reader:
+                if len(cells) > len(header):
+                    raise ResultsError(f"{where} line {reader.line_num} has {len(cells)} cells "
+                                       f"for {len(header)} columns (edited by hand?); fix it "
+                                       "or pass another --out")
+                if version is not None and len(cells) > version and _newer(cells[version]):
+                    raise ResultsError(f"{where} line {reader.line_num} was written by a newer "
+                                       f"rig (schema_version {cells[version]}, this rig writes "
+                                       f"{SCHEMA_VERSION}); pass another --out")
+    except UnicodeDecodeError:
+        raise ResultsError(f"{where} is not UTF-8 text; fix it or pass another --out") from None
+    except csv.Error as exc:
+        raise ResultsError(f"{where} is not a readable CSV ({exc}); fix it or pass another "
+                           "--out") from None
+    except OSError as exc:
+        raise ResultsError(f"{where}: cannot read it ({exc.strerror})") from None
+
+
+def _newer(version: str) -> bool:
+    try:
+        return int(version) > SCHEMA_VERSION
+    except ValueError:
+        return False
+
+
 def read_runs(path: Path) -> list[dict[str, str]]:
     if not path.exists():
         return []
@@ -108,15 +169,11 @@ def append_run_row(path: Path, row: dict[str, Any]) -> None:
         columns = [c for c in RUN_COLUMNS if c in row or any(c in r for r in rows)]
         for source in (*rows, row):
             columns += [c for c in source if c not in columns]
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.",
-                                         delete=False, newline="", encoding="utf-8") as tmp:
+        with _replacing(path, newline="") as tmp:
             writer = csv.DictWriter(tmp, fieldnames=columns)
             writer.writeheader()
             writer.writerows(rows)
             writer.writerow({k: _cell(v) for k, v in row.items()})
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.replace(tmp.name, path)
 
 
 def _cell(value: Any) -> Any:

@@ -23,7 +23,7 @@ from .options import RunConfig
 from .probe import EngineInfo
 from .record import RequestRecord
 from .redact import redact_url
-from .results import RecordWriter, append_run_row, write_json
+from .results import RecordWriter, ResultsError, append_run_row, check_runs_file, write_json
 from .summary import summarize
 from .targets import dialect_for
 from .telemetry import Telemetry, start_telemetry
@@ -84,12 +84,17 @@ class Run:
                        f"-{secrets.token_hex(2)}")
         self.run_dir = self.config.out / "runs" / self.run_id
         self._meta = self._metadata(users, stamp)
-        write_json(self.run_dir / "run.json", {**self._meta, "status": "running"})
+        try:
+            write_json(self.run_dir / "run.json", {**self._meta, "status": "running"})
+            self._writer = RecordWriter(self.run_dir / "requests.jsonl", self.run_id)
+        except OSError as exc:
+            self._finished = True  # nothing to save at the end
+            raise ResultsError(f"cannot write the run's files in {self.run_dir} "
+                               f"({exc.strerror or exc})") from None
         if self.config.telemetry_interval_s > 0:
             self.telemetry = start_telemetry(self.run_dir, self.config.engine, self.config.url,
                                              self.config.gpu, self.config.telemetry_interval_s)
             self.telemetry.wait_ready()  # test_start waits, so users spawn after this
-        self._writer = RecordWriter(self.run_dir / "requests.jsonl", self.run_id)
         log.info("run %s: %d requests to %s, results in %s", self.run_id, self.config.requests,
                  redact_url(self.config.url), self.run_dir)
 
@@ -116,16 +121,28 @@ class Run:
 
     def _on_record(self, record: RequestRecord) -> None:
         self.records.append(record)
-        if self._writer is not None:
+        if self._writer is None:
+            return
+        try:
             self._writer.write(record)
+        except OSError as exc:  # e.g. the disk filled: measuring goes on, in memory
+            self._writer = None
+            log.error("error: writing %s failed (%s); the run goes on and its summary is kept, "
+                      "but its requests.jsonl stops here", self.run_dir / "requests.jsonl",
+                      exc.strerror or exc)
+            self.environment.process_exit_code = 2
 
     def finish(self, status: str = "complete") -> None:
         """Summarize and write the run (master/local, once). Only complete, non-warm-up runs
         get a row in runs.csv; an interrupted run keeps its run.json and records."""
-        if self._finished or not self.owns_files or self._writer is None:
+        if self._finished or not self.owns_files or not self.run_id:
             return
         self._finished = True
-        self._writer.close()
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except OSError:
+                pass  # the failed flush was reported when the record was written
         client = self._client_report()
         for report in self.dispatcher.worker_reports:  # the worst process speaks for the run
             for column in ("client_cpu_max_pct", "loop_lag_p99_ms", "loop_lag_max_ms"):
@@ -136,10 +153,23 @@ class Run:
         row["warnings"] = check_run(row)
         row["verdict"], reasons = judge(row, faithful_event_rate(processes=row.get("processes")))
         row["verdict_reasons"] = ";".join(reasons)
-        write_json(self.run_dir / "run.json", {**row, "status": status})
-        if status == "complete" and not self.config.warmup:
-            append_run_row(self.config.out / "runs.csv", row)
         _print_summary(row, status)
+        self._save(row, status)
+
+    def _save(self, row: dict[str, Any], status: str) -> None:
+        """run.json, then the runs.csv row. A write that fails (a full disk, a runs.csv changed
+        during the run) is one error line and exit 2; the records already written stay."""
+        runs_csv = self.config.out / "runs.csv"
+        try:
+            write_json(self.run_dir / "run.json", {**row, "status": status})
+            if status == "complete" and not self.config.warmup:
+                check_runs_file(runs_csv)
+                append_run_row(runs_csv, row)
+        except (OSError, ResultsError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            log.error("error: the run's results could not be saved (%s); runs.csv is as it was, "
+                      "and the requests' records are in %s", reason, self.run_dir)
+            self.environment.process_exit_code = 2
 
 
 def _print_summary(row: dict[str, Any], status: str) -> None:
