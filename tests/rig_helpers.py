@@ -34,12 +34,27 @@ def run_locust(*args: str, timeout_s: float = 300) -> subprocess.CompletedProces
 def running_pacer(*args: str, timeout_s: float = 30) -> Iterator[str]:
     """The pacing server (loadtest/calibration/pacer.py) in its own process on a free port;
     yields its URL and stops it at the end."""
+    with _listening([sys.executable, "-m", "loadtest.calibration.pacer", *args],
+                    timeout_s) as url:
+        yield url
+
+
+@contextmanager
+def running_fault_proxy(upstream: str, *args: str, timeout_s: float = 30) -> Iterator[str]:
+    """tests/fault_proxy.py in front of `upstream` on a free port; yields its URL."""
+    with _listening([sys.executable, str(REPO / "tests" / "fault_proxy.py"), "--upstream",
+                     upstream, *args], timeout_s) as url:
+        yield url
+
+
+@contextmanager
+def _listening(cmd: list[str], timeout_s: float) -> Iterator[str]:
+    """Start `cmd --port P` and wait for the "listening" line it prints once it accepts."""
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "loadtest.calibration.pacer", "--port",
-                                str(port), *args], cwd=REPO, stdout=subprocess.PIPE,
+    process = subprocess.Popen([*cmd, "--port", str(port)], cwd=REPO, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     try:
-        line = process.stdout.readline()  # printed once it listens
+        line = process.stdout.readline()
         assert "listening" in line, line + process.stdout.read()
         yield f"http://127.0.0.1:{port}"
     finally:
