@@ -6,8 +6,8 @@
 #   vllm-cpu,llamacpp-cpu,transformers, each serving the tiny model) one at a time on
 #   127.0.0.1:P (default 8000): start it, a warm-up (kept out of runs.csv), one run at each user
 #   count (default 1,8,32,128), tagged demo, then stop it. Every engine gets the same workload:
-#   the mixed prompts, 128 output tokens (--ignore-eos), REQUESTS requests per run (default: 4
-#   per user, at least 64 (32 for one user), at most 256 or 2 per user: 32, 64, 128, 256 for
+#   the mixed prompts, 64 output tokens (--ignore-eos), REQUESTS requests per run (default: 4
+#   per user, at least 96 (56 for one user), at most 256 or 2 per user: 56, 96, 128, 256 for
 #   the default users).
 #   Engine and client never share a core: by default the client (Locust) runs on the first core
 #   and each engine on the rest (--engine-cpus / --client-cpus change it, the other side gets the
@@ -96,14 +96,16 @@ stop_engine() {
 trap stop_engine EXIT
 trap 'exit 130' INT TERM
 
-max_tokens=128
-# Requests per run: REQUESTS, else 4 per user and at least 64, so that the fastest engine here
-# (llama.cpp on its one core: ~840 tok/s at 8 users) runs over 5 s (shorter runs are invalid);
-# one user's requests run one after another, so 32 suffice (llama.cpp: ~480 tok/s, 8.5 s); at
+max_tokens=64
+# Requests per run: REQUESTS, else 4 per user and at least 96, so that the fastest engine here
+# (llama.cpp on its one core: ~1,060 tok/s at 8 users) runs over 5 s (shorter runs are invalid);
+# one user's requests run one after another, so 56 suffice (llama.cpp: ~510 tok/s, 7 s); at
 # most 256 or 2 per user (the fewest for a steady state), so that many users stay affordable.
+# 64 output tokens, not 128: past saturation (128 users on one core) every engine's run is long
+# (transformers: 132 s at 128 tokens), and the re-run's budget is 8 minutes.
 requests_for() {
   if [[ -n $requests ]]; then echo "$requests"; return; fi
-  local least=$(( $1 == 1 ? 32 : 64 ))
+  local least=$(( $1 == 1 ? 56 : 96 ))
   local n=$(( 4 * $1 > least ? 4 * $1 : least )) cap=$(( 2 * $1 > 256 ? 2 * $1 : 256 ))
   echo $(( n < cap ? n : cap ))
 }

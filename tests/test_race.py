@@ -252,8 +252,8 @@ def test_demo_races_the_local_engines_on_a_short_workload(tmp_path: Path):
     assert sorted((r["engine"], r["users"]) for r in rows) == expected
     assert all(r["tag"] == "demo" and r["completed"] == "16" and r["failed"] == "0"
                for r in rows)
-    assert all(r["workload"] == "mixed-16x128" for r in rows)
-    assert {r["avg_output_tokens"] for r in rows} == {"128"}  # exact lengths on every engine
+    assert all(r["workload"] == "mixed-16x64" for r in rows)
+    assert {r["avg_output_tokens"] for r in rows} == {"64"}  # exact lengths on every engine
     engine_cpus, client_cpus = default_layout()  # engine and client on separate cores
     flags = f"--cpus {engine_cpus}" if engine_cpus else ""
     assert {(r["flags"], r["client_cpus"]) for r in rows} == {
