@@ -32,6 +32,9 @@ WARNINGS = {
                   "every streamed answer; a sign of a starved API server elsewhere",
     "engine_shared": "the engine held more requests at once than this run's users can send, so "
                      "another client shared it and these numbers are not this run's alone",
+    "token_text_mismatch": "--recount: some answers' token ids do not decode, with the served "
+                           "model's tokenizer, to the text that arrived (recount_text_mismatches): "
+                           "the engine's tokenizer or its detokenizing differs from the model's",
 }
 
 
@@ -56,4 +59,6 @@ def check_run(row: dict[str, Any]) -> list[str]:
         found.append("reconnects")
     if engine_held_peak(row) > row.get("users", 0):
         found.append("engine_shared")
+    if row.get("recount_text_mismatches"):
+        found.append("token_text_mismatch")
     return found

@@ -45,6 +45,9 @@ def add_options(parser: Any) -> None:
     group.add_argument("--telemetry-interval", type=str, default="2",
                        help="seconds between GPU and engine-metrics samples during the run (0 = "
                             "off); each engine scrape costs the engine CPU, so not too often")
+    group.add_argument("--recount", action="store_true", default=False,
+                       help="ask the engine for each chunk's token ids and check its output token "
+                            "counts and text against the model's tokenizer (vLLM-family engines)")
     group.add_argument("--warmup", action="store_true", default=False,
                        help="a warm-up run: measured and saved in its folder, never added to runs.csv")
 
@@ -70,6 +73,7 @@ class RunConfig:
     warmup: bool
     telemetry_interval_s: float
     api_key: str | None
+    recount: bool = False
 
     def headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
@@ -111,6 +115,7 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
         warmup=bool(options.warmup),
         telemetry_interval_s=_number("--telemetry-interval", options.telemetry_interval, 0.0),
         api_key=os.environ.get(target.api_key_env) or None,
+        recount=bool(getattr(options, "recount", False)),
     )
 
 

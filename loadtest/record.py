@@ -52,6 +52,9 @@ class RequestRecord:
     error: str | None = None
     reconnects: int = 0
     worker: int = 0
+    # --recount only, kept in memory (never in requests.jsonl: the output text is the user's)
+    output_ids: list[int] | None = None
+    output_text: list[str] | None = None
 
     @property
     def ok(self) -> bool:
@@ -77,6 +80,7 @@ class RequestRecord:
 
     def to_json(self) -> dict[str, Any]:
         row = asdict(self)
+        del row["output_ids"], row["output_text"]
         row["ttft_ms"] = self.ttft_ms
         row["e2e_ms"] = self.e2e_ms
         return row

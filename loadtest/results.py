@@ -33,6 +33,7 @@ RUN_COLUMNS = [
     "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
     "ttft_mean_ms", "ttft_p90_ms", "itl_mean_ms", "itl_p90_ms", "e2e_mean_ms", "e2e_p90_ms",
     "tpot_mean_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms",
+    "recount", "recount_count_mismatches", "recount_text_mismatches",
     "errors", "warnings", "buffered_requests", "workload", "workload_sha256", "api", "max_tokens",
     "ignore_eos", "temperature", "repeat", "tag", "engine_version", "model_sha256",
     "client_cpu_max_pct", "loop_lag_p99_ms", "loop_lag_max_ms", "client_cpu_count", "client_cpus", "client_cpu_model", "client_hostname", "locust_version",

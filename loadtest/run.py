@@ -22,6 +22,7 @@ from .metadata import collect_client_metadata, collect_model_metadata, collect_r
 from .options import RunConfig
 from .probe import EngineInfo
 from .record import RequestRecord
+from .recount import recount
 from .redact import redact_url
 from .results import RecordWriter, ResultsError, append_run_row, check_runs_file, write_json
 from .summary import summarize
@@ -45,7 +46,8 @@ class Run:
                                        model=config.model or info.model,
                                        max_tokens=config.max_tokens, ignore_eos=config.ignore_eos,
                                        temperature=config.temperature,
-                                       ignore_eos_as=config.target.ignore_eos_as)
+                                       ignore_eos_as=config.target.ignore_eos_as,
+                                       token_ids=config.recount and config.target.token_ids)
         dialect = dialect_for(config.api)
         self.parse_line = dialect.parse_line
         self.tokens_source: str = dialect.TOKENS_SOURCE
@@ -147,7 +149,9 @@ class Run:
         for report in self.dispatcher.worker_reports:  # the worst process speaks for the run
             for column in ("client_cpu_max_pct", "loop_lag_p99_ms", "loop_lag_max_ms"):
                 client[column] = max(client.get(column) or 0, report.get(column) or 0)
-        row = {**self._meta, **summarize(self.records), **client}
+        row = {**self._meta, **summarize(self.records), **client,
+               **recount(self.records, self.info.model_root or self.config.model or self.info.model,
+                         self.config.recount)}
         if self.telemetry is not None:
             row.update(self.telemetry.stop(row["output_tokens"]))
         row["warnings"] = check_run(row)
@@ -192,5 +196,7 @@ def _print_summary(row: dict[str, Any], status: str) -> None:
     print(f"client cpu peak {fmt(row.get('client_cpu_max_pct'))}% | event-loop lag p99 "
           f"{fmt(row.get('loop_lag_p99_ms'))} ms | reconnects {row['reconnects']} | engine's own TTFT "
           f"mean {fmt(row.get('engine_ttft_mean_ms'))} ms | results {row['run_dir']}", file=sys.stderr)
+    if row.get("recount", "off") != "off":
+        print(f"recount: {row['recount']}", file=sys.stderr)
     for name in row["warnings"]:
         print(f"warning: {name}: {WARNINGS[name]}", file=sys.stderr)

@@ -25,12 +25,15 @@ class Target:
     # The engine serves one model that its /v1/models does not list (transformers serve lists
     # the hub cache): the probe reads the name from its refusal of another model.
     pinned_model: bool = False
+    # The engine streams each chunk's token ids when asked (vLLM's `return_token_ids`): what
+    # --recount checks against the model's tokenizer.
+    token_ids: bool = False
 
 
 _OPENAI_APIS = ("completions", "chat")
 TARGETS: dict[str, Target] = {
-    "vllm": Target(8000, "completions", _OPENAI_APIS),
-    "vllm-cpu": Target(8000, "completions", _OPENAI_APIS),
+    "vllm": Target(8000, "completions", _OPENAI_APIS, token_ids=True),
+    "vllm-cpu": Target(8000, "completions", _OPENAI_APIS, token_ids=True),
     "tgi": Target(8080, "generate", ("generate", "chat")),
     "aphrodite": Target(2242, "completions", _OPENAI_APIS),
     "textgen": Target(5000, "completions", _OPENAI_APIS),

@@ -123,6 +123,11 @@ def _read_stream(response, record: RequestRecord,
             record.output_tokens, record.output_tokens_source = event.output_tokens, tokens_source
         if event.prompt_tokens is not None:
             record.prompt_tokens = event.prompt_tokens
+        if event.token_ids is not None:  # --recount
+            if record.output_ids is None:
+                record.output_ids, record.output_text = [], []
+            record.output_ids.extend(event.token_ids)
+            record.output_text.append(event.text or "")
         if event.finished:
             finished = True
 

@@ -50,6 +50,9 @@ REASONS = {
                     "engine did not keep to the requested length",
     "engine_shared": "the engine held more requests than this run's users: another client "
                      "shared it",
+    "token_count_mismatch": "--recount: the engine's reported output tokens differ from the "
+                            "token ids it streamed, so tok/s counts work that was not done as "
+                            "reported",
     "too_few_requests": "fewer than 2 requests per user: ramp-up and tail, not a steady state",
     "short_run": "under 5 s: too short to measure",
     "warmup": "a warm-up run: measured, never ranked",
@@ -96,6 +99,7 @@ _TESTS = {
     "answers_arrived_whole": lambda r: bool(r.get("buffered_requests")),
     "unequal_work": _unequal_work,
     "engine_shared": lambda r: engine_held_peak(r) > (r.get("users") or 0),
+    "token_count_mismatch": lambda r: bool(r.get("recount_count_mismatches")),
     "too_few_requests": lambda r: (r.get("requests") or 0) < 2 * (r.get("users") or 0),
     "short_run": lambda r: (r.get("completion_time_s") or 0) < 5,
     "warmup": lambda r: bool(r.get("warmup")),

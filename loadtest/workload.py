@@ -89,7 +89,7 @@ def _parse_prompt(line: str, where: str, index: int) -> Prompt:
 
 def build_workload(prompts_name: str, requests: int, *, api: str, model: str, max_tokens: int,
                    ignore_eos: bool = False, temperature: float = 0.0,
-                   ignore_eos_as: str = "ignore_eos") -> Workload:
+                   ignore_eos_as: str = "ignore_eos", token_ids: bool = False) -> Workload:
     if requests <= 0:
         raise WorkloadError(f"--requests must be a positive integer, got {requests}")
     if max_tokens <= 0:
@@ -102,7 +102,8 @@ def build_workload(prompts_name: str, requests: int, *, api: str, model: str, ma
         try:
             bodies.append(dialect.build_body(api, model, prompt.text, prompt.max_tokens or max_tokens,
                                              ignore_eos=ignore_eos, temperature=temperature,
-                                             ignore_eos_as=ignore_eos_as))
+                                             ignore_eos_as=ignore_eos_as,
+                                             **({"token_ids": True} if token_ids else {})))
         except ValueError as exc:
             raise WorkloadError(str(exc)) from None
     specs = [RequestSpec(i, prompts[i % len(prompts)].id, path, bodies[i % len(prompts)])

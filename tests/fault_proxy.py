@@ -14,6 +14,7 @@ cycle, in the order requests arrive:
   reset       the engine's first 3 chunks, then a TCP reset
   stall       the engine's first 2 chunks, then silence for --stall-s seconds
   slow_first  the first chunk held back --slow-s seconds, then the rest as is
+  miscount    the stream as is, but its usage reports one output token more than were sent
 Anything else (/v1/models, /health, /metrics) is forwarded untouched. Prints "listening on PORT"
 once it accepts connections.
 """
@@ -32,7 +33,7 @@ import aiohttp
 from aiohttp import web
 
 FAULTS = ("ok", "http500", "http503", "http429", "bad_json", "no_final", "reset", "stall",
-          "slow_first")
+          "slow_first", "miscount")
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
 
@@ -98,10 +99,18 @@ class FaultProxy:
                         return response
                     await response.write(b"data: {\"choices\": [{\"text\": \n\n")
                     break
+                if is_data and fault == "miscount" and b'"completion_tokens"' in line:
+                    line = _miscounted(line)
                 chunks += is_data
                 await response.write(line)
             await response.write_eof()
             return response
+
+
+def _miscounted(line: bytes) -> bytes:
+    event = json.loads(line[len(b"data:"):])
+    event["usage"]["completion_tokens"] += 1
+    return b"data: " + json.dumps(event).encode() + b"\n"
 
 
 def _headers(request: web.Request) -> dict[str, str]:

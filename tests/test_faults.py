@@ -24,12 +24,13 @@ EXPECTED_KIND = {"ok": None, "http500": "http_status", "http503": "http_status",
 
 def test_every_fault_is_recorded_with_its_reason_and_the_run_goes_on(engine_url: str,
                                                                       tmp_path: Path):
-    assert set(EXPECTED_KIND) == set(FAULTS)
+    assert set(EXPECTED_KIND) == set(FAULTS) - {"miscount"}  # that one: tests/test_recount.py
+    faults = list(EXPECTED_KIND)
     rounds = 2
-    with running_fault_proxy(engine_url, "--faults", ",".join(FAULTS), "--stall-s", "8",
+    with running_fault_proxy(engine_url, "--faults", ",".join(faults), "--stall-s", "8",
                              "--slow-s", "1.5") as url:
         result = run_locust("--host", url, "--engine", "vllm-cpu", "--out", str(tmp_path),
-                            "--users", "3", "--requests", str(rounds * len(FAULTS)),
+                            "--users", "3", "--requests", str(rounds * len(faults)),
                             "--max-tokens", "16", "--ignore-eos", "--read-timeout", "3",
                             "--telemetry-interval", "0")
     assert result.returncode == 1, result.stderr[-3000:]  # some requests failed: exit 1
@@ -38,7 +39,7 @@ def test_every_fault_is_recorded_with_its_reason_and_the_run_goes_on(engine_url:
         [row] = list(csv.DictReader(file))
     records = [json.loads(line) for line in
                (tmp_path / "runs" / row["run_id"] / "requests.jsonl").read_text().splitlines()]
-    assert len(records) == rounds * len(FAULTS)  # every request recorded, each once
+    assert len(records) == rounds * len(faults)  # every request recorded, each once
     failures = Counter(r["error_kind"] for r in records if r["error_kind"])
     expected = Counter({kind: rounds * n for kind, n in
                         Counter(k for k in EXPECTED_KIND.values() if k).items()})

@@ -20,6 +20,8 @@ class StreamEvent(NamedTuple):
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     error: str | None = None  # the engine sent an error event
+    token_ids: list[int] | None = None  # this chunk's token ids, when the engine was asked for them
+    text: str | None = None  # this chunk's text, read only along with token_ids
 
 
 class ProtocolError(ValueError):

@@ -23,7 +23,8 @@ _DONE = StreamEvent(finished=True)
 
 
 def build_body(api: str, model: str, prompt: str, max_tokens: int, *, ignore_eos: bool,
-               temperature: float, ignore_eos_as: str = "ignore_eos") -> bytes:
+               temperature: float, ignore_eos_as: str = "ignore_eos",
+               token_ids: bool = False) -> bytes:
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True,
                             "stream_options": {"include_usage": True},
                             "temperature": temperature}
@@ -37,6 +38,8 @@ def build_body(api: str, model: str, prompt: str, max_tokens: int, *, ignore_eos
         body["generation_config"] = json.dumps({"eos_token_id": -1, "do_sample": temperature > 0})
     elif ignore_eos:
         body["ignore_eos"] = True  # vLLM-family extension: fixed output length
+    if token_ids:
+        body["return_token_ids"] = True  # vLLM: each chunk carries its tokens' ids (--recount)
     return json.dumps(body).encode()
 
 
@@ -51,14 +54,22 @@ def parse_line(line: bytes) -> StreamEvent | None:
         return StreamEvent(error=_error_text(chunk["error"]))
     usage = chunk.get("usage") or {}
     choices = chunk.get("choices") or []
-    output, finish_reason = False, None
+    output, finish_reason, ids, text = False, None, None, None
     for choice in choices:
         output = output or _carries_token(choice)
         finish_reason = choice.get("finish_reason") or finish_reason
+        if choice.get("token_ids") is not None:  # only when asked (--recount)
+            ids, text = choice["token_ids"], _text(choice)
     return StreamEvent(output=output, finish_reason=finish_reason,
                        finished=finish_reason is not None and "completion_tokens" in usage,
                        prompt_tokens=usage.get("prompt_tokens"),
-                       output_tokens=usage.get("completion_tokens"))
+                       output_tokens=usage.get("completion_tokens"), token_ids=ids, text=text)
+
+
+def _text(choice: dict[str, Any]) -> str:
+    if "text" in choice:
+        return choice["text"] or ""
+    return (choice.get("delta") or {}).get("content") or ""
 
 
 def _carries_token(choice: dict[str, Any]) -> bool:
