@@ -15,6 +15,7 @@ cycle, in the order requests arrive:
   stall       the engine's first 2 chunks, then silence for --stall-s seconds
   slow_first  the first chunk held back --slow-s seconds, then the rest as is
   miscount    the stream as is, but its usage reports one output token more than were sent
+  buffer      the whole answer held back and sent in one piece at its end (a buffering proxy)
 Anything else (/v1/models, /health, /metrics) is forwarded untouched. Prints "listening on PORT"
 once it accepts connections.
 """
@@ -33,7 +34,7 @@ import aiohttp
 from aiohttp import web
 
 FAULTS = ("ok", "http500", "http503", "http429", "bad_json", "no_final", "reset", "stall",
-          "slow_first", "miscount")
+          "slow_first", "miscount", "buffer")
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
 
@@ -84,6 +85,7 @@ class FaultProxy:
             response.content_type = upstream.content_type
             await response.prepare(request)
             chunks = 0
+            held: list[bytes] = []
             async for line in upstream.content:
                 is_data = line.startswith(b"data:")
                 if is_data and fault == "no_final" and _is_last(line):
@@ -102,7 +104,11 @@ class FaultProxy:
                 if is_data and fault == "miscount" and b'"completion_tokens"' in line:
                     line = _miscounted(line)
                 chunks += is_data
-                await response.write(line)
+                if fault == "buffer":
+                    held.append(line)
+                else:
+                    await response.write(line)
+            await response.write(b"".join(held))
             await response.write_eof()
             return response
 
