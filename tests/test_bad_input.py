@@ -53,6 +53,28 @@ def test_prompt_without_text(engine_url: str, tmp_path: Path):
              'each line needs a non-empty string "prompt"')
 
 
+@pytest.mark.parametrize("content, message", [
+    ("", "no prompts in file"),
+    ("\n  \n", "no prompts in file"),
+    ('{"prompt": 42}\n', 'each line needs a non-empty string "prompt"'),
+    ('{"prompt": "hi", "max_tokens": "8"}\n', '"max_tokens" must be a positive integer'),
+    ('{"prompt": "hi", "max_tokens": 0}\n', '"max_tokens" must be a positive integer'),
+    ('["hi"]\n', 'each line needs a non-empty string "prompt"'),
+])
+def test_empty_or_wrongly_typed_prompt_file(engine_url: str, tmp_path: Path, content: str,
+                                            message: str):
+    prompts = tmp_path / "bad.jsonl"
+    prompts.write_text(content)
+    _refused(run_locust("--host", engine_url, "--prompts", str(prompts)), message)
+
+
+def test_prompt_file_that_is_a_folder(engine_url: str, tmp_path: Path):
+    folder = tmp_path / "prompts.jsonl"
+    folder.mkdir()
+    _refused(run_locust("--host", engine_url, "--prompts", str(folder)),
+             f"no prompt file '{folder}'")
+
+
 def test_tgi_with_ignore_eos_is_refused():
     _refused(run_locust("--engine", "tgi", "--ignore-eos"), "tgi's /generate_stream has no ignore_eos")
 
