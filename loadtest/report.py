@@ -173,7 +173,7 @@ def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
     report = Report(out)
     groups = list(runs.groupby(GROUP, sort=False, dropna=False))
     report.heading(1, "llm-load-rig report")
-    report.text(f"{len(runs)} runs of {', '.join(sorted(runs['engine'].unique()))}"
+    report.text(f"{len(runs)} run{'' if len(runs) == 1 else 's'} of {', '.join(sorted(runs['engine'].unique()))}"
                 f"{f' from `{source}`' if source else ''}, "
                 f"{runs['timestamp'].min()} to {runs['timestamp'].max()}; "
                 f"written {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}.")
