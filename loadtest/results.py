@@ -16,6 +16,7 @@ import json
 import os
 import tempfile
 from contextlib import contextmanager
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
@@ -111,39 +112,47 @@ class ResultsError(ValueError):
 
 
 def check_runs_file(path: Path) -> None:
-    """Refuse, before a run, a runs.csv that a new row would corrupt or that this rig cannot read:
-    not UTF-8, a row with more cells than the header (edited by hand), no run_id column, or rows
-    written by a newer rig (schema_version above this one's). Older rows are fine: a new column is
-    added at the end and they get it empty."""
+    """Refuse, before a run, a CSV that is not a runs.csv of this rig (no run_id column), or one
+    that a new row would corrupt or this rig cannot read (_checked_rows, which append_run_row
+    applies again to the rows it rewrites)."""
+    header, _ = _checked_rows(path)
+    if header and "run_id" not in header:
+        raise ResultsError(f"{path} has no run_id column: not a runs.csv of this rig; "
+                           "move it aside or pass another --out")
+
+
+def _checked_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """runs.csv's header and rows, or ResultsError: not UTF-8, a row with more cells than the
+    header (edited by hand), or rows written by a newer rig (schema_version above this one's).
+    Older rows are fine: a new column is added at the end and they get it empty."""
     if not path.exists():
-        return
-    where = f"{path}"
+        return [], []
     try:
         with path.open(newline="", encoding="utf-8") as file:
             reader = csv.reader(file)
             header = next(reader, None)
             if header is None:
-                return
-            if "run_id" not in header:
-                raise ResultsError(f"{where} has no run_id column: not a runs.csv of this rig; "
-                                   "move it aside or pass another --out")
+                return [], []
             version = header.index("schema_version") if "schema_version" in header else None
+            rows = []
             for cells in reader:
                 if len(cells) > len(header):
-                    raise ResultsError(f"{where} line {reader.line_num} has {len(cells)} cells "
+                    raise ResultsError(f"{path} line {reader.line_num} has {len(cells)} cells "
                                        f"for {len(header)} columns (edited by hand?); fix it "
                                        "or pass another --out")
                 if version is not None and len(cells) > version and _newer(cells[version]):
-                    raise ResultsError(f"{where} line {reader.line_num} was written by a newer "
+                    raise ResultsError(f"{path} line {reader.line_num} was written by a newer "
                                        f"rig (schema_version {cells[version]}, this rig writes "
                                        f"{SCHEMA_VERSION}); pass another --out")
+                rows.append(dict(zip_longest(header, cells, fillvalue="")))  # short: empty cells
+            return header, rows
     except UnicodeDecodeError:
-        raise ResultsError(f"{where} is not UTF-8 text; fix it or pass another --out") from None
+        raise ResultsError(f"{path} is not UTF-8 text; fix it or pass another --out") from None
     except csv.Error as exc:
-        raise ResultsError(f"{where} is not a readable CSV ({exc}); fix it or pass another "
+        raise ResultsError(f"{path} is not a readable CSV ({exc}); fix it or pass another "
                            "--out") from None
     except OSError as exc:
-        raise ResultsError(f"{where}: cannot read it ({exc.strerror})") from None
+        raise ResultsError(f"{path}: cannot read it ({exc.strerror})") from None
 
 
 def _newer(version: str) -> bool:
@@ -162,11 +171,13 @@ def read_runs(path: Path) -> list[dict[str, str]]:
 
 def append_run_row(path: Path, row: dict[str, Any]) -> None:
     """Add one row to runs.csv: the whole file is rewritten to a temp file and renamed, so a crash
-    leaves the old file intact. New columns are added at the end (old rows get them empty)."""
+    leaves the old file intact. New columns are added at the end (old rows get them empty).
+    ResultsError, and the file untouched, when it is one _checked_rows refuses (it may have
+    been edited during the run)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     row = {"schema_version": SCHEMA_VERSION, **row}
     with _locked(path):
-        rows = read_runs(path)
+        _, rows = _checked_rows(path)
         columns = [c for c in RUN_COLUMNS if c in row or any(c in r for r in rows)]
         for source in (*rows, row):
             columns += [c for c in source if c not in columns]

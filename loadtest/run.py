@@ -24,7 +24,7 @@ from .probe import EngineInfo
 from .record import RequestRecord
 from .recount import recount
 from .redact import redact_url
-from .results import RecordWriter, ResultsError, append_run_row, check_runs_file, write_json
+from .results import RecordWriter, ResultsError, append_run_row, write_json
 from .summary import summarize
 from .targets import dialect_for
 from .telemetry import Telemetry, start_telemetry
@@ -66,6 +66,11 @@ class Run:
         self.started = False  # start() ran: the web UI's next Start needs a new Run
         self.worker_index = 0
         self.telemetry: Telemetry | None = None
+
+    @property
+    def model_dir(self) -> str:
+        """Where the served model lives, when it is a local folder (vLLM's /v1/models "root")."""
+        return self.info.model_root or self.config.model or self.info.model
 
     @property
     def owns_files(self) -> bool:
@@ -113,7 +118,7 @@ class Run:
             "repeat": c.repeat, "tag": c.tag, "warmup": c.warmup,
             "engine_version": self.info.engine_version,
             "http_read_timeout_s": c.read_timeout_s, "run_dir": str(self.run_dir),
-            **collect_model_metadata(self.info.model_root or c.model or self.info.model),
+            **collect_model_metadata(self.model_dir),
             **collect_rig_metadata(), **collect_client_metadata(processes),
         }
 
@@ -150,8 +155,7 @@ class Run:
             for column in ("client_cpu_max_pct", "loop_lag_p99_ms", "loop_lag_max_ms"):
                 client[column] = max(client.get(column) or 0, report.get(column) or 0)
         row = {**self._meta, **summarize(self.records), **client,
-               **recount(self.records, self.info.model_root or self.config.model or self.info.model,
-                         self.config.recount)}
+               **recount(self.records, self.model_dir, self.config.recount)}
         if self.telemetry is not None:
             row.update(self.telemetry.stop(row["output_tokens"]))
         row["warnings"] = check_run(row)
@@ -163,12 +167,10 @@ class Run:
     def _save(self, row: dict[str, Any], status: str) -> None:
         """run.json, then the runs.csv row. A write that fails (a full disk, a runs.csv changed
         during the run) is one error line and exit 2; the records already written stay."""
-        runs_csv = self.config.out / "runs.csv"
         try:
             write_json(self.run_dir / "run.json", {**row, "status": status})
             if status == "complete" and not self.config.warmup:
-                check_runs_file(runs_csv)
-                append_run_row(runs_csv, row)
+                append_run_row(self.config.out / "runs.csv", row)
         except (OSError, ResultsError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             log.error("error: the run's results could not be saved (%s); runs.csv is as it was, "

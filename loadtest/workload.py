@@ -102,8 +102,7 @@ def build_workload(prompts_name: str, requests: int, *, api: str, model: str, ma
         try:
             bodies.append(dialect.build_body(api, model, prompt.text, prompt.max_tokens or max_tokens,
                                              ignore_eos=ignore_eos, temperature=temperature,
-                                             ignore_eos_as=ignore_eos_as,
-                                             **({"token_ids": True} if token_ids else {})))
+                                             ignore_eos_as=ignore_eos_as, token_ids=token_ids))
         except ValueError as exc:
             raise WorkloadError(str(exc)) from None
     specs = [RequestSpec(i, prompts[i % len(prompts)].id, path, bodies[i % len(prompts)])

@@ -59,31 +59,29 @@ def parse_line(line: bytes) -> StreamEvent | None:
         output = output or _carries_token(choice)
         finish_reason = choice.get("finish_reason") or finish_reason
         if choice.get("token_ids") is not None:  # only when asked (--recount)
-            ids, text = choice["token_ids"], _text(choice)
+            ids, text = choice["token_ids"], _choice_text(choice) or ""
     return StreamEvent(output=output, finish_reason=finish_reason,
                        finished=finish_reason is not None and "completion_tokens" in usage,
                        prompt_tokens=usage.get("prompt_tokens"),
                        output_tokens=usage.get("completion_tokens"), token_ids=ids, text=text)
 
 
-def _text(choice: dict[str, Any]) -> str:
-    if "text" in choice:
-        return choice["text"] or ""
-    return (choice.get("delta") or {}).get("content") or ""
-
-
 def _carries_token(choice: dict[str, Any]) -> bool:
     """A generated token arrived, even one whose text is still empty (a byte-level token that is
     part of a multi-byte character decodes to "" until the character is complete). Not a token:
     chat's opening role announcement, and a closing chunk that only carries the finish reason."""
-    if "text" in choice:
-        text = choice["text"]
-    else:
-        delta = choice.get("delta") or {}
-        text = None if "role" in delta and not delta.get("content") else delta.get("content")
+    text = _choice_text(choice)
     if text:
         return True
     return text == "" and choice.get("finish_reason") is None
+
+
+def _choice_text(choice: dict[str, Any]) -> str | None:
+    """A completion choice's text, or a chat delta's content; None for chat's role announcement."""
+    if "text" in choice:
+        return choice["text"]
+    delta = choice.get("delta") or {}
+    return None if "role" in delta and not delta.get("content") else delta.get("content")
 
 
 def _error_text(error: Any) -> str:

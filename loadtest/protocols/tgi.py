@@ -19,9 +19,12 @@ PATHS = {"generate": "/generate_stream"}
 
 
 def build_body(api: str, model: str, prompt: str, max_tokens: int, *, ignore_eos: bool,
-               temperature: float, ignore_eos_as: str = "ignore_eos") -> bytes:
+               temperature: float, ignore_eos_as: str = "ignore_eos",
+               token_ids: bool = False) -> bytes:
     if ignore_eos:
         raise ValueError("tgi's /generate_stream has no ignore_eos; drop --ignore-eos")
+    if token_ids:
+        raise ValueError("tgi's /generate_stream streams no token ids to recount")
     parameters: dict[str, Any] = {"max_new_tokens": max_tokens, "details": True}
     if temperature > 0:
         parameters.update(do_sample=True, temperature=temperature)
