@@ -1,9 +1,10 @@
 """llm-load-rig: race LLM inference engines on one fixed workload, measured exactly.
 
-Data flow, one module per stage:
-workload (prompts -> RequestSpec) -> protocols (body, stream events) -> transport (send ->
-RequestRecord) -> dispatch (exactly N requests across users and processes) -> summary
-(records -> run row) -> results (files) -> report.
+Data flow, one package per path:
+client/ (workload -> protocols -> transport -> dispatch: per-request records) -> results/
+(record -> summary -> checks, verdict -> files) -> report/ (runset -> tables, race -> plots ->
+report). engines.py is the locustfile that runs the client path; local_engine.py and cpus.py
+start engines on this host; telemetry/, calibration/ and sweep/ sit beside the run.
 """
 
 __version__ = "0.1.0"

@@ -2,12 +2,12 @@
 
     locust -f loadtest/engines.py --headless --users 128 --engine vllm --requests 512
 
-Users pull requests from one shared queue (loadtest/dispatch.py): exactly --requests are sent
+Users pull requests from one shared queue (loadtest/client/dispatch.py): exactly --requests are sent
 in total, with --processes too, and the run ends by itself when the last response completes.
-Each stream is read line by line and stamped on arrival (loadtest/transport.py); percentiles
-come from those raw records (loadtest/summary.py), not from Locust's rounded buckets, though
+Each stream is read line by line and stamped on arrival (loadtest/client/transport.py); percentiles
+come from those raw records (loadtest/results/summary.py), not from Locust's rounded buckets, though
 Locust's own stats and web UI still show every request (response time = end-to-end).
-Results: OUT/runs.csv and OUT/runs/RUN_ID/{run.json,requests.jsonl} (loadtest/results.py).
+Results: OUT/runs.csv and OUT/runs/RUN_ID/{run.json,requests.jsonl} (loadtest/results/files.py).
 Exit codes: 0 all requests ok, 1 some failed (recorded), 2 the rig could not run.
 """
 
@@ -23,13 +23,13 @@ from locust.runners import MasterRunner, WorkerRunner
 import gevent
 from gevent.event import Event
 
-from loadtest.options import ConfigError, add_options, config_from_options, ensure_writable
-from loadtest.probe import EngineInfo, ProbeError, check_request_fits, probe_engine
-from loadtest.record import RequestRecord
-from loadtest.results import ResultsError, check_runs_file
-from loadtest.run import Run
-from loadtest.transport import new_client, open_connection, send
-from loadtest.workload import WorkloadError
+from loadtest.client.options import ConfigError, add_options, config_from_options, ensure_writable
+from loadtest.client.probe import EngineInfo, ProbeError, check_request_fits, probe_engine
+from loadtest.results.record import RequestRecord
+from loadtest.results.files import ResultsError, check_runs_file
+from loadtest.client.run import Run
+from loadtest.client.transport import new_client, open_connection, send
+from loadtest.client.workload import WorkloadError
 
 log = logging.getLogger("llm-load-rig")
 _run: Run | None = None  # this process's run (each --processes child has its own)

@@ -38,10 +38,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from loadtest.cpus import cpu_set  # noqa: E402
 from loadtest.local_engine import LocalEngine  # noqa: E402
-from loadtest.probe import probe_engine  # noqa: E402
-from loadtest.protocols.openai import parse_line  # noqa: E402
-from loadtest.targets import TARGETS  # noqa: E402
-from loadtest.workload import build_workload  # noqa: E402
+from loadtest.client.probe import probe_engine  # noqa: E402
+from loadtest.client.protocols.openai import parse_line  # noqa: E402
+from loadtest.client.targets import TARGETS  # noqa: E402
+from loadtest.client.workload import build_workload  # noqa: E402
 
 
 async def _one(session: aiohttp.ClientSession, url: str, body: bytes) -> dict:

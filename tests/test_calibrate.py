@@ -13,7 +13,7 @@ import pytest
 
 from loadtest.calibration.calibrate import split_cores
 from loadtest.calibration.limits import calibration_path, events_per_s, faithful_event_rate
-from loadtest.results import read_runs
+from loadtest.results.files import read_runs
 from rig_helpers import REPO
 
 SCRIPT = str(REPO / "scripts" / "calibrate.sh")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rig_helpers import run_locust
-from loadtest.results import read_records
+from loadtest.results.files import read_records
 
 
 def _row(out: Path) -> dict[str, str]:

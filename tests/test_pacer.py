@@ -12,9 +12,9 @@ import urllib.request
 
 import pytest
 
-from loadtest.targets import dialect_for
-from loadtest.transport import new_client, open_connection, send
-from loadtest.workload import RequestSpec
+from loadtest.client.targets import dialect_for
+from loadtest.client.transport import new_client, open_connection, send
+from loadtest.client.workload import RequestSpec
 from rig_helpers import REPO, free_port, running_pacer
 
 HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from loadtest.protocols import ProtocolError, StreamEvent, openai, tgi
+from loadtest.client.protocols import ProtocolError, StreamEvent, openai, tgi
 
 
 def test_openai_completion_chunk_carries_output():

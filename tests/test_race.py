@@ -1,4 +1,4 @@
-"""The race (loadtest/race.py, the report's race section, scripts/demo.sh): hand-made rows, then
+"""The race (loadtest/report/race.py, the report's race section, scripts/demo.sh): hand-made rows, then
 the real demo on a short workload with every local engine that can start here."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from rig_helpers import REPO, free_port
 
 from loadtest.cpus import allowed_cpus, default_layout, format_cpus
-from loadtest.race import race_cells, race_markdown, winner_line, winners
-from loadtest.report import main
-from loadtest.runset import load_runs
+from loadtest.report.race import race_cells, race_markdown, winner_line, winners
+from loadtest.report.build import main
+from loadtest.report.runset import load_runs
 from servers.local import LOCAL
 
 _SHA_A, _SHA_B = "a" * 64, "b" * 64

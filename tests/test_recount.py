@@ -1,5 +1,5 @@
 """--recount: the engine's output token counts against the token ids it streamed, read back with the
-served model's tokenizer (loadtest/recount.py), on the real embedded engine."""
+served model's tokenizer (loadtest/results/recount.py), on the real embedded engine."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import csv
 import json
 from pathlib import Path
 
-from loadtest.protocols import openai
-from loadtest.record import RequestRecord
-from loadtest.recount import recount
+from loadtest.client.protocols import openai
+from loadtest.results.record import RequestRecord
+from loadtest.results.recount import recount
 from rig_helpers import run_locust, running_fault_proxy
 
 RUN = ("--users", "2", "--requests", "8", "--max-tokens", "24", "--ignore-eos",

@@ -2,7 +2,7 @@
 
 import pytest
 
-from loadtest.redact import redact, redact_url
+from loadtest.results.redact import redact, redact_url
 
 
 @pytest.mark.parametrize("given, kept", [

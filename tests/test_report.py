@@ -13,7 +13,7 @@ import matplotlib.image
 import pytest
 from rig_helpers import REPO, run_locust
 
-from loadtest.report import main
+from loadtest.report.build import main
 
 _SHA_A, _SHA_B = "a" * 64, "b" * 64
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.checks import check_run
-from loadtest.record import RequestRecord
-from loadtest.results import RecordWriter, append_run_row, read_records, write_json
-from loadtest.summary import summarize
+from loadtest.results.checks import check_run
+from loadtest.results.record import RequestRecord
+from loadtest.results.files import RecordWriter, append_run_row, read_records, write_json
+from loadtest.results.summary import summarize
 
 MS = 1_000_000
 

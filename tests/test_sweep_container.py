@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.results import read_runs
+from loadtest.results.files import read_runs
 from servers.vllm_cpu import IMAGE
 
 REPO = Path(__file__).resolve().parents[1]

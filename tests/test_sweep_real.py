@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from loadtest.results import read_runs
+from loadtest.results.files import read_runs
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.engine

@@ -15,7 +15,7 @@ import pytest
 from rig_helpers import free_port, run_locust
 
 from loadtest.local_engine import LocalEngine
-from loadtest.probe import probe_engine
+from loadtest.client.probe import probe_engine
 from servers.local import LOCAL
 
 

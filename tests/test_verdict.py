@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fake_tgi import FakeTGI
-from loadtest.verdict import REASONS, judge
+from loadtest.results.verdict import REASONS, judge
 from rig_helpers import run_locust
 
 CLEAN = {"requests": 256, "users": 32, "completed": 256, "failed": 0, "completion_time_s": 30.0,

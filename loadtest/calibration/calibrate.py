@@ -48,11 +48,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from ..metadata import cpu_model
-from ..record import RequestRecord
-from ..results import read_records, read_runs, write_json
-from .limits import calibration_path, events_per_s, faithful_limits, headline_limit
-from .pacer import _percentile
+from loadtest.results.metadata import cpu_model
+from loadtest.results.record import RequestRecord
+from loadtest.results.files import read_records, read_runs, write_json
+from loadtest.calibration.limits import calibration_path, events_per_s, faithful_limits, headline_limit
+from loadtest.calibration.pacer import _percentile
 
 __all__ = ["main", "analyze", "CRITERION"]
 

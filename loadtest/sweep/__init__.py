@@ -8,7 +8,7 @@ One module per stage: matrix (load + check the YAML) -> cells (names and hashes)
 A thread sweep is a flag sweep with one engine configuration.
 """
 
-from .matrix import (
+from loadtest.sweep.matrix import (
            EngineConfig,
            Matrix,
            MatrixError,
@@ -16,7 +16,7 @@ from .matrix import (
            load_matrix,
            parse_matrix,
 )
-from .runner import run_sweep
+from loadtest.sweep.runner import run_sweep
 
 __all__ = ["EngineConfig", "Matrix", "MatrixError", "WorkloadOptions", "load_matrix", "parse_matrix",
            "run_sweep"]

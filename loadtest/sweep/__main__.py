@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from . import flags, threads
+from loadtest.sweep import flags, threads
 
 __all__: list[str] = []
 

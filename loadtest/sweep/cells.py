@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 from servers.registry import ENGINES
 
-from .matrix import EngineConfig, Matrix, WorkloadOptions
+from loadtest.sweep.matrix import EngineConfig, Matrix, WorkloadOptions
 
 __all__ = ["Cell", "config_hash", "config_slug", "expand_cells", "flags_text", "unique_slugs"]
 

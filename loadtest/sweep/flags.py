@@ -15,9 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from .gpus import gpu_count
-from .matrix import MatrixError, load_matrix
-from .runner import run_sweep
+from loadtest.sweep.gpus import gpu_count
+from loadtest.sweep.matrix import MatrixError, load_matrix
+from loadtest.sweep.runner import run_sweep
 
 __all__ = ["main"]
 

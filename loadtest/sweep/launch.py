@@ -28,7 +28,7 @@ from servers.balancer import render as render_balancer
 from servers.registry import ENGINES
 from servers.settings import FLAG_SETTINGS, env_name
 
-from .matrix import EngineConfig
+from loadtest.sweep.matrix import EngineConfig
 
 __all__ = [
     "ComposeService",

@@ -32,8 +32,8 @@ from typing import Any
 
 import yaml
 
-from loadtest.targets import TARGETS
-from loadtest.workload import WorkloadError, build_workload
+from loadtest.client.targets import TARGETS
+from loadtest.client.workload import WorkloadError, build_workload
 from servers.local import LOCAL
 from servers.registry import ENGINES, validate
 from servers.settings import SettingError

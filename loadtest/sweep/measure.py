@@ -15,9 +15,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.results import read_runs
+from loadtest.results.files import read_runs
 
-from .matrix import WorkloadOptions
+from loadtest.sweep.matrix import WorkloadOptions
 
 __all__ = ["Outcome", "find_row", "locust_command", "run_locust"]
 

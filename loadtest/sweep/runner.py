@@ -22,18 +22,18 @@ from types import FrameType
 from typing import Any, Iterator
 
 from servers.local import LOCAL
-from loadtest.results import read_runs
-from loadtest.targets import TARGETS
-from loadtest.version import rig_version
-from loadtest.workload import build_workload
+from loadtest.results.files import read_runs
+from loadtest.client.targets import TARGETS
+from loadtest.results.version import rig_version
+from loadtest.client.workload import build_workload
 from servers.registry import ENGINES
 
-from .cells import Cell, config_hash, expand_cells, flags_text
-from .launch import EngineFailed, Launcher, make_launcher
-from .matrix import EngineConfig, Matrix, MatrixError
-from .measure import find_row, locust_command, run_locust
-from .state import SweepState, run_ids_in
-from .table import RULES, cell_frame, comparison_table, config_table
+from loadtest.sweep.cells import Cell, config_hash, expand_cells, flags_text
+from loadtest.sweep.launch import EngineFailed, Launcher, make_launcher
+from loadtest.sweep.matrix import EngineConfig, Matrix, MatrixError
+from loadtest.sweep.measure import find_row, locust_command, run_locust
+from loadtest.sweep.state import SweepState, run_ids_in
+from loadtest.sweep.table import RULES, cell_frame, comparison_table, config_table
 
 __all__ = ["preflight", "print_tables", "run_sweep", "sweep_dir"]
 

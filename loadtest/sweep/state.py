@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loadtest.results import read_runs, write_json
+from loadtest.results.files import read_runs, write_json
 
-from .cells import Cell
+from loadtest.sweep.cells import Cell
 
 __all__ = ["MEASURED", "SweepState", "run_ids_in"]
 

@@ -21,9 +21,9 @@ from typing import Any
 
 from servers.local import LOCAL
 
-from .gpus import gpu_count
-from .matrix import MatrixError, default_warmup_requests, parse_matrix
-from .runner import run_sweep
+from loadtest.sweep.gpus import gpu_count
+from loadtest.sweep.matrix import MatrixError, default_warmup_requests, parse_matrix
+from loadtest.sweep.runner import run_sweep
 
 __all__ = ["main"]
 

@@ -13,8 +13,8 @@ energy_mj (NVML total-energy counter), sm_clock_mhz, mem_clock_mhz, temp_c.
 Engine fields: running, waiting, kv_cache_pct, queue_time_sum_s, queue_time_count.
 """
 
-from .hook import Telemetry, gpu_selection, start_telemetry
-from .summary import per_token_columns, summarize_telemetry
+from loadtest.telemetry.hook import Telemetry, gpu_selection, start_telemetry
+from loadtest.telemetry.summary import per_token_columns, summarize_telemetry
 
 __all__ = [
            "Telemetry",

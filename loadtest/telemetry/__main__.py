@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from .sampler import Sampler
+from loadtest.telemetry.sampler import Sampler
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from .hook import start_telemetry
+from loadtest.telemetry.hook import start_telemetry
 
 __all__ = ["main"]
 

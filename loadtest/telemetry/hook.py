@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from .summary import per_token_columns, summarize_telemetry
+from loadtest.telemetry.summary import per_token_columns, summarize_telemetry
 
 __all__ = ["Telemetry", "gpu_selection", "start_telemetry"]
 

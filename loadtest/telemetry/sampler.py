@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..results import write_json
-from .engine import engine_sample, metric_names_for, parse_prometheus, scrape
-from .gpu import Gpu, close_gpus, open_gpus
-from .summary import summarize_telemetry
+from loadtest.results.files import write_json
+from loadtest.telemetry.engine import engine_sample, metric_names_for, parse_prometheus, scrape
+from loadtest.telemetry.gpu import Gpu, close_gpus, open_gpus
+from loadtest.telemetry.summary import summarize_telemetry
 
 __all__ = ["Sampler"]
 

@@ -19,7 +19,7 @@ from itertools import pairwise
 from statistics import fmean
 from typing import Any
 
-from .engine import HISTOGRAMS
+from loadtest.telemetry.engine import HISTOGRAMS
 
 __all__ = ["per_token_columns", "summarize_telemetry"]
 

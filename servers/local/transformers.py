@@ -4,7 +4,7 @@ own venv (.venv-transformers).
 The model is pinned as the command's positional argument: the server then answers every request
 with it, and a request naming any other model gets HTTP 400 ("Server is pinned to 'X'"). Its
 /v1/models lists the Hugging Face hub cache instead (HTTP 500 when there is none), so the rig
-learns the name from that 400 (loadtest/probe.py). The name is the path as given here, absolute.
+learns the name from that 400 (loadtest/client/probe.py). The name is the path as given here, absolute.
 
     RIG_TRANSFORMERS_PYTHON  the interpreter (default .venv-transformers/bin/python; on a GPU
                              machine with transformers preinstalled: python3)

@@ -14,11 +14,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .targets import dialect_for
+from loadtest.client.targets import dialect_for
 
 __all__ = ["Prompt", "RequestSpec", "Workload", "WorkloadError", "load_prompts", "build_workload"]
 
-PROMPTS_DIR = Path(__file__).parent / "prompts"
+PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
 
 
 class WorkloadError(ValueError):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .verdict import engine_held_peak
+from loadtest.results.verdict import engine_held_peak
 
 __all__ = ["WARNINGS", "check_run"]
 

@@ -3,12 +3,12 @@
 A run is invalid when its numbers may describe something other than the engine doing the
 workload: the load generator falling behind, the host starving the engine's API server, the
 engine doing less (or other) work than asked, or too little of it to measure. Invalid runs are
-kept and shown, never ranked. Warnings (loadtest/checks.py) say what to look at; a reason here
+kept and shown, never ranked. Warnings (loadtest/results/checks.py) say what to look at; a reason here
 says the number cannot be defended as it stands.
 
 Limits, and why:
 - client: CPU peak above 90% of a core, or the event loop waking more than 20 ms late at p99
-  (loadtest/loop_lag.py; a loop that keeps up wakes within ~1 ms), or streamed events per second
+  (loadtest/client/loop_lag.py; a loop that keeps up wakes within ~1 ms), or streamed events per second
   per process above what this machine measured faithfully (scripts/calibrate.sh).
 - engine front end: the client's mean TTFT above the engine's own (/metrics, same window) by more
   than 250 ms and by more than half: clean runs of vLLM on 2 shared cores show +55-70 ms for
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .calibration.limits import events_per_s
+from loadtest.calibration.limits import events_per_s
 
 __all__ = ["REASONS", "engine_held_peak", "judge"]
 

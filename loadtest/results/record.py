@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .redact import redact
+from loadtest.results.redact import redact
 
 __all__ = ["ERROR_KINDS", "RequestRecord"]
 

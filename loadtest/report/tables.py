@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .runset import CELL
+from loadtest.report.runset import CELL
 
 __all__ = [
     "SATURATED_CPU_PCT",

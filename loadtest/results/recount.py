@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .record import RequestRecord
+from loadtest.results.record import RequestRecord
 
 __all__ = ["recount"]
 

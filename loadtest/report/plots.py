@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .runset import CONFIG
+from loadtest.report.runset import CONFIG
 
 __all__ = [
     "config_label",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import ModuleType
 
-from .protocols import openai, tgi
+from loadtest.client.protocols import openai, tgi
 
 __all__ = ["Target", "TARGETS", "dialect_for"]
 

@@ -20,7 +20,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
-from .record import RequestRecord
+from loadtest.results.record import RequestRecord
 
 __all__ = ["RUN_COLUMNS", "RecordWriter", "ResultsError", "write_json", "append_run_row",
            "check_runs_file", "read_records", "read_runs"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .record import RequestRecord
+from loadtest.results.record import RequestRecord
 
 __all__ = ["summarize", "percentile_columns"]
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .redact import redact, redact_url
-from .targets import TARGETS, Target
+from loadtest.results.redact import redact, redact_url
+from loadtest.client.targets import TARGETS, Target
 
 __all__ = ["ConfigError", "RunConfig", "add_options", "config_from_options", "ensure_writable"]
 

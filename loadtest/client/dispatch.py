@@ -25,8 +25,8 @@ import gevent
 from gevent.event import Event
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
-from .record import RequestRecord
-from .workload import RequestSpec, Workload
+from loadtest.results.record import RequestRecord
+from loadtest.client.workload import RequestSpec, Workload
 
 __all__ = ["Dispatcher"]
 

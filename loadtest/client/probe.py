@@ -14,8 +14,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from .protocols.openai import PATHS as OPENAI_PATHS
-from .redact import redact_url
+from loadtest.client.protocols.openai import PATHS as OPENAI_PATHS
+from loadtest.results.redact import redact_url
 
 __all__ = ["EngineInfo", "ProbeError", "check_request_fits", "probe_engine"]
 

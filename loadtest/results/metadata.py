@@ -12,8 +12,8 @@ from typing import Any
 
 import locust
 
-from .cpus import allowed_cpus, format_cpus
-from .version import rig_version
+from loadtest.cpus import allowed_cpus, format_cpus
+from loadtest.results.version import rig_version
 
 __all__ = ["collect_rig_metadata", "collect_client_metadata", "collect_model_metadata", "cpu_model"]
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .plots import config_label
-from .runset import CONFIG
-from .tables import _number, _spread, cell_table, markdown_table
+from loadtest.report.plots import config_label
+from loadtest.report.runset import CONFIG
+from loadtest.report.tables import _number, _spread, cell_table, markdown_table
 
 __all__ = [
     "Winner",

@@ -10,7 +10,7 @@ anything. Prints the comparison table to stdout and writes report.md, report.htm
 embedded, one file to send) and the PNGs beside them. Runs of different workloads, models or
 output-token sources are reported as separate groups and never ranked against each other.
 Where a workload was run by more than one engine (or with --race), the report opens with the
-race (loadtest/race.py): one table of every engine at every user count naming the fastest of
+race (loadtest/report/race.py): one table of every engine at every user count naming the fastest of
 each workload and user count, and race.png; with --race, stdout prints only the race.
 Exit codes: 0 report written (or nothing to report, said in one line), 2 bad folder or option.
 """
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .checks import WARNINGS
-from .plots import (
+from loadtest.results.checks import WARNINGS
+from loadtest.report.plots import (
     config_label,
     plot_distributions,
     plot_frontier,
@@ -37,7 +37,7 @@ from .plots import (
     plot_timeline,
     plot_users,
 )
-from .race import (
+from loadtest.report.race import (
     invalid_markdown,
     race_cells,
     race_markdown,
@@ -45,7 +45,7 @@ from .race import (
     winner_line,
     winners,
 )
-from .runset import (
+from loadtest.report.runset import (
     CONFIG,
     GROUP,
     group_label,
@@ -55,7 +55,7 @@ from .runset import (
     run_files,
     select_runs,
 )
-from .tables import (
+from loadtest.report.tables import (
     SATURATED_CPU_PCT,
     cell_table,
     comparison_markdown,
@@ -452,6 +452,3 @@ code {{ font-size: 12px; }}
 {body}
 </body></html>
 """
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import ProtocolError, StreamEvent, json_object, sse_data
+from loadtest.client.protocols import ProtocolError, StreamEvent, json_object, sse_data
 
 __all__ = ["PATHS", "TOKENS_SOURCE", "build_body", "parse_line"]
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from . import __version__
+from loadtest import __version__
 
 __all__ = ["rig_version"]
 
-_REPO = Path(__file__).resolve().parents[1]
+_REPO = Path(__file__).resolve().parents[2]
 
 
 def rig_version() -> str:

@@ -20,9 +20,9 @@ from time import perf_counter_ns
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed
 
-from .protocols import ProtocolError, StreamEvent
-from .record import RequestRecord
-from .workload import RequestSpec
+from loadtest.client.protocols import ProtocolError, StreamEvent
+from loadtest.results.record import RequestRecord
+from loadtest.client.workload import RequestSpec
 
 __all__ = ["new_client", "open_connection", "send"]
 

@@ -14,23 +14,23 @@ from typing import Any
 
 from locust.runners import WorkerRunner
 
-from .checks import WARNINGS, check_run
-from .client_cpu import CpuSampler
-from .dispatch import Dispatcher
-from .loop_lag import LoopLag
-from .metadata import collect_client_metadata, collect_model_metadata, collect_rig_metadata
-from .options import RunConfig
-from .probe import EngineInfo
-from .record import RequestRecord
-from .recount import recount
-from .redact import redact_url
-from .results import RecordWriter, ResultsError, append_run_row, write_json
-from .summary import summarize
-from .targets import dialect_for
-from .telemetry import Telemetry, start_telemetry
-from .calibration.limits import faithful_event_rate
-from .verdict import REASONS, judge
-from .workload import build_workload
+from loadtest.results.checks import WARNINGS, check_run
+from loadtest.client.client_cpu import CpuSampler
+from loadtest.client.dispatch import Dispatcher
+from loadtest.client.loop_lag import LoopLag
+from loadtest.results.metadata import collect_client_metadata, collect_model_metadata, collect_rig_metadata
+from loadtest.client.options import RunConfig
+from loadtest.client.probe import EngineInfo
+from loadtest.results.record import RequestRecord
+from loadtest.results.recount import recount
+from loadtest.results.redact import redact_url
+from loadtest.results.files import RecordWriter, ResultsError, append_run_row, write_json
+from loadtest.results.summary import summarize
+from loadtest.client.targets import dialect_for
+from loadtest.telemetry import Telemetry, start_telemetry
+from loadtest.calibration.limits import faithful_event_rate
+from loadtest.results.verdict import REASONS, judge
+from loadtest.client.workload import build_workload
 
 __all__ = ["Run"]
 
