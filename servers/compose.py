@@ -14,6 +14,8 @@ the real engine command line:
   boolean, so Compose stops with "invalid boolean: textgen does not support
   TEXTGEN_DTYPE ...". (A nested ``${X:+${_:?msg}}`` does not work: Compose
   resolves the inner ``:?`` even when X is empty.)
+
+Both are written one setting per line, so a reader can scan them (``_fold``).
 """
 
 from __future__ import annotations
@@ -49,24 +51,55 @@ def _listen_exprs(eng: Engine) -> dict[str, str]:
     return {k: f"${{{_var(eng, k)}:-{v}}}" for k, v in eng.arg_defaults.items()}
 
 
-def command_expr(eng: Engine) -> str:
-    """The string-form ``command:`` with one expression per supported setting."""
+def command_lines(eng: Engine) -> list[str]:
+    """The string-form ``command:``'s lines: the fixed arguments, then one expression per
+    supported setting, then the extra arguments."""
     listen = _listen_exprs(eng)
-    parts = [arg.format(**listen) if listen else arg for arg in eng.args]
-    parts += [_flag_expr(eng, s, t) for s, t in eng.flags.items()]
-    parts.append(f"${{{_var(eng, 'EXTRA_ARGS')}:-}}")
-    return " ".join(parts)
+    fixed = " ".join(arg.format(**listen) if listen else arg for arg in eng.args)
+    flags = [_flag_expr(eng, s, t) for s, t in eng.flags.items()]
+    return [line for line in (fixed, *flags) if line] + [f"${{{_var(eng, 'EXTRA_ARGS')}:-}}"]
 
 
-def refusal_expr(eng: Engine) -> str:
-    """``stdin_open``: "false", unless a refused setting is set (then an invalid boolean)."""
+def command_expr(eng: Engine) -> str:
+    return " ".join(command_lines(eng))
+
+
+def refusal_parts(eng: Engine) -> list[str]:
+    """``stdin_open``'s parts: one expression per refused setting, then "false"; joined, an
+    invalid boolean naming the setting when one is set."""
     parts = []
     for setting in SETTINGS:
         reason = refusal(eng, setting)
         if reason:
             var = _var(eng, setting)
             parts.append(f"${{{var}:+{eng.slug} does not support {var} ({reason}); }}")
-    return "".join(parts) + "false"
+    return parts + ["false"]
+
+
+def refusal_expr(eng: Engine) -> str:
+    return "".join(refusal_parts(eng))
+
+
+def _fold(text: str) -> str:
+    """Each service's one-line ``command`` and ``stdin_open`` rewritten one setting per line,
+    their values unchanged: ``command`` as a folded block (lines joined by one space),
+    ``stdin_open`` double-quoted with escaped line breaks (joined by nothing)."""
+    for eng in ENGINES.values():
+        text = _replace_line(text, "command", command_expr(eng),
+                             "command: >-\n      " + "\n      ".join(command_lines(eng)))
+        parts = refusal_parts(eng)
+        if len(parts) > 1:
+            quoted = [part.replace("\\", "\\\\").replace('"', '\\"') for part in parts]
+            text = _replace_line(text, "stdin_open", refusal_expr(eng),
+                                 "# a refused setting, when set, stops Compose with its line below\n"
+                                 '    stdin_open: "' + "\\\n      ".join(quoted) + '"')
+    return text
+
+
+def _replace_line(text: str, key: str, value: str, folded: str) -> str:
+    line = f"    {key}: " + yaml.safe_dump(value, width=10_000).split("\n")[0] + "\n"
+    assert line in text, f"{key}: {value[:40]}... not rendered as one line"
+    return text.replace(line, f"    {folded}\n", 1)
 
 
 def _port(eng: Engine) -> str:
@@ -108,7 +141,8 @@ def render_compose() -> str:
         "services": {slug: service(eng) for slug, eng in ENGINES.items()},
         "volumes": {"model-cache": {"name": "llm-load-rig-model-cache"}},
     }
-    return HEADER + yaml.safe_dump(doc, sort_keys=False, width=10_000, default_flow_style=False)
+    text = yaml.safe_dump(doc, sort_keys=False, width=10_000, default_flow_style=False)
+    return HEADER + _fold(text)
 
 
 def _env_block(eng: Engine) -> list[str]:
