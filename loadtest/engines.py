@@ -24,7 +24,8 @@ import gevent
 from gevent.event import Event
 
 from loadtest.client.options import ConfigError, add_options, config_from_options, ensure_writable
-from loadtest.client.probe import EngineInfo, ProbeError, check_request_fits, probe_engine
+from loadtest.client.probe import (EngineInfo, ProbeError, check_prompts_fit, check_request_fits,
+                                   probe_engine)
 from loadtest.results.record import RequestRecord
 from loadtest.results.files import ResultsError, check_runs_file
 from loadtest.client.run import Run
@@ -73,7 +74,9 @@ def _checked_run(environment: Any) -> Run:
         raise ConfigError(f"{config.url} names no model; pass --model")
     if config.engine != "openai":  # a hosted API's list may not name every model it takes
         check_request_fits(info, config.model, config.max_tokens, config.target.pinned_model)
-    return Run(environment, config, info)
+    run = Run(environment, config, info)
+    check_prompts_fit(config.url, config.headers(), info, run.workload.specs)
+    return run
 
 
 @events.test_start.add_listener

@@ -109,3 +109,18 @@ def test_a_model_the_engine_does_not_serve(engine_url: str):
 def test_max_tokens_beyond_the_engines_context(engine_url: str):
     _refused(run_locust("--host", engine_url, "--max-tokens", "100000"),
              "--max-tokens 100000 leaves no room for a prompt: the engine takes at most 2048")
+
+
+def test_a_prompt_longer_than_the_engines_context(engine_url: str, tmp_path: Path):
+    """Counted by the engine's own tokenizer before the run (vLLM's /tokenize), not found out by
+    every request failing: with 64 output tokens, a 2,100-word prompt overflows 2,048 tokens."""
+    prompts = tmp_path / "long.jsonl"
+    prompts.write_text('{"id": "short", "prompt": "Hello"}\n'
+                       '{"id": "long", "prompt": "' + "word " * 2100 + '"}\n')
+    _refused(run_locust("--host", engine_url, "--prompts", str(prompts), "--max-tokens", "64"),
+             "prompt 'long' is ")
+    fits = tmp_path / "fits.jsonl"
+    fits.write_text('{"id": "short", "prompt": "Hello"}\n')
+    result = run_locust("--host", engine_url, "--prompts", str(fits), "--max-tokens", "4",
+                        "--requests", "2", "--users", "1", "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr[-2000:]

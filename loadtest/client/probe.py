@@ -12,12 +12,13 @@ import re
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from loadtest.client.protocols.openai import PATHS as OPENAI_PATHS
+from loadtest.client.workload import RequestSpec
 from loadtest.results.redact import redact_url
 
-__all__ = ["EngineInfo", "ProbeError", "check_request_fits", "probe_engine"]
+__all__ = ["EngineInfo", "ProbeError", "check_prompts_fit", "check_request_fits", "probe_engine"]
 
 
 class ProbeError(RuntimeError):
@@ -66,6 +67,32 @@ def check_request_fits(info: EngineInfo, model: str, max_tokens: int, pinned_mod
     if info.max_model_len is not None and max_tokens >= info.max_model_len:
         raise ProbeError(f"--max-tokens {max_tokens} leaves no room for a prompt: the engine "
                          f"takes at most {info.max_model_len} tokens per request, prompt included")
+
+
+def check_prompts_fit(url: str, headers: dict[str, str], info: EngineInfo,
+                      specs: Iterable[RequestSpec], timeout_s: float = 10.0) -> None:
+    """ProbeError, before anything is sent, when a prompt and its output length do not fit in
+    the engine's context (where it says how long that is), the prompt counted by the engine's
+    own tokenizer, chat template included (vLLM's POST /tokenize), once per distinct prompt."""
+    if info.max_model_len is None:
+        return
+    asked: set[str] = set()
+    for spec in specs:
+        if spec.prompt_id in asked:
+            continue
+        asked.add(spec.prompt_id)
+        body = json.loads(spec.body)
+        question = {key: body[key] for key in ("model", "prompt", "messages") if key in body}
+        try:
+            answer = _get_json(url + "/tokenize", {**headers, "Content-Type": "application/json"},
+                               timeout_s, data=json.dumps(question).encode())
+        except ProbeError:
+            return  # no /tokenize here: a prompt that does not fit fails its own request
+        count, wanted = answer.get("count"), body.get("max_tokens", 0)
+        if isinstance(count, int) and count + wanted > info.max_model_len:
+            raise ProbeError(f"prompt {spec.prompt_id!r} is {count} tokens; with {wanted} output "
+                             f"tokens that is {count + wanted}, beyond the engine's context of "
+                             f"{info.max_model_len} tokens per request")
 
 
 _PINNED = re.compile(r"pinned to '(.+)'; requested")
