@@ -1,5 +1,5 @@
 """Helpers the tests share: the repository root, a free port, the Locust CLI as users run it,
-the pacing server.
+the pacing server, an engine crashed under a run.
 
 (Not in conftest.py: tests/compose has a conftest of its own, and `from conftest import` would
 pick whichever pytest imported first.)
@@ -7,10 +7,13 @@ pick whichever pytest imported first.)
 
 from __future__ import annotations
 
+import csv
+import json
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -60,3 +63,51 @@ def _listening(cmd: list[str], timeout_s: float) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout_s)
+
+
+def crash_under_run(url: str, out: Path, crash: Callable[[], None], *args: str,
+                    requests: int = 40, max_tokens: int = 256, users: int = 4) -> Path:
+    """Run the fixed workload against `url`, call `crash` once a few requests have finished,
+    and wait for the run to end; the run must end by itself, with exit 1 (requests failed, the
+    rig did not). Returns the run's requests.jsonl."""
+    cmd = [str(REPO / ".venv/bin/locust"), "-f", str(REPO / "loadtest/engines.py"), "--headless",
+           "--only-summary", "--host", url, "--users", str(users), "--requests", str(requests),
+           "--max-tokens", str(max_tokens), "--ignore-eos", "--out", str(out), *args]
+    locust = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=REPO)
+    requests_log = None
+    deadline = time.monotonic() + 120
+    while requests_log is None and time.monotonic() < deadline:
+        logs = list(out.glob("runs/*/requests.jsonl"))
+        if logs and len(logs[0].read_text().splitlines()) >= 4:
+            requests_log = logs[0]
+        time.sleep(0.1)
+    if requests_log is None:
+        locust.kill()
+    assert requests_log is not None, "no request finished before the crash"
+    crash()
+    _, stderr = locust.communicate(timeout=120)
+    assert locust.returncode == 1, stderr[-2000:]
+    return requests_log
+
+
+def assert_every_request_accounted(requests_log: Path, out: Path, requests: int = 40,
+                                   max_tokens: int = 256,
+                                   kinds: frozenset[str] = frozenset({"truncated", "connect"}),
+                                   ) -> list[dict]:
+    """Every request of the crashed run has one record, each a whole answer or a failure with
+    its reason (by default: cut mid-stream, or no connection); the row counts them. Returns the
+    records."""
+    records = [json.loads(line) for line in requests_log.read_text().splitlines()]
+    assert sorted(r["request_id"] for r in records) == list(range(requests))
+    ok = [r for r in records if r["error_kind"] is None]
+    failed = [r for r in records if r["error_kind"] is not None]
+    assert len(ok) >= 4 and failed
+    assert {r["error_kind"] for r in failed} <= kinds, failed[:3]
+    assert all(r["output_tokens"] == max_tokens for r in ok)
+    with (out / "runs.csv").open(newline="") as file:
+        [row] = list(csv.DictReader(file))
+    assert (int(row["completed"]), int(row["failed"])) == (len(ok), len(failed))
+    assert int(row["output_tokens"]) == max_tokens * len(ok)
+    assert row["verdict"] == "invalid" and "failed_requests" in row["verdict_reasons"]
+    return records

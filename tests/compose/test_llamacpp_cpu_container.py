@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from docker_helpers import compose, ensure_images, require_free_port, run_locust, stream_completion, wait_healthy
+from rig_helpers import assert_every_request_accounted, crash_under_run
 
 from servers import translate
 from servers.local import LOCAL
@@ -70,3 +71,15 @@ def test_locust_fixed_workload_through_the_container(container: Any, tmp_path: P
     assert int(row["output_tokens"]) > 0 and float(row["output_tok_per_s"]) > 0, row
     print(f"\nllamacpp-cpu container: {row['completed']} requests, {row['output_tokens']} output tokens, "
           f"{float(row['output_tok_per_s']):.1f} tok/s, ttft p50 {float(row['ttft_p50_ms']):.0f} ms")
+
+
+def test_docker_kill_mid_run_is_recorded_and_leaves_no_container(container: Any, tmp_path: Path) -> None:
+    """`docker kill` of the engine's container while the rig is mid-run (last in this module: it
+    ends the container): every request is recorded with its reason, the row counts them, and
+    the container is not running afterwards."""
+    out = tmp_path / "out"
+    log = crash_under_run(f"http://127.0.0.1:{PORT}", out, container.kill, "--engine", "llamacpp-cpu",
+                          requests=200, max_tokens=128)
+    assert_every_request_accounted(log, out, requests=200, max_tokens=128)
+    container.reload()
+    assert container.status == "exited", container.status
