@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# usage: scripts/build_llamacpp.sh [--rebuild] [--source DIR] [--cuda ARCH | --pack-source DIR]
+# usage: scripts/build_llamacpp.sh [--rebuild] [--source DIR] [--server-only | --cuda ARCH | --pack-source DIR]
 #   Builds llama.cpp's real llama-server from the llama.cpp tree vendored in PyPI's
 #   llama-cpp-python sdist (version pinned in servers/llamacpp_cpu.py), and converts
 #   models/tiny-llama to models/tiny-llama.gguf. Re-runs reuse what is already built.
 #   (default)         CPU build: Release, one static binary, no curl/OpenSSL, no web UI, only
 #                     the llama-server target -> build/llama.cpp/cpu/bin/llama-server; then the
 #                     GGUF (f32, converted with .venv-vllm's python and the vendored converter)
+#   --server-only     the CPU binary only, no GGUF (needs no venv: install.sh runs it beside pip)
 #   --cuda ARCH       CUDA build instead (-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=ARCH, e.g. 90)
 #                     -> build/llama.cpp/cuda-ARCH/bin/llama-server; no GGUF step
 #   --pack-source DIR write the vendored tree, stripped to what the server build needs (CPU and
@@ -17,16 +18,17 @@
 #   there; RIG_ENGINE_PYTHON overrides the converter's python.
 set -euo pipefail
 usage() { if [[ ${1:-2} == 0 ]]; then help; exit 0; fi; help >&2; exit 2; }
-help() { sed -n '2,19s/^# \{0,1\}//p' "$0"; }
+help() { sed -n '2,20s/^# \{0,1\}//p' "$0"; }
 die() { echo "error: $*" >&2; exit 1; }
 run() { echo "+ $*" >&2; "$@"; }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-rebuild=0 cuda="" pack="" source="" arch_re='^[0-9][0-9a-z;-]*$'
+rebuild=0 server_only=0 cuda="" pack="" source="" arch_re='^[0-9][0-9a-z;-]*$'
 while [[ $# -gt 0 ]]; do
   case $1 in
     -h|--help) usage 0 ;;
     --rebuild) rebuild=1; shift ;;
+    --server-only) server_only=1; shift ;;
     --cuda) [[ $# -ge 2 && $2 =~ $arch_re ]] || die "--cuda takes an architecture, e.g. --cuda 90"
             cuda=$2; shift 2 ;;
     --pack-source) [[ $# -ge 2 && -n $2 ]] || die "--pack-source takes a folder"; pack=$2; shift 2 ;;
@@ -124,5 +126,5 @@ else
   # One binary: llama, ggml and OpenMP linked in statically (GGML_STATIC); only glibc and
   # libstdc++ stay shared. Tuned for this machine's CPU (-march=native).
   build_server "$work/cpu" -DGGML_STATIC=ON -DGGML_NATIVE=ON
-  convert_model
+  [[ $server_only == 1 ]] || convert_model
 fi

