@@ -124,3 +124,11 @@ def test_a_prompt_longer_than_the_engines_context(engine_url: str, tmp_path: Pat
     result = run_locust("--host", engine_url, "--prompts", str(fits), "--max-tokens", "4",
                         "--requests", "2", "--users", "1", "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_a_huge_prompt_line(engine_url: str, tmp_path: Path):
+    """Refused while the file is read, before any body is built (each request holds its own)."""
+    prompts = tmp_path / "huge.jsonl"
+    prompts.write_text('{"prompt": "ok"}\n{"prompt": "' + "x" * (5 << 20) + '"}\n')
+    _refused(run_locust("--host", engine_url, "--prompts", str(prompts)),
+             f"{prompts}:2: a line of 5 MiB; a prompt may be at most 4 MiB")

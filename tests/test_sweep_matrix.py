@@ -75,6 +75,24 @@ def test_refuses_what_the_sweep_owns_and_bad_shapes() -> None:
         {**matrix(), "engines": [{"engine": "vllm", "settings": {"SHARDS": 2}}]}, gpu_count=4)
 
 
+@pytest.mark.parametrize("change, message", [
+    ({"users": []}, "users must be a list of positive whole numbers"),
+    ({"users": [4, 4]}, "users lists a value twice"),
+    ({"users": ["x"]}, "users must be a whole number >= 1, got 'x'"),
+    ({"engines": []}, "engines must be a non-empty list"),
+    ({"engines": [{"engine": "vllm-cpu", "launch": "local"}] * 2}, "appears twice"),
+    ({"engines": [{"engine": "vllm-cpu", "launch": "local",
+                   "sweep": {"MAX_CONCURRENT_REQUESTS": []}}]}, "must be a non-empty list of values"),
+    ({"engines": [{"engine": "vllm-cpu", "launch": "local",
+                   "sweep": {"MAX_CONCURRENT_REQUESTS": [4, 4]}}]}, "lists a value twice"),
+    ({"workload": {"requests": "x", "max_tokens": 8}}, "workload.requests must be a whole number"),
+    ({"repeats": 0}, "repeats must be a whole number >= 1, got 0"),
+])
+def test_refuses_empty_lists_wrong_types_and_duplicate_cells(change: dict[str, Any],
+                                                             message: str) -> None:
+    assert message in refusal({**matrix(), **change})
+
+
 def test_expands_engines_times_values_times_gpu_sets() -> None:
     data = matrix()
     data["engines"] = [{"engine": "tgi", "sweep": {"SPECULATE": [None, 2]}, "gpus": ["0", "1"]}]

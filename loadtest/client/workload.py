@@ -19,6 +19,10 @@ from loadtest.client.targets import dialect_for
 __all__ = ["Prompt", "RequestSpec", "Workload", "WorkloadError", "load_prompts", "build_workload"]
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
+# A line longer than this is no prompt an engine takes (4 MiB: about a million tokens, past any
+# context), and each request holds its own body, so one would multiply by --requests in memory.
+MAX_LINE_CHARS = 4 << 20
+MAX_FILE_BYTES = 256 << 20
 
 
 class WorkloadError(ValueError):
@@ -60,6 +64,9 @@ def resolve_prompts(name_or_path: str) -> Path:
 def load_prompts(name_or_path: str) -> list[Prompt]:
     path = resolve_prompts(name_or_path)
     try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise WorkloadError(f"{path}: {path.stat().st_size >> 20} MiB; a prompt file may hold "
+                                f"at most {MAX_FILE_BYTES >> 20} MiB")
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"{path}: not UTF-8 text (byte {exc.start})") from None
@@ -75,6 +82,9 @@ def load_prompts(name_or_path: str) -> list[Prompt]:
 
 
 def _parse_prompt(line: str, where: str, index: int) -> Prompt:
+    if len(line) > MAX_LINE_CHARS:
+        raise WorkloadError(f"{where}: a line of {len(line) >> 20} MiB; a prompt may be at most "
+                            f"{MAX_LINE_CHARS >> 20} MiB (about a million tokens)")
     try:
         row = json.loads(line)
     except ValueError as exc:
