@@ -27,7 +27,10 @@ ENGINE = Engine(
         "SERVED_MODEL_NAME": "TGI serves one model and accepts any model name in requests",
     },
     defaults={"MODEL": "Qwen/Qwen2.5-0.5B-Instruct"},
-    choices={"DTYPE": ("float16", "bfloat16")},
+    # --quantize's values in TGI 3.x's launcher (vLLM's list churns between releases: unchecked)
+    choices={"DTYPE": ("float16", "bfloat16"),
+             "QUANTIZE": ("awq", "compressed-tensors", "eetq", "exl2", "gptq", "marlin", "bitsandbytes",
+                          "bitsandbytes-nf4", "bitsandbytes-fp4", "fp8")},
     health_cmd="curl",
     cache_dir="/data",
     service={"shm_size": "1g"},

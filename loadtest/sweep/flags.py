@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from loadtest.sweep.gpus import gpu_count
+from servers.gpus import gpu_count
 from loadtest.sweep.matrix import MatrixError, load_matrix
 from loadtest.sweep.runner import run_sweep
 

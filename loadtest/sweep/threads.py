@@ -21,7 +21,7 @@ from typing import Any
 
 from servers.local import LOCAL
 
-from loadtest.sweep.gpus import gpu_count
+from servers.gpus import gpu_count
 from loadtest.sweep.matrix import MatrixError, default_warmup_requests, parse_matrix
 from loadtest.sweep.runner import run_sweep
 
