@@ -43,14 +43,17 @@ def recipe(slug: str) -> LocalRecipe:
 class LocalEngine:
     def __init__(self, port: int = 8000, extra_args: list[str] = (),
                  log_path: Path | None = None, engine: str = "vllm-cpu",
-                 cpus: str | None = None, compute_cpus: str | None = None) -> None:
+                 cpus: str | None = None, compute_cpus: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
         """``cpus``: the cores the whole engine may use (taskset); ``compute_cpus``: where its
-        compute threads go, for engines that bind them (default: ``cpus``)."""
+        compute threads go, for engines that bind them (default: ``cpus``); ``env``: variables
+        set for this engine alone (e.g. CUDA_VISIBLE_DEVICES for one replica per GPU)."""
         self.recipe = recipe(engine)
         self.cpus = _cpu_list(cpus)
         self.compute_cpus = _cpu_list(compute_cpus) or self.cpus
         self.port = port
         self.extra_args = list(extra_args)
+        self.env = dict(env or {})
         self.log_path = log_path or Path(f"/tmp/llm-load-rig-engine-{port}.log")
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -68,9 +71,18 @@ class LocalEngine:
 
     def environment(self) -> dict[str, str]:
         bind = self.recipe.bind_compute(self.compute_cpus) if self.compute_cpus else {}
-        return {**os.environ, **self.recipe.env, **bind}
+        return {**os.environ, **self.recipe.env, **bind, **self.env}
 
     def start(self, timeout_s: float = 600) -> None:
+        self.launch()
+        try:
+            self.wait_healthy(timeout_s)
+        except BaseException:  # interrupted or failed: never leave the engine behind
+            self.stop()
+            raise
+
+    def launch(self) -> None:
+        """Start the process and return at once; start() also waits until it is healthy."""
         why = self.recipe.missing()
         if why:
             raise EngineStartError(why)
@@ -81,11 +93,6 @@ class LocalEngine:
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                             env=env, start_new_session=True)
-        try:
-            self.wait_healthy(timeout_s)
-        except BaseException:  # interrupted or failed: never leave the engine behind
-            self.stop()
-            raise
 
     def wait_healthy(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

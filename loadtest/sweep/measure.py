@@ -34,7 +34,7 @@ class Outcome:
 
 def locust_command(*, engine: str, url: str, users: int, workload: WorkloadOptions, out: Path,
                    repeat: int, tag: str, flags: str, gpu: str, warmup_requests: int = 0) -> list[str]:
-    requests = warmup_requests or workload.requests
+    requests = warmup_requests or workload.requests_at(users)
     cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest" / "engines.py"), "--headless",
            "--only-summary", "--engine", engine, "--host", url, "--users", str(users),
            "--requests", str(requests), "--max-tokens", str(workload.max_tokens),

@@ -26,6 +26,7 @@ from loadtest.results.files import read_runs
 from loadtest.client.targets import TARGETS
 from loadtest.results.version import rig_version
 from loadtest.client.workload import build_workload
+from servers.balancer import nginx_binary
 from servers.registry import ENGINES
 
 from loadtest.sweep.cells import Cell, config_hash, expand_cells, flags_text
@@ -35,7 +36,7 @@ from loadtest.sweep.measure import find_row, locust_command, run_locust
 from loadtest.sweep.state import SweepState, run_ids_in
 from loadtest.sweep.table import RULES, cell_frame, comparison_table, config_table
 
-__all__ = ["preflight", "print_tables", "run_sweep", "sweep_dir"]
+__all__ = ["preflight", "print_tables", "run_sweep", "schedule", "sweep_dir"]
 
 ROOT = Path(__file__).resolve().parents[2]
 Plan = list[tuple[EngineConfig, str, list[Cell]]]
@@ -51,10 +52,10 @@ def sweep_dir(out: Path, name: str) -> Path:
     return out / "sweeps" / name
 
 
-def workload_sha256(matrix: Matrix) -> str:
+def workload_sha256(matrix: Matrix, users: int) -> str:
     api = matrix.workload.api or TARGETS[matrix.configs[0].engine].api
     w = matrix.workload
-    return build_workload(w.prompts, w.requests, api=api, model="m", max_tokens=w.max_tokens,
+    return build_workload(w.prompts, w.requests_at(users), api=api, model="m", max_tokens=w.max_tokens,
                           ignore_eos=w.ignore_eos, temperature=w.temperature).sha256
 
 
@@ -72,6 +73,9 @@ def preflight(matrix: Matrix, out: Path) -> None:
         why = LOCAL[slug].missing()
         if why:
             raise MatrixError(f"launch: local {slug}: {why}")
+    if any(c.launch == "local" and c.replicas for c in matrix.configs) and nginx_binary() is None:
+        raise MatrixError("launch: local with replicas needs nginx for the balancer: install it "
+                          "(apt-get install nginx-light) or set RIG_NGINX to its binary")
     if "compose" in launches:
         _check_docker(matrix)
 
@@ -97,7 +101,7 @@ def _check_docker(matrix: Matrix) -> None:
 
 
 def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False) -> int:
-    plan = expand_cells(matrix, workload_sha256(matrix))
+    plan = expand_cells(matrix, {u: workload_sha256(matrix, u) for u in matrix.users})
     folder = sweep_dir(out, matrix.name)
     if dry_run:
         _print_plan(matrix, plan, out)
@@ -110,7 +114,7 @@ def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False) -> in
     state.save()
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        for config, slug, cells in plan:
+        for config, slug, cells in schedule(plan, matrix.interleave_repeats):
             _run_config(matrix, config, slug, cells, out, state, version)
     except KeyboardInterrupt:
         state.data["status"] = "interrupted"
@@ -128,6 +132,16 @@ def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False) -> in
     if failed:
         say(f"{len(failed)} cell(s) failed; reasons in {state.path}")
     return 1 if failed else 0
+
+
+def schedule(plan: Plan, interleave: bool) -> Plan:
+    """The order engines start in: each configuration once with all its cells, or (interleaved)
+    once per repeat, every configuration's repeat 1 before any repeat 2."""
+    if not interleave:
+        return plan
+    repeats = sorted({cell.repeat for _, _, cells in plan for cell in cells})
+    return [(config, slug, [c for c in cells if c.repeat == repeat])
+            for repeat in repeats for config, slug, cells in plan]
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -250,8 +264,7 @@ def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix) -> in
                  if state.cell(c).get("status") in ("ok", "skipped") and state.cell(c).get("run_id")}
     runs = cell_frame(read_runs(out / "runs.csv"), config_of)
     w = matrix.workload
-    lines = [f"sweep {matrix.name}: workload {w.prompts} x {w.requests} requests, "
-             + f"max {w.max_tokens} tokens, {matrix.repeats} repeat(s) per cell"]
+    lines = [f"sweep {matrix.name}: workload {w.describe()}, {matrix.repeats} repeat(s) per cell"]
     for config, slug, cells in plan:
         entry = state.data["configs"].get(slug, {})
         lines += ["", f"== {slug}  [{flags_text(config) or 'engine defaults'}]"
@@ -282,8 +295,11 @@ def _warmup_line(entry: dict[str, Any]) -> str:
 
 def _print_plan(matrix: Matrix, plan: Plan, out: Path) -> None:
     total = sum(len(cells) for _, _, cells in plan)
-    print(f"dry run: sweep {matrix.name}, {len(plan)} configuration(s), {total} cell(s); nothing started")
-    for config, slug, cells in plan:
+    order = "; repeats interleaved (each configuration started once per repeat)" \
+        if matrix.interleave_repeats else ""
+    print(f"dry run: sweep {matrix.name}, {len(plan)} configuration(s), {total} cell(s){order}; "
+          "nothing started")
+    for config, slug, cells in schedule(plan, matrix.interleave_repeats):
         launcher = make_launcher(config, sweep_dir(out, matrix.name) / slug, _project(matrix.name))
         print(f"\n== {slug}  [{flags_text(config) or 'engine defaults'}]  hash {config_hash(config)}")
         print(f"start: {launcher.describe(matrix.health_timeout_s)}")
@@ -311,7 +327,7 @@ def _project(name: str) -> str:
 
 
 def _report(out: Path, name: str, folder: Path) -> None:
-    if not (ROOT / "loadtest" / "report.py").exists():
+    if not (ROOT / "loadtest" / "report").is_dir():
         return
     cmd = [sys.executable, "-m", "loadtest.report", str(out), "--where", f"tag={name}",
            "--out", str(folder / "report")]

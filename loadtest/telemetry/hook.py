@@ -29,7 +29,7 @@ _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 _STOP_WAIT_S = 10.0
 _FIRST_SAMPLE_WAIT_S = 5.0
 _REPO = Path(__file__).resolve().parents[2]
-_ROW_SKIP = {"telemetry_notes", "telemetry_interval_s"}
+_ROW_SKIP = {"telemetry_notes", "telemetry_interval_s", "telemetry_per_gpu"}
 
 
 def gpu_selection(gpu: str, url: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from loadtest.results.files import write_json
 from loadtest.telemetry.engine import engine_sample, metric_names_for, parse_prometheus, scrape
 from loadtest.telemetry.gpu import Gpu, close_gpus, open_gpus
-from loadtest.telemetry.summary import summarize_telemetry
+from loadtest.telemetry.summary import per_gpu_summary, summarize_telemetry
 
 __all__ = ["Sampler"]
 
@@ -78,7 +78,8 @@ class Sampler:
             for sample in self._tick():  # the closing sample bounds the energy window
                 file.write(json.dumps(sample, separators=(",", ":")) + "\n")
         close_gpus()
-        summary = {**summarize_telemetry(self.samples, self.state), "telemetry_notes": self.notes,
+        summary = {**summarize_telemetry(self.samples, self.state),
+                   "telemetry_per_gpu": per_gpu_summary(self.samples), "telemetry_notes": self.notes,
                    "telemetry_interval_s": self.interval_s, "gpu_names": self._gpu_names()}
         write_json(self.run_dir / "telemetry_summary.json", summary)
         return summary

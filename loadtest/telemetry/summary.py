@@ -10,6 +10,10 @@
   one scrape (running + waiting at the same moment: the two peaks need not coincide); engine_queue_time_mean_ms, engine_ttft_mean_ms,
   engine_e2e_mean_ms: the engine's own means over the requests it finished (queueing, first
   token, whole request) during the window, from its histograms' sums and counts.
+
+Beside the row, telemetry_summary.json keeps ``telemetry_per_gpu`` (per_gpu_summary): each GPU's
+mean and peak utilization, peak memory and mean power, so a layout that leaves one GPU idle
+shows it (the row's gpu_util_mean_pct pools all GPUs).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 
 from loadtest.telemetry.engine import HISTOGRAMS
 
-__all__ = ["per_token_columns", "summarize_telemetry"]
+__all__ = ["per_gpu_summary", "per_token_columns", "summarize_telemetry"]
 
 Sample = dict[str, Any]
 
@@ -38,6 +42,27 @@ def summarize_telemetry(samples: list[Sample], state: dict[str, str]) -> dict[st
     if engine:
         row.update(_engine_columns(engine))
     return row
+
+
+def per_gpu_summary(samples: list[Sample]) -> list[dict[str, Any]]:
+    """One entry per sampled GPU (by NVML index): util mean/max %, memory peak, power mean."""
+    per_gpu: dict[int, list[Sample]] = defaultdict(list)
+    for s in samples:
+        if s.get("source") == "gpu":
+            per_gpu[s["gpu"]].append(s)
+    out = []
+    for index, one in sorted(per_gpu.items()):
+        entry: dict[str, Any] = {
+            "gpu": index, "samples": len(one),
+            "util_mean_pct": fmean(s["util_pct"] for s in one),
+            "util_max_pct": max(s["util_pct"] for s in one),
+            "mem_peak_mib": max(s["mem_used_mib"] for s in one),
+            "mem_total_mib": one[0].get("mem_total_mib")}
+        power = [s["power_w"] for s in one if s.get("power_w") is not None]
+        if power:
+            entry["power_mean_w"] = fmean(power)
+        out.append(entry)
+    return out
 
 
 def per_token_columns(row: dict[str, Any], output_tokens: int | None) -> dict[str, Any]:

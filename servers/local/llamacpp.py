@@ -29,9 +29,13 @@ def _binary() -> Path:
 
 
 def command(port: int, extra_args: list[str]) -> list[str]:
-    return [str(_binary()), "--model", str(GGUF), "--host", "127.0.0.1", "--port", str(port),
-            "--alias", GGUF.stem, "--metrics", "--n-gpu-layers", "999",
-            "--parallel", str(DEFAULT_SLOTS), "--kv-unified-per-slot", str(SLOT_TOKENS), *extra_args]
+    argv = [str(_binary()), "--model", str(GGUF), "--host", "127.0.0.1", "--port", str(port),
+            "--alias", GGUF.stem, "--metrics", "--n-gpu-layers", "999"]
+    defaults = {("--parallel", "-np"): str(DEFAULT_SLOTS), ("--kv-unified-per-slot",): str(SLOT_TOKENS)}
+    for names, value in defaults.items():  # a flag given in extra_args replaces the default
+        if not set(names) & set(extra_args):
+            argv += [names[0], value]
+    return argv + list(extra_args)
 
 
 def missing() -> str | None:
