@@ -72,7 +72,7 @@ def _checked_run(environment: Any) -> Run:
                         pinned_model=config.target.pinned_model)
     if not (config.model or info.model):
         raise ConfigError(f"{config.url} names no model; pass --model")
-    if config.engine != "openai":  # a hosted API's list may not name every model it takes
+    if not config.target.hosted:  # a hosted API's list may not name every model it takes
         check_request_fits(info, config.model, config.max_tokens, config.target.pinned_model)
     run = Run(environment, config, info)
     check_prompts_fit(config.url, config.headers(), info, run.workload.specs)

@@ -18,6 +18,10 @@ cycle, in the order requests arrive:
   buffer      the whole answer held back and sent in one piece at its end (a buffering proxy)
 Anything else (/v1/models, /health, /metrics) is forwarded untouched. Prints "listening on PORT"
 once it accepts connections.
+
+As a hosted endpoint's stand-in: `GET /fault-proxy/counts` answers how many streamed requests
+arrived and how many of them were answered 429, and with --key-env NAME every request without
+`Authorization: Bearer $NAME` is answered 401 (as OpenAI's API does).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import os
 import socket
 import struct
 from typing import Any
@@ -52,16 +57,25 @@ def _is_last(line: bytes) -> bool:
 
 
 class FaultProxy:
-    def __init__(self, upstream: str, faults: list[str], stall_s: float, slow_s: float) -> None:
+    def __init__(self, upstream: str, faults: list[str], stall_s: float, slow_s: float,
+                 key: str | None = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.faults = itertools.cycle(faults)
         self.stall_s = stall_s
         self.slow_s = slow_s
+        self.key = key
+        self.counts = {"requests": 0, "429": 0}
         self.session: aiohttp.ClientSession | None = None
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
+        if request.path == "/fault-proxy/counts":
+            return web.json_response(self.counts)
+        if self.key and request.headers.get("Authorization") != f"Bearer {self.key}":
+            return web.json_response({"error": {"message": "Incorrect API key provided"}},
+                                     status=401)
         if request.method == "POST" and request.path.endswith("/completions"):
+            self.counts["requests"] += 1
             return await self._faulted(request, body, next(self.faults))
         return await self._forward(request, body)
 
@@ -77,6 +91,7 @@ class FaultProxy:
         if fault == "http503":
             return web.json_response({"error": "Model is loading"}, status=503)
         if fault == "http429":
+            self.counts["429"] += 1
             return web.json_response({"error": {"message": "rate limited"}}, status=429,
                                      headers={"Retry-After": "1"})
         async with self.session.post(self.upstream + request.path_qs, data=body,
@@ -131,7 +146,8 @@ def _reset(request: web.Request) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    proxy = FaultProxy(args.upstream, args.faults.split(","), args.stall_s, args.slow_s)
+    proxy = FaultProxy(args.upstream, args.faults.split(","), args.stall_s, args.slow_s,
+                       os.environ.get(args.key_env) if args.key_env else None)
     proxy.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", proxy.handle)
@@ -151,6 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--faults", required=True, help=", ".join(FAULTS))
     parser.add_argument("--stall-s", type=float, default=30.0)
     parser.add_argument("--slow-s", type=float, default=2.0)
+    parser.add_argument("--key-env", default="", help="require this variable's key as Bearer")
     args: Any = parser.parse_args(argv)
     unknown = set(args.faults.split(",")) - set(FAULTS)
     if unknown:

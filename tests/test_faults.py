@@ -1,9 +1,10 @@
 """Faults mid-run, against the real embedded engine: each request's outcome is recorded with its
 reason, the run goes on, its row counts them, and nothing is torn.
 
-Server errors (5xx bursts, 503 while loading, 429 with Retry-After), malformed and truncated
+Server errors (5xx bursts, 503 while loading), malformed and truncated
 streams (bad JSON, no final chunk, a reset mid-stream), a stream that stalls past the read
 timeout and a slow first token are injected by tests/fault_proxy.py between the rig and vLLM.
+A 429 is no failure (tests/test_rate_limits.py).
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from rig_helpers import run_locust, running_fault_proxy
 
 # each fault's outcome in the request's record (None: the request succeeds)
 EXPECTED_KIND = {"ok": None, "http500": "http_status", "http503": "http_status",
-                 "http429": "http_status", "bad_json": "stream_protocol", "no_final": "truncated",
+                 "bad_json": "stream_protocol", "no_final": "truncated",
                  "reset": "truncated", "stall": "timeout", "slow_first": None}
 
 
 def test_every_fault_is_recorded_with_its_reason_and_the_run_goes_on(engine_url: str,
                                                                       tmp_path: Path):
-    assert set(EXPECTED_KIND) == set(FAULTS) - {"miscount", "buffer"}  # judged, not failed
+    assert set(EXPECTED_KIND) == set(FAULTS) - {"miscount", "buffer", "http429"}  # judged, not failed
     faults = list(EXPECTED_KIND)
     rounds = 2
     with running_fault_proxy(engine_url, "--faults", ",".join(faults), "--stall-s", "8",
@@ -49,7 +50,8 @@ def test_every_fault_is_recorded_with_its_reason_and_the_run_goes_on(engine_url:
     for kind in expected:
         assert kind in row["errors"]  # the row names what failed
     statuses = Counter(r["http_status"] for r in records if r["error_kind"] == "http_status")
-    assert statuses == {500: rounds, 503: rounds, 429: rounds}
+    assert statuses == {500: rounds, 503: rounds}
+    assert "failed_requests" in row["warnings"]
     ok = [r for r in records if r["error_kind"] is None]
     assert all(r["output_tokens"] == 16 for r in ok)
     slow = [r for r in ok if (r["first_chunk_ns"] - r["sent_ns"]) >= 1.5e9]

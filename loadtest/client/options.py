@@ -16,6 +16,9 @@ from loadtest.client.targets import TARGETS, Target
 __all__ = ["ConfigError", "RunConfig", "add_options", "config_from_options", "ensure_writable"]
 
 
+HOSTED_REQUEST_CAP = 100  # a hosted engine's default --max-spend-requests
+
+
 class ConfigError(ValueError):
     """A bad option; the message is one line for the user."""
 
@@ -50,6 +53,9 @@ def add_options(parser: Any) -> None:
                             "counts and text against the model's tokenizer (vLLM-family engines)")
     group.add_argument("--warmup", action="store_true", default=False,
                        help="a warm-up run: measured and saved in its folder, never added to runs.csv")
+    group.add_argument("--max-spend-requests", type=str, default="",
+                       help="refuse a run of more requests than this (hosted engines, which bill "
+                            f"per request: default {HOSTED_REQUEST_CAP}; others: no cap)")
 
 
 @dataclass(frozen=True)
@@ -90,21 +96,24 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
     api = options.api or target.api
     if api not in target.apis:
         raise ConfigError(f"engine {engine} speaks --api {' or '.join(target.apis)}, not {api!r}")
-    if engine == "openai" and not host:
-        raise ConfigError("--engine openai needs --host (the endpoint's base URL)")
-    url = (host or f"http://127.0.0.1:{target.port}").rstrip("/")
+    url = (host or _base_url(engine, target)).rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"--host must start with http:// or https://, got {redact_url(url)!r}")
     url = url.removesuffix("/v1")  # the base URL: the API paths are added per request
     if engine == "openai" and not options.model:
         raise ConfigError("--engine openai needs --model (an endpoint serves many)")
+    api_key = os.environ.get(target.api_key_env) or None
+    if target.hosted and not api_key:
+        raise ConfigError(f"--engine {engine} needs its key in the environment: set {target.api_key_env}")
+    requests = _positive_int("--requests", options.requests)
+    _check_spend(engine, target, requests, getattr(options, "max_spend_requests", ""))
     if engine == "tgi" and api == "generate" and options.ignore_eos:
         raise ConfigError("tgi's /generate_stream has no ignore_eos; use --api chat or drop --ignore-eos")
     if getattr(options, "num_users", None) is not None and options.num_users < 1:
         raise ConfigError(f"--users must be at least 1, got {options.num_users}")
     return RunConfig(
         engine=engine, target=target, url=url, api=api,
-        requests=_positive_int("--requests", options.requests),
+        requests=requests,
         prompts=options.prompts,
         max_tokens=_positive_int("--max-tokens", options.max_tokens),
         ignore_eos=bool(options.ignore_eos), model=options.model,
@@ -114,9 +123,34 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
         repeat=_positive_int("--repeat", options.repeat), tag=options.tag,
         warmup=bool(options.warmup),
         telemetry_interval_s=_number("--telemetry-interval", options.telemetry_interval, 0.0),
-        api_key=os.environ.get(target.api_key_env) or None,
+        api_key=api_key,
         recount=bool(getattr(options, "recount", False)),
     )
+
+
+def _base_url(engine: str, target: Target) -> str:
+    """A hosted engine's base URL from its environment variable (or its public default); a
+    local engine's default port on this host."""
+    if not target.hosted:
+        return f"http://127.0.0.1:{target.port}"
+    url = os.environ.get(target.base_url_env) or target.default_base_url
+    if not url:
+        raise ConfigError(f"--engine {engine} needs its base URL: set {target.base_url_env} "
+                          "or pass --host")
+    return url
+
+
+def _check_spend(engine: str, target: Target, requests: int, cap_option: str) -> None:
+    """Refuse, before anything is sent, a run of more requests than the spend cap. The
+    dispatcher sends each of the workload's requests once (a 429 is retried, and a connection
+    closed before any answer is reopened once; neither is an answered, billed request)."""
+    if not cap_option and not target.hosted:
+        return
+    cap = _positive_int("--max-spend-requests", cap_option) if cap_option else HOSTED_REQUEST_CAP
+    if requests > cap:
+        raise ConfigError(f"--requests {requests} is over --max-spend-requests {cap} for {engine}"
+                          f"{' (a hosted, billed endpoint)' if target.hosted else ''}; "
+                          "raise --max-spend-requests if you mean to send them")
 
 
 def ensure_writable(folder: Path, name: str = "--out") -> None:

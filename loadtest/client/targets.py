@@ -28,6 +28,11 @@ class Target:
     # The engine streams each chunk's token ids when asked (vLLM's `return_token_ids`): what
     # --recount checks against the model's tokenizer.
     token_ids: bool = False
+    # A hosted, billed endpoint: its base URL and key come from the environment (never from a
+    # file or a results column), and --max-spend-requests caps a run's requests by default.
+    hosted: bool = False
+    base_url_env: str = ""
+    default_base_url: str = ""
 
 
 _OPENAI_APIS = ("completions", "chat")
@@ -42,7 +47,11 @@ TARGETS: dict[str, Target] = {
     "sglang": Target(30000, "completions", _OPENAI_APIS),
     "transformers": Target(8090, "completions", _OPENAI_APIS, ignore_eos_as="generation_config",
                            pinned_model=True),
-    "openai": Target(443, "chat", _OPENAI_APIS, api_key_env="OPENAI_API_KEY"),
+    "openai": Target(443, "chat", _OPENAI_APIS, api_key_env="OPENAI_API_KEY", hosted=True,
+                     base_url_env="OPENAI_BASE_URL", default_base_url="https://api.openai.com"),
+    # Hugging Face Inference Endpoints: TGI behind them (its OpenAI chat route or /generate_stream)
+    "hf-endpoint": Target(443, "chat", ("chat", "generate"), api_key_env="HF_TOKEN", hosted=True,
+                          base_url_env="HF_ENDPOINT_URL"),
 }
 
 

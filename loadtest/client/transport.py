@@ -8,6 +8,12 @@ It retries in one case only: the server closed the kept-alive connection before 
 single byte (uvicorn closes a connection whose request it has not read within its keep-alive
 timeout; llama.cpp's server resets some connections of a burst). The request is sent once more
 on a fresh connection, its times still count from the first send, and `reconnects` says so.
+
+A 429 (rate limited) is no engine failure: the request waits as long as the answer's Retry-After
+says (a default back-off where it says nothing), is sent again, and its times count from the
+send that was let through; `rate_limited` and `rate_limited_wait_ns` say how often and how long.
+A request still refused after RATE_LIMIT_TRIES sends or RATE_LIMIT_WAIT_S of waiting fails as
+`rate_limited`.
 """
 
 from __future__ import annotations
@@ -15,7 +21,10 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable, Mapping
+from email.utils import parsedate_to_datetime
 from time import perf_counter_ns
+
+import gevent
 
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed
@@ -27,6 +36,9 @@ from loadtest.client.workload import RequestSpec
 __all__ = ["new_client", "open_connection", "send"]
 
 _ERROR_BODY_BYTES = 2000
+RATE_LIMIT_TRIES = 8
+RATE_LIMIT_WAIT_S = 300.0  # waiting in all, per request
+_DEFAULT_BACKOFF_S = 1.0  # doubled per refusal that names no Retry-After
 
 
 def new_client(url: str, *, read_timeout_s: float, connect_timeout_s: float = 10.0) -> HTTPClient:
@@ -55,11 +67,15 @@ def send(client: HTTPClient, spec: RequestSpec, parse_line: Callable[[bytes], St
     record = RequestRecord(spec.request_id, spec.prompt_id, time.time(), perf_counter_ns(),
                            worker=worker)
     try:
-        response = _post(client, spec, headers, record)
+        response = _post_past_rate_limits(client, spec, headers, record)
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, none is raised
         record.done_ns = perf_counter_ns()
         return record.fail(_failure_kind(exc, before_response=True), _describe(exc))
     record.http_status = response.status_code
+    if response.status_code == 429:
+        text = _read_error_body(response)
+        record.done_ns = perf_counter_ns()
+        return record.fail("rate_limited", f"HTTP 429 after {record.rate_limited} tries: {text}")
     if response.status_code >= 400:
         text = _read_error_body(response)
         record.done_ns = perf_counter_ns()
@@ -79,6 +95,39 @@ def send(client: HTTPClient, spec: RequestSpec, parse_line: Callable[[bytes], St
     if record.ok and record.output_tokens is None:
         record.output_tokens, record.output_tokens_source = record.output_chunks, "chunks"
     return record
+
+
+def _post_past_rate_limits(client: HTTPClient, spec: RequestSpec, headers: Mapping[str, str],
+                           record: RequestRecord):
+    """The answer to the first send the endpoint lets through (or its last 429)."""
+    first_sent_ns = record.sent_ns
+    while True:
+        response = _post(client, spec, headers, record)
+        if response.status_code != 429:
+            return response
+        record.rate_limited += 1
+        waited_s = (perf_counter_ns() - first_sent_ns) / 1e9
+        delay_s = _retry_after_s(response.get("Retry-After"), record.rate_limited)
+        if record.rate_limited >= RATE_LIMIT_TRIES or waited_s + delay_s > RATE_LIMIT_WAIT_S:
+            return response
+        _read_error_body(response)  # the connection is reused: read the refusal to its end
+        gevent.sleep(delay_s)
+        record.sent_at, record.sent_ns = time.time(), perf_counter_ns()
+        record.rate_limited_wait_ns = record.sent_ns - first_sent_ns
+
+
+def _retry_after_s(value: str | None, refusals: int) -> float:
+    """Retry-After as seconds or an HTTP date (RFC 9110); a doubling back-off without one."""
+    if value:
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            pass
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            pass
+    return _DEFAULT_BACKOFF_S * 2 ** (refusals - 1)
 
 
 def _post(client: HTTPClient, spec: RequestSpec, headers: Mapping[str, str],

@@ -30,6 +30,10 @@ WARNINGS = {
                   "were sent again on a fresh connection (reconnects counts them; their times "
                   "include the reconnect): normal for llama.cpp's server, which closes after "
                   "every streamed answer; a sign of a starved API server elsewhere",
+    "rate_limited": "the endpoint answered 429 (rate limited): those requests waited as its "
+                    "Retry-After said and were sent again (rate_limited counts the 429s, "
+                    "rate_limited_wait_s their waiting); throughput then measures the endpoint's "
+                    "quota, not its engine",
     "engine_shared": "the engine held more requests at once than this run's users can send, so "
                      "another client shared it and these numbers are not this run's alone",
     "token_text_mismatch": "--recount: some answers' token ids do not decode, with the served "
@@ -57,6 +61,8 @@ def check_run(row: dict[str, Any]) -> list[str]:
         found.append("buffered_streams")
     if row.get("reconnects"):
         found.append("reconnects")
+    if row.get("rate_limited"):
+        found.append("rate_limited")
     if engine_held_peak(row) > row.get("users", 0):
         found.append("engine_shared")
     if row.get("recount_text_mismatches"):

@@ -28,7 +28,8 @@ __all__ = ["RUN_COLUMNS", "RecordWriter", "ResultsError", "write_json", "append_
 SCHEMA_VERSION = 1
 RUN_COLUMNS = [
     "timestamp", "run_id", "engine", "model", "host", "flags", "gpu", "users", "processes",
-    "verdict", "verdict_reasons", "requests", "completed", "failed", "reconnects", "completion_time_s", "output_tokens", "output_tok_per_s",
+    "verdict", "verdict_reasons", "requests", "completed", "failed", "reconnects",
+    "rate_limited", "rate_limited_wait_s", "completion_time_s", "output_tokens", "output_tok_per_s",
     "req_per_s", "avg_output_tokens", "min_output_tokens", "max_output_tokens",
     "output_tokens_source", "prompt_tokens",
     "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms",

@@ -15,10 +15,15 @@ on a host) taken the moment a stream line is handed over, before it is parsed.
 `reconnects`: 1 when the server closed the kept-alive connection before answering a byte and
 the request was sent again on a fresh connection (once; its times count from the first send).
 
+`rate_limited`: how many times the endpoint answered 429 before it let the request through;
+`rate_limited_wait_ns`: the time from the first send to the send let through, waited as each
+429's Retry-After said. The request's times count from the send let through.
+
 `error_kind` is one closed vocabulary for failed requests:
 connect (no connection), timeout (no byte within the read timeout), http_status (status >= 400),
 stream_error (the engine sent an error event), stream_protocol (a line we cannot parse),
-truncated (the stream ended before the engine said it was finished).
+truncated (the stream ended before the engine said it was finished), rate_limited (still
+answered 429 after the client's tries: not the engine's failure, but the request was not served).
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from loadtest.results.redact import redact
 
 __all__ = ["ERROR_KINDS", "RequestRecord"]
 
-ERROR_KINDS = ("connect", "timeout", "http_status", "stream_error", "stream_protocol", "truncated")
+ERROR_KINDS = ("connect", "timeout", "http_status", "stream_error", "stream_protocol", "truncated",
+               "rate_limited")
 
 
 @dataclass
@@ -51,6 +57,8 @@ class RequestRecord:
     error_kind: str | None = None
     error: str | None = None
     reconnects: int = 0
+    rate_limited: int = 0
+    rate_limited_wait_ns: int = 0
     worker: int = 0
     # --recount only, kept in memory (never in requests.jsonl: the output text is the user's)
     output_ids: list[int] | None = None

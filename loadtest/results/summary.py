@@ -35,9 +35,11 @@ def summarize(records: Sequence[RequestRecord]) -> dict[str, Any]:
         "failed": len(records) - len(done),
         "errors": _error_counts(records),
         "reconnects": sum(r.reconnects for r in records),
+        "rate_limited": sum(r.rate_limited for r in records),
+        "rate_limited_wait_s": sum(r.rate_limited_wait_ns for r in records) / 1e9,
     }
     if records:
-        start = min(r.sent_ns for r in records)
+        start = min(r.sent_ns - r.rate_limited_wait_ns for r in records)  # the first send
         end = max(r.done_ns or r.sent_ns for r in records)
         row["completion_time_s"] = (end - start) / 1e9
     else:
