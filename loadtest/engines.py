@@ -28,7 +28,10 @@ from loadtest.client.probe import (EngineInfo, ProbeError, check_prompts_fit, ch
                                    probe_engine)
 from loadtest.results.record import RequestRecord
 from loadtest.results.files import ResultsError, check_runs_file
-from loadtest.client.run import Run
+from loadtest.client.arrivals import add_arrival_options
+from loadtest.client.run import Run, run_options
+from loadtest.results.equivalence import add_keep_outputs_option
+from loadtest.results.goodput import add_slo_option
 from loadtest.client.transport import new_client, open_connection, send
 from loadtest.client.workload import WorkloadError
 
@@ -44,6 +47,9 @@ def _refuse(message: str) -> None:
 @events.init_command_line_parser.add_listener
 def _add_options(parser: Any) -> None:
     add_options(parser)
+    add_arrival_options(parser)
+    add_slo_option(parser)
+    add_keep_outputs_option(parser)
 
 
 @events.init.add_listener
@@ -66,6 +72,7 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
 def _checked_run(environment: Any) -> Run:
     """A new run of the options' workload against environment.host, the engine asked first."""
     config = config_from_options(environment.parsed_options, environment.host)
+    run_options(environment.parsed_options, config)  # open loop, --slo, --keep-outputs
     ensure_writable(config.out)
     check_runs_file(config.out / "runs.csv")
     info = probe_engine(config.url, config.api, config.headers(),

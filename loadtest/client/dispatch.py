@@ -12,17 +12,23 @@ workers), so the queue lives here:
 Dispatch starts only once all users are spawned and every user of this process has opened its
 connection (on_start), so neither the spawn ramp nor connection set-up is part of the run: the
 first wave of requests leaves together, as from a client that was already connected.
+Open loop (--rate, loadtest/client/arrivals.py): the same queue in the same order, but a user that
+takes request i sleeps until its scheduled time first; the schedule's origin is the moment
+dispatch opens (local) or the master's first hand-out (sent to workers as a wall-clock time).
+`complete` stamps each record with its scheduled time and the time it waited for a free user.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import gevent
 from gevent.event import Event
+from time import perf_counter_ns
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from loadtest.results.record import RequestRecord
@@ -37,7 +43,8 @@ _WATCH_WORKERS_S = 1.0
 class Dispatcher:
     def __init__(self, environment: Any, workload: Workload,
                  on_record: Callable[[RequestRecord], None], on_finished: Callable[[], None],
-                 worker_report: Callable[[], dict[str, Any]] = dict) -> None:
+                 worker_report: Callable[[], dict[str, Any]] = dict,
+                 schedule_ns: list[int] | None = None, schedule_sha: str = "") -> None:
         self.environment = environment
         self.runner = environment.runner
         self.workload = workload
@@ -57,6 +64,12 @@ class Dispatcher:
         self._waiting = 0
         self._outgoing: list[dict[str, Any]] = []
         self._busy_workers: set[str] = set()
+        # open loop: each request's offset from the origin; per taken request (due, cap wait)
+        self._schedule = schedule_ns
+        self._sha = workload.sha256 + schedule_sha
+        self._origin_ns: int | None = None  # this process's perf_counter_ns at offset 0
+        self._origin_unix_ns: int | None = None  # master: the origin it hands to workers
+        self._due: dict[int, tuple[int, int]] = {}
         self._register()
 
     @property
@@ -91,22 +104,46 @@ class Dispatcher:
     def _maybe_open(self) -> None:
         # Locust fires spawning_complete before the last users' greenlets have run on_start.
         if self._spawned and self._ready_users >= self.runner.user_count:
+            if self._schedule is not None and not self.is_worker and self._origin_ns is None:
+                self._origin_ns = perf_counter_ns()
             self.started.set()
 
     def take(self) -> RequestSpec | None:
-        """The next request for a user, or None when the workload is used up."""
+        """The next request for a user, or None when the workload is used up (open loop: at its
+        scheduled time, or at once when that time has passed)."""
+        free_ns = perf_counter_ns()  # this user is free from now (before the gate: the origin)
         self.started.wait()
         while not self._queue:
             if not self.is_worker or self._exhausted:
                 return None
             self._ask_for_work()
         self._in_flight += 1
-        return self.workload.specs[self._queue.popleft()]
+        request_id = self._queue.popleft()
+        if self._schedule is not None:
+            self._wait_until_due(request_id, free_ns)
+        return self.workload.specs[request_id]
+
+    def _wait_until_due(self, request_id: int, free_ns: int) -> None:
+        """Open loop: sleep until the request's time. A user that became free only after it
+        (every user was busy: the --users cap was full) sends at once; that wait is recorded."""
+        assert self._origin_ns is not None
+        due = self._origin_ns + self._schedule[request_id]
+        self._due[request_id] = (due, max(0, free_ns - due))
+        delay_ns = due - perf_counter_ns()
+        if delay_ns > 0:
+            gevent.sleep(delay_ns / 1e9)
+            while perf_counter_ns() < due:  # gevent's timers may wake a little early
+                gevent.sleep(0)
 
     def complete(self, record: RequestRecord) -> None:
         self._in_flight -= 1
+        if record.request_id in self._due:
+            record.scheduled_ns, record.cap_wait_ns = self._due.pop(record.request_id)
         if self.is_worker:
-            self._outgoing.append(record.to_json())
+            row = record.to_json()
+            if record.output_text is not None:  # --keep-outputs, --recount: the master needs them
+                row["output_ids"], row["output_text"] = record.output_ids, record.output_text
+            self._outgoing.append(row)
         else:
             self.on_record(record)
         self._maybe_finish()
@@ -135,12 +172,15 @@ class Dispatcher:
         if not self._asking:
             self._asking = True
             self._refill.clear()
-            self.runner.send_message("rig_need", {"n": self._waiting, "sha": self.workload.sha256})
+            self.runner.send_message("rig_need", {"n": self._waiting, "sha": self._sha})
         self._refill.wait()
         self._waiting -= 1
 
     def _on_work(self, msg: Any, **_: Any) -> None:
         ids = msg.data["ids"]
+        if self._schedule is not None and self._origin_ns is None and msg.data.get("origin"):
+            # the master's wall-clock origin on this process's monotonic clock
+            self._origin_ns = msg.data["origin"] - time.time_ns() + perf_counter_ns()
         self._queue.extend(ids)
         self._exhausted = not ids
         self._asking = False
@@ -161,15 +201,19 @@ class Dispatcher:
     # --- master side ---------------------------------------------------------------------------
 
     def _on_need(self, msg: Any, **_: Any) -> None:
-        if msg.data["sha"] != self.workload.sha256:
-            logging.error("error: a worker built a different workload (check its options and files)")
+        if msg.data["sha"] != self._sha:
+            logging.error("error: a worker built a different workload or schedule (check its "
+                          "options and files)")
             self.environment.process_exit_code = 2
             gevent.spawn(self.runner.quit)
             return
         ids = [self._queue.popleft() for _ in range(min(msg.data["n"], len(self._queue)))]
         if ids:
             self._busy_workers.add(msg.node_id)
-        self.runner.send_message("rig_work", {"ids": ids}, client_id=msg.node_id)
+        if self._schedule is not None and self._origin_unix_ns is None:
+            self._origin_unix_ns = time.time_ns()  # the schedule starts with the first hand-out
+        self.runner.send_message("rig_work", {"ids": ids, "origin": self._origin_unix_ns},
+                                 client_id=msg.node_id)
 
     def _on_records(self, msg: Any, **_: Any) -> None:
         for row in msg.data:

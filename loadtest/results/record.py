@@ -19,6 +19,14 @@ the request was sent again on a fresh connection (once; its times count from the
 `rate_limited_wait_ns`: the time from the first send to the send let through, waited as each
 429's Retry-After said. The request's times count from the send let through.
 
+Open loop (--rate, loadtest/client/arrivals.py) adds `scheduled_ns`, the time the schedule
+sent the request (same clock as `sent_ns`), and `cap_wait_ns`, how long it waited past that time
+for a free user because all --users were busy. From the schedule:
+- send lag (`send_lag_ms`): scheduled -> actually sent (the cap wait, the client's own delay and
+  any 429 waiting);
+- `ttft_sched_ms`, `e2e_sched_ms`: scheduled -> first chunk, -> stream finished: the latency a
+  user arriving on schedule saw, queueing in the client included (coordinated omission).
+
 `error_kind` is one closed vocabulary for failed requests:
 connect (no connection), timeout (no byte within the read timeout), http_status (status >= 400),
 stream_error (the engine sent an error event), stream_protocol (a line we cannot parse),
@@ -60,7 +68,10 @@ class RequestRecord:
     rate_limited: int = 0
     rate_limited_wait_ns: int = 0
     worker: int = 0
-    # --recount only, kept in memory (never in requests.jsonl: the output text is the user's)
+    scheduled_ns: int | None = None  # open loop only
+    cap_wait_ns: int = 0
+    # --recount and --keep-outputs only, kept in memory (never in requests.jsonl: the output
+    # text is the user's; --keep-outputs writes it apart, to outputs.jsonl)
     output_ids: list[int] | None = None
     output_text: list[str] | None = None
 
@@ -80,6 +91,22 @@ class RequestRecord:
             return None
         return (self.done_ns - self.sent_ns) / 1e6
 
+    @property
+    def send_lag_ms(self) -> float | None:
+        return None if self.scheduled_ns is None else (self.sent_ns - self.scheduled_ns) / 1e6
+
+    @property
+    def ttft_sched_ms(self) -> float | None:
+        if self.scheduled_ns is None or self.first_chunk_ns is None:
+            return None
+        return (self.first_chunk_ns - self.scheduled_ns) / 1e6
+
+    @property
+    def e2e_sched_ms(self) -> float | None:
+        if self.scheduled_ns is None or self.done_ns is None:
+            return None
+        return (self.done_ns - self.scheduled_ns) / 1e6
+
     def fail(self, kind: str, message: str) -> "RequestRecord":
         assert kind in ERROR_KINDS, kind
         if self.error_kind is None:  # the first failure is the cause; keep it
@@ -91,6 +118,10 @@ class RequestRecord:
         del row["output_ids"], row["output_text"]
         row["ttft_ms"] = self.ttft_ms
         row["e2e_ms"] = self.e2e_ms
+        if self.scheduled_ns is not None:
+            row["ttft_sched_ms"], row["e2e_sched_ms"] = self.ttft_sched_ms, self.e2e_sched_ms
+        else:
+            del row["scheduled_ns"], row["cap_wait_ns"]  # closed loop: lines as before
         return row
 
     @classmethod

@@ -7,6 +7,11 @@ values, never Locust's rounded buckets. Every count behind a rate is kept beside
 - output_tok_per_s: output tokens of completed requests / completion_time_s.
 - ttft_*, e2e_*: over completed requests. itl_*: over the pooled chunk gaps of completed requests.
 - tpot_*: per completed request, (e2e - ttft) / (output_tokens - 1).
+Open loop (records with a scheduled time) adds:
+- ttft_sched_*, e2e_sched_*: over completed requests, from each one's scheduled send time;
+- send_lag_p50/p99/max_ms: actual send - scheduled send, over every request;
+- capped_requests, cap_wait_p99_ms: requests that found every user busy, and their wait;
+- send_rate_per_s: requests actually sent per second (first to last send).
 """
 
 from __future__ import annotations
@@ -60,6 +65,25 @@ def summarize(records: Sequence[RequestRecord]) -> dict[str, Any]:
     row.update(_distribution("itl", [g / 1e6 for r in done for g in r.chunk_gaps_ns]))
     row.update(_distribution("e2e", [r.e2e_ms for r in done if r.e2e_ms is not None]))
     row.update(_distribution("tpot", [_tpot(r) for r in done if _tpot(r) is not None]))
+    if any(r.scheduled_ns is not None for r in records):
+        row.update(_schedule(records, done))
+    return row
+
+
+def _schedule(records: Sequence[RequestRecord], done: Sequence[RequestRecord]) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    row.update(_distribution("ttft_sched", [r.ttft_sched_ms for r in done if r.ttft_sched_ms is not None]))
+    row.update(_distribution("e2e_sched", [r.e2e_sched_ms for r in done if r.e2e_sched_ms is not None]))
+    lags = np.asarray([r.send_lag_ms for r in records if r.send_lag_ms is not None], dtype=float)
+    p50, p99 = np.percentile(lags, [50, 99])
+    row.update({"send_lag_p50_ms": float(p50), "send_lag_p99_ms": float(p99),
+                "send_lag_max_ms": float(lags.max())})
+    waits = [r.cap_wait_ns / 1e6 for r in records if r.cap_wait_ns > 0]
+    row["capped_requests"] = len(waits)
+    row["cap_wait_p99_ms"] = float(np.percentile(waits, 99)) if waits else 0.0
+    sends = sorted(r.sent_ns for r in records)
+    span_s = (sends[-1] - sends[0]) / 1e9
+    row["send_rate_per_s"] = (len(sends) - 1) / span_s if span_s > 0 else None
     return row
 
 

@@ -1,0 +1,112 @@
+"""Open-loop load: each request of the fixed workload gets a scheduled send time.
+
+    locust -f loadtest/engines.py --headless --users 64 --rate 4 --arrival poisson --requests 200
+
+Closed-loop users send, wait for the answer, send again: when the engine slows down, so does
+the load. Production traffic does not wait. With --rate R the workload's N requests are sent on
+a schedule fixed before the run: request i at offset t_i from the moment dispatch opens, where
+
+- constant: t_i = i / R;
+- poisson: t_0 = 0 and the gaps t_i - t_(i-1) are drawn from an exponential distribution of
+  mean 1/R by Python's Mersenne Twister seeded with --arrival-seed (default 0), so the same
+  options give the same schedule on every process and in every run.
+
+--users is then the cap on requests in flight: a free user takes the next request in schedule
+order and sleeps until its time; a request whose time comes while every user is busy waits
+for one, and that wait (`cap_wait_ns`) is kept in its record beside its scheduled time
+(`scheduled_ns`, on the same clock as `sent_ns`). Latency is measured from the scheduled time
+as well as from the actual send (loadtest/results/record.py), so a client that falls behind
+cannot hide the queueing it caused (coordinated omission).
+
+Across processes the master hands out request ids as before (loadtest/client/dispatch.py) with
+the schedule's origin as a wall-clock time; each process turns it into its own monotonic clock
+(exact on one host; across hosts as good as their clocks' agreement, NTP: typically < 1 ms).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ARRIVALS", "OpenLoop", "add_arrival_options", "open_loop_from_options",
+           "send_offsets_ns"]
+
+ARRIVALS = ("constant", "poisson")
+
+
+@dataclass(frozen=True)
+class OpenLoop:
+    rate: float  # requests per second, offered
+    arrival: str  # constant | poisson
+    seed: int
+
+    def offsets_ns(self, requests: int) -> list[int]:
+        return send_offsets_ns(requests, self.rate, self.arrival, self.seed)
+
+    def digest(self, requests: int) -> str:
+        """Names the schedule, so every process can check it built the same one."""
+        text = json.dumps([self.rate, self.arrival, self.seed, requests])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def columns(self, requests: int) -> dict[str, Any]:
+        """The run's open-loop settings, for run.json and runs.csv."""
+        offsets = self.offsets_ns(requests)
+        return {"rate": self.rate, "arrival": self.arrival, "arrival_seed": self.seed,
+                "schedule_s": offsets[-1] / 1e9 if offsets else 0.0}
+
+
+def send_offsets_ns(requests: int, rate: float, arrival: str, seed: int = 0) -> list[int]:
+    """Each request's send time, in ns from the schedule's origin; the first at 0."""
+    if arrival not in ARRIVALS:
+        raise ValueError(f"unknown arrival {arrival!r}")
+    if arrival == "constant":
+        return [round(i * 1e9 / rate) for i in range(requests)]
+    rng = random.Random(seed)
+    offsets, t = [], 0.0
+    for i in range(requests):
+        if i:
+            t += rng.expovariate(rate)
+        offsets.append(round(t * 1e9))
+    return offsets
+
+
+def add_arrival_options(parser: Any) -> None:
+    group = parser.add_argument_group("llm-load-rig: open loop")
+    group.add_argument("--rate", type=str, default="",
+                       help="open loop: send requests at this rate (requests/s) on a schedule, "
+                            "whatever the answers do; --users caps the requests in flight "
+                            "(default: closed loop, each user sends when its last answer ended)")
+    group.add_argument("--arrival", default="poisson",
+                       help="with --rate: constant (evenly spaced) or poisson (exponential gaps, "
+                            "seeded; default)")
+    group.add_argument("--arrival-seed", type=str, default="0",
+                       help="with --rate poisson: the schedule's seed (default 0: the same "
+                            "schedule every run)")
+
+
+def open_loop_from_options(options: Any) -> OpenLoop | None:
+    """The options' schedule, None in closed loop; ValueError (one line) for a bad value."""
+    rate_text = str(getattr(options, "rate", "") or "").strip()
+    arrival = getattr(options, "arrival", "poisson")
+    seed_text = str(getattr(options, "arrival_seed", "0"))
+    if not rate_text:
+        if arrival != "poisson" or seed_text != "0":
+            raise ValueError("--arrival and --arrival-seed shape an open-loop schedule: "
+                             "give --rate too")
+        return None
+    try:
+        rate = float(rate_text)
+    except ValueError:
+        raise ValueError(f"--rate must be a number of requests per second, got {rate_text!r}") from None
+    if not rate > 0 or rate == float("inf"):
+        raise ValueError(f"--rate must be above 0 requests per second, got {rate_text!r}")
+    if arrival not in ARRIVALS:
+        raise ValueError(f"--arrival must be one of {', '.join(ARRIVALS)}, got {arrival!r}")
+    try:
+        seed = int(seed_text)
+    except ValueError:
+        raise ValueError(f"--arrival-seed must be a whole number, got {seed_text!r}") from None
+    return OpenLoop(rate, arrival, seed)

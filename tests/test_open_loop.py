@@ -1,0 +1,125 @@
+"""Open loop (--rate): a seeded schedule, latency from scheduled and actual sends, the --users cap
+and its waits, and the verdict on a run whose sends fall behind; on the real embedded engine."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loadtest.client.arrivals import send_offsets_ns
+from loadtest.results.verdict import judge
+from rig_helpers import run_locust
+
+
+def _row(out: Path) -> dict[str, str]:
+    with (out / "runs.csv").open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert len(rows) == 1
+    return rows[0]
+
+
+def _records(out: Path) -> list[dict]:
+    [path] = (out / "runs").glob("*/requests.jsonl")
+    return sorted((json.loads(line) for line in path.read_text().splitlines()),
+                  key=lambda r: r["request_id"])
+
+
+def test_schedules_are_seeded_and_shaped():
+    constant = send_offsets_ns(5, 4.0, "constant")
+    assert constant == [0, 250_000_000, 500_000_000, 750_000_000, 1_000_000_000]
+    a, b = send_offsets_ns(2000, 10.0, "poisson", 7), send_offsets_ns(2000, 10.0, "poisson", 7)
+    assert a == b and a != send_offsets_ns(2000, 10.0, "poisson", 8)
+    gaps = np.diff(a) / 1e9
+    assert a[0] == 0 and (gaps > 0).all()
+    assert np.mean(gaps) == pytest.approx(0.1, rel=0.1)  # mean gap 1/rate
+    assert np.std(gaps) == pytest.approx(0.1, rel=0.15)  # exponential: sd = mean
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rate", "0"], "--rate must be above 0"),
+    (["--rate", "fast"], "--rate must be a number"),
+    (["--rate", "2", "--arrival", "bursty"], "--arrival must be one of constant, poisson"),
+    (["--arrival", "constant"], "give --rate too"),
+])
+def test_bad_open_loop_options_are_one_error_line(args: list[str], message: str):
+    result = run_locust(*args)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and message in errors[0], result.stderr[-1500:]
+
+
+def test_behind_schedule_is_a_verdict_reason_only_in_open_loop():
+    row = {"requests": 64, "users": 64, "completion_time_s": 30.0, "rate": 4.0,
+           "send_lag_p99_ms": 12.0}
+    assert judge(row) == ("valid", [])  # 64 requests at a cap of 64 users: not too few in open loop
+    assert judge({**row, "send_lag_p99_ms": 400.0}) == ("invalid", ["behind_schedule"])
+
+
+@pytest.fixture(scope="module")
+def sustained(engine_url: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """4 req/s, Poisson, 8-token answers: well inside what the tiny model serves on one core."""
+    out = tmp_path_factory.mktemp("sustained")
+    result = run_locust("--host", engine_url, "--users", "16", "--requests", "24",
+                        "--max-tokens", "8", "--ignore-eos", "--rate", "4", "--arrival", "poisson",
+                        "--arrival-seed", "3", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    return out
+
+
+def test_a_sustained_poisson_run_follows_its_schedule(sustained: Path):
+    records, row = _records(sustained), _row(sustained)
+    assert [r["request_id"] for r in records] == list(range(24))  # each sent once
+    origin = records[0]["scheduled_ns"]
+    planned = send_offsets_ns(24, 4.0, "poisson", 3)
+    assert [r["scheduled_ns"] - origin for r in records] == planned  # the seeded schedule
+    lags_ms = [(r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in records]
+    assert min(lags_ms) >= 0 and np.median(lags_ms) < 5, lags_ms  # sent on time
+    assert np.percentile(lags_ms, 99) < 50, lags_ms  # within the verdict's limit
+    assert all(r["cap_wait_ns"] == 0 for r in records)  # the cap was never full
+    for r in records:  # from the schedule = from the send + the lag
+        assert r["ttft_sched_ms"] == pytest.approx(r["ttft_ms"] + (r["sent_ns"] - r["scheduled_ns"]) / 1e6)
+    assert (row["rate"], row["arrival"], row["arrival_seed"]) == ("4", "poisson", "3")
+    assert float(row["send_lag_p99_ms"]) < 50
+    assert float(row["ttft_sched_p50_ms"]) >= float(row["ttft_p50_ms"])
+    assert "behind_schedule" not in row["verdict_reasons"]
+
+
+def test_a_rate_the_engine_cannot_sustain_shows_growing_queueing(engine_url: str, tmp_path: Path):
+    """200 req/s of 32-token answers with at most 4 in flight: requests wait for the cap, and
+    their latency from the schedule grows through the run while from the send it does not."""
+    result = run_locust("--host", engine_url, "--users", "4", "--requests", "32",
+                        "--max-tokens", "32", "--ignore-eos", "--rate", "200", "--arrival",
+                        "constant", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    records, row = _records(tmp_path), _row(tmp_path)
+    assert [r["request_id"] for r in records] == list(range(32))
+    sched = np.array([r["ttft_sched_ms"] for r in records])
+    sent = np.array([r["ttft_ms"] for r in records])
+    first, last = slice(4, 12), slice(24, 32)
+    assert np.corrcoef(np.arange(32), sched)[0, 1] > 0.9, sched  # queueing grows all along
+    assert sched[last].mean() > 2 * sched[first].mean(), sched
+    assert sent[last].mean() < 2 * sent[first].mean() + 50, sent  # the engine's own time does not
+    assert sum(r["cap_wait_ns"] > 0 for r in records) >= 24  # found the cap full
+    assert int(row["capped_requests"]) >= 24
+    assert float(row["send_lag_p99_ms"]) > 500
+    assert row["verdict"] == "invalid" and "behind_schedule" in row["verdict_reasons"]
+    assert "behind_schedule" in result.stderr  # said in the console summary
+
+
+def test_open_loop_across_processes_sends_each_request_once(engine_url: str, tmp_path: Path):
+    result = run_locust("--host", engine_url, "--users", "8", "--processes", "2",
+                        "--requests", "16", "--max-tokens", "8", "--ignore-eos", "--rate", "6",
+                        "--arrival", "constant", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    records = _records(tmp_path)
+    assert [r["request_id"] for r in records] == list(range(16))
+    assert len({r["worker"] for r in records}) == 2  # both processes sent
+    origin = min(r["scheduled_ns"] for r in records)
+    offsets = np.array([r["scheduled_ns"] - origin for r in records])
+    # one origin for both processes, each on its own reading of the clocks: within 1 ms
+    assert np.abs(offsets - send_offsets_ns(16, 6.0, "constant")).max() < 1_000_000
+    assert max((r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in records) < 50
