@@ -19,7 +19,8 @@
         sweep: {MAX_CONCURRENT_REQUESTS: [2, 32]}  # one configuration per combination; null = not set
         gpus: ["0", "0,1"]               # GPU engines: one configuration per GPU set (default ["0"])
         replicas: per-gpu                # one replica per GPU of the set behind nginx (CPU: N); compose,
-                                         #   or local: local processes behind a local nginx
+                                         #   or local: local processes behind a local nginx, where
+                                         #   a GPU engine may also take N (each sees the whole set)
         network: host                    # compose: host networking (a dockerd with --bridge=none)
 
 Settings are the bare names of servers/settings.py (MAX_CONCURRENT_REQUESTS, SPECULATE, ...);
@@ -319,10 +320,14 @@ def _gpu_sets(value: Any, slug: str, where: str) -> list[str]:
 def _replicas(value: Any, slug: str, launch: str, where: str) -> str:
     if value in (None, "", 1):
         return ""
-    if ENGINES[slug].gpu:
-        if value != "per-gpu":
-            raise MatrixError(f"{where}: {slug} runs on GPUs: use `replicas: per-gpu` (one per GPU of the set)")
+    if ENGINES[slug].gpu and value == "per-gpu":
         return "per-gpu"
+    if ENGINES[slug].gpu and launch != "local":
+        raise MatrixError(f"{where}: {slug} runs on GPUs: use `replicas: per-gpu` (one per GPU of the set)")
+    if ENGINES[slug].gpu:  # local processes: N replicas, each seeing the whole GPU set
+        if not isinstance(value, int) or value < 1:
+            raise MatrixError(f"{where}: replicas must be per-gpu or a whole number >= 1")
+        return str(value)
     if not isinstance(value, int) or value < 1:
         raise MatrixError(f"{where}: {slug} runs on CPU: replicas must be a whole number >= 1")
     return str(value)
