@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 
 from loadtest.client.arrivals import send_offsets_ns
 from loadtest.results.verdict import judge
-from rig_helpers import run_locust
+from rig_helpers import REPO, run_locust
 
 
 def _row(out: Path) -> dict[str, str]:
@@ -123,3 +124,40 @@ def test_open_loop_across_processes_sends_each_request_once(engine_url: str, tmp
     # one origin for both processes, each on its own reading of the clocks: within 1 ms
     assert np.abs(offsets - send_offsets_ns(16, 6.0, "constant")).max() < 1_000_000
     assert max((r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in records) < 50
+
+
+def _sweep(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(REPO / "scripts" / "sweep_rate.sh"), *args], capture_output=True,
+                          text=True, timeout=600, cwd=REPO)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["vllm-cpu", "--rates", "0,2"], "--rates must be numbers above 0"),
+    (["vllm-cpu", "--users", "4,8"], "--users is one cap"),
+    (["vllm-cpu", "--slo", "fast"], "--slo takes METRIC_ms=LIMIT"),
+    (["nope"], "unknown engine 'nope'"),
+])
+def test_rate_sweep_refuses_bad_options_in_one_line(args: list[str], message: str):
+    result = _sweep(*args)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and message in errors[0], result.stderr[-1500:]
+
+
+def test_rate_sweep_finds_the_knee_and_reports_goodput(engine_url: str, tmp_path: Path):
+    """Two rates on the embedded engine: one it sustains, one far past it (4 in flight at most);
+    the sweep stops there, names the knee, and the report holds the open-loop table, goodput and
+    the outputs compared (every run keeps them)."""
+    result = _sweep("vllm-cpu", "--host", engine_url, "--rates", "3,300,600", "--users", "4",
+                    "--requests", "16", "--max-tokens", "16", "--ignore-eos", "--arrival",
+                    "constant", "--slo", "ttft_ms=400", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    rates_table = result.stdout.split("Output equivalence")[0]
+    lines = [line for line in rates_table.splitlines() if line.startswith("| vllm-cpu")]
+    assert [line.split("|")[3].split()[0] for line in lines] == ["3", "300"]  # stopped at 300
+    assert "saturated" in lines[1] and "saturated" not in lines[0]
+    assert "behind_schedule" in lines[1]
+    assert "users cap 4: knee at" in result.stdout
+    report = (tmp_path / "report-rates-vllm-cpu" / "report.md").read_text()
+    assert "## Open loop: offered rate" in report and "goodput.png" in report
+    assert "## Output equivalence" in report and "16/16" in report

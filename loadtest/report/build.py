@@ -12,6 +12,10 @@ output-token sources are reported as separate groups and never ranked against ea
 Where a workload was run by more than one engine (or with --race), the report opens with the
 race (loadtest/report/race.py): one table of every engine at every user count naming the fastest of
 each workload and user count, and race.png; with --race, stdout prints only the race.
+Open-loop runs (--rate) get their own section (loadtest/report/goodput.py): one line per
+offered rate with latency from the schedule and from the send, the knee and, with --slo, the
+highest rate at which --slo-share percent (default 99) of requests met the targets; goodput is
+plotted against rate and users; runs that kept their outputs are compared with the baseline's.
 Exit codes: 0 report written (or nothing to report, said in one line), 2 bad folder or option.
 """
 
@@ -29,6 +33,8 @@ from pathlib import Path
 import pandas as pd
 
 from loadtest.results.checks import WARNINGS
+from loadtest.report.goodput import (DEFAULT_SLO_SHARE_PCT, equivalence_table, is_open_loop,
+                                     open_loop_markdown, plot_goodput, rate_table)
 from loadtest.report.gpus import gpu_cells, gpus_markdown, per_gpu_rows, plot_gpus
 from loadtest.report.plots import (
     config_label,
@@ -118,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else root / "report"
     try:
         failed = _failed_engines(args.failed)
+        share = _share(args.slo_share)
         runs = select_runs(load_runs(root), args.where)
     except (KeyError, ValueError) as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
@@ -131,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         _write(_empty_report(out, message))
         return 0
     report = build_report(runs, out, baseline=args.baseline, source=root, race=args.race,
-                          failed=failed)
+                          failed=failed, slo_share=share)
     _write(report)
     print("\n\n".join(report.races if args.race else report.races + report.tables))
     print(f"\nreport: {out / 'report.md'} and {out / 'report.html'}", file=sys.stderr)
@@ -155,7 +162,20 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--failed", action="append", default=[], metavar="ENGINE=REASON",
                         help="an engine that was asked for but did not run, shown in the race "
                         "(repeatable)")
+    parser.add_argument("--slo-share", default=str(DEFAULT_SLO_SHARE_PCT), metavar="PCT",
+                        help="percent of requests that must meet the runs' --slo targets for a "
+                        "rate to count as within them (default 99)")
     return parser.parse_args(argv)
+
+
+def _share(text: str) -> float:
+    try:
+        share = float(text)
+    except ValueError:
+        raise ValueError(f"--slo-share must be a percent, got {text!r}") from None
+    if not 0 < share <= 100:
+        raise ValueError(f"--slo-share must be above 0 and at most 100, got {text!r}")
+    return share
 
 
 def _failed_engines(pairs: list[str]) -> dict[str, str]:
@@ -170,13 +190,17 @@ def _failed_engines(pairs: list[str]) -> dict[str, str]:
 
 def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
                  source: Path | None = None, race: bool = False,
-                 failed: dict[str, str] | None = None) -> Report:
+                 failed: dict[str, str] | None = None,
+                 slo_share: float = DEFAULT_SLO_SHARE_PCT) -> Report:
     report = Report(out)
+    everything, open_loop = runs, runs[is_open_loop(runs)]
+    runs = runs[~is_open_loop(runs)]  # closed loop: the cells below are engine x users
     groups = list(runs.groupby(GROUP, sort=False, dropna=False))
     report.heading(1, "llm-load-rig report")
-    report.text(f"{len(runs)} run{'' if len(runs) == 1 else 's'} of {', '.join(sorted(runs['engine'].unique()))}"
+    report.text(f"{len(everything)} run{'' if len(everything) == 1 else 's'} of "
+                f"{', '.join(sorted(everything['engine'].unique()))}"
                 f"{f' from `{source}`' if source else ''}, "
-                f"{runs['timestamp'].min()} to {runs['timestamp'].max()}; "
+                f"{everything['timestamp'].min()} to {everything['timestamp'].max()}; "
                 f"written {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}.")
     report.text("Each cell is one engine, options (flags), gpu and user count; `±` is the sample "
                 "standard deviation over its repeats (none with one run). Latency percentiles are "
@@ -185,14 +209,58 @@ def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
         report.text(f"**Not comparable as a whole:** these runs fall into {len(groups)} groups "
                     "with a different workload (workload_sha256), model or output-token source. "
                     "Each group is shown on its own; nothing is ranked across groups.")
-    _client_section(report, runs)
-    _race_section(report, runs, race, failed or {})
+    _client_section(report, everything)
+    if not runs.empty:
+        _race_section(report, runs, race, failed or {})
     for number, (_, group) in enumerate(groups, start=1):
         suffix = "" if number == 1 else f"-g{number}"
         title = f"Group {number}: {group_label(group)}" if len(groups) > 1 else group_label(group)
         _group_section(report, group, title, suffix, baseline)
-    _warnings_section(report, runs)
+    _open_loop_section(report, everything, open_loop, slo_share)
+    _equivalence_section(report, everything, baseline)
+    _warnings_section(report, everything)
     return report
+
+
+def _open_loop_section(report: Report, runs: pd.DataFrame, open_loop: pd.DataFrame,
+                       share: float) -> None:
+    """Open-loop runs by offered rate, and goodput against rate and users."""
+    table = rate_table(open_loop) if not open_loop.empty else pd.DataFrame()
+    if not table.empty:
+        report.heading(2, "Open loop: offered rate")
+        report.text("Each line: one configuration, --users cap and offered rate (repeats "
+                    "averaged). Latency \"from schedule\" counts from the time the request was due, "
+                    "so waiting for the cap or a late client counts (coordinated omission); \"from "
+                    "send\" from when it left. Send lag p99: actual send - scheduled (the verdict's "
+                    "behind_schedule above 50 ms). Cap full: requests that found every user busy. "
+                    "Knee: the smallest rate achieving within 5% of the best req/s; saturated: "
+                    "achieved below 90% of offered.")
+        markdown, lines = open_loop_markdown(table, share)
+        report.table(markdown)
+        report.text("\n".join(f"- {line}" for line in lines))
+        report.tables.append("Open loop: offered rate\n" + markdown + "\n" + "\n".join(lines))
+    path = report.out / "goodput.png"
+    report.out.mkdir(parents=True, exist_ok=True)
+    if "goodput_req_per_s" in runs and plot_goodput(runs, table, path):
+        report.heading(3, "Goodput against rate and users")
+        report.text("Goodput: requests per second that met every --slo target (solid); achieved "
+                    "req/s (dashed); offered (grey).")
+        report.image(path, "goodput against offered rate and users")
+
+
+def _equivalence_section(report: Report, runs: pd.DataFrame, baseline: str | None) -> None:
+    title, table = equivalence_table(runs, baseline)
+    if not table:
+        return
+    report.heading(2, "Output equivalence")
+    report.text(f"{title} Runs that kept their outputs (--keep-outputs) on the same prompts, "
+                "request by request: identical answers, and where they differ the position of "
+                "the first differing token (median and earliest). Under greedy decoding a "
+                "configuration that must not change answers (speculative decoding, scheduling "
+                "flags) should match 100%; one that does (quantization, a shorter length) shows "
+                "by how much, beside its speed.")
+    report.table(table)
+    report.tables.append("Output equivalence\n" + title + "\n" + table)
 
 
 def _client_section(report: Report, runs: pd.DataFrame) -> None:

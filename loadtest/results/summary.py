@@ -11,7 +11,10 @@ Open loop (records with a scheduled time) adds:
 - ttft_sched_*, e2e_sched_*: over completed requests, from each one's scheduled send time;
 - send_lag_p50/p99/max_ms: actual send - scheduled send, over every request;
 - capped_requests, cap_wait_p99_ms: requests that found every user busy, and their wait;
-- send_rate_per_s: requests actually sent per second (first to last send).
+- scheduled_rate_per_s, send_rate_per_s, done_rate_per_s: requests per second as scheduled,
+  as actually sent and as finished, each over its own span (first to last); the schedule's own
+  rate differs from --rate by chance (Poisson), and an engine keeps up when its answers finish
+  at the rate they were scheduled: `done_rate_per_s` is the achieved rate the knee is found on.
 """
 
 from __future__ import annotations
@@ -81,10 +84,18 @@ def _schedule(records: Sequence[RequestRecord], done: Sequence[RequestRecord]) -
     waits = [r.cap_wait_ns / 1e6 for r in records if r.cap_wait_ns > 0]
     row["capped_requests"] = len(waits)
     row["cap_wait_p99_ms"] = float(np.percentile(waits, 99)) if waits else 0.0
-    sends = sorted(r.sent_ns for r in records)
-    span_s = (sends[-1] - sends[0]) / 1e9
-    row["send_rate_per_s"] = (len(sends) - 1) / span_s if span_s > 0 else None
+    row["scheduled_rate_per_s"] = _rate([r.scheduled_ns for r in records if r.scheduled_ns is not None])
+    row["send_rate_per_s"] = _rate([r.sent_ns for r in records])
+    row["done_rate_per_s"] = _rate([r.done_ns for r in records if r.done_ns is not None])
     return row
+
+
+def _rate(stamps_ns: list[int]) -> float | None:
+    """Events per second over their own span: (n - 1) / (last - first)."""
+    if len(stamps_ns) < 2:
+        return None
+    span_s = (max(stamps_ns) - min(stamps_ns)) / 1e9
+    return (len(stamps_ns) - 1) / span_s if span_s > 0 else None
 
 
 def _arrived_at_once(record: RequestRecord) -> bool:
