@@ -1,0 +1,90 @@
+"""The command line of one in-process run.
+
+    python -m loadtest.inprocess ENGINE[:VARIANT] [--batch B] [--requests N] [--max-tokens M]
+        [--prompts NAME|FILE] [--warmup-requests K] [--out DIR] [--tag T] [--repeat R] [--gpu G]
+        [--engine-cpus LIST | --no-pin] [--timeout S]
+
+Exit: 0 every request completed, 1 some failed (recorded), 2 bad input or the run could not
+happen (one `error:` line, e.g. an engine that is not installed, naming the install step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from loadtest.cpus import complete_layout
+from loadtest.inprocess.engines import ENGINES, SpecError, parse_spec
+from loadtest.inprocess.runner import InprocError, InprocRun, run_inprocess
+
+__all__ = ["main", "parser", "positive_int"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _variants() -> str:
+    return ", ".join(f"{slug}:{v}" if v else slug for slug, e in ENGINES.items() for v in e.variants)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m loadtest.inprocess",
+                description="Run the fixed workload through an engine library in-process (a "
+                            "worker process in the engine's venv), recorded as a server run is.",
+                epilog=f"engines: {_variants()}")
+    p.add_argument("engine", help="ENGINE[:VARIANT]")
+    p.add_argument("--batch", type=positive_int, default=1,
+                   help="sequences at once, as users for a server (default 1)")
+    p.add_argument("--requests", type=positive_int, default=18, help="requests in all (default 18)")
+    p.add_argument("--max-tokens", type=positive_int, default=200,
+                   help="output tokens per request, exactly (default 200)")
+    p.add_argument("--prompts", default="mixed", help="prompt set name or .jsonl (default mixed)")
+    p.add_argument("--warmup-requests", type=int, default=2,
+                   help="requests run first and not recorded (at least one batch; 0 = none)")
+    p.add_argument("--out", type=Path, default=Path("results"), help="results folder")
+    p.add_argument("--tag", default="", help="free label recorded with the run")
+    p.add_argument("--repeat", type=positive_int, default=1, help="repeat number, recorded")
+    p.add_argument("--gpu", default="", help="GPU(s) the engine runs on, to record")
+    p.add_argument("--engine-cpus", default="",
+                   help="cores for the engine's worker (default: all but the first, as servers)")
+    p.add_argument("--no-pin", action="store_true", help="let the worker use every core")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds before the run is stopped")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        engine, variant, options, flags = parse_spec(args.engine)
+        if args.warmup_requests < 0:
+            raise SpecError(f"--warmup-requests must be 0 or more, got {args.warmup_requests}")
+        if args.no_pin and args.engine_cpus:
+            raise SpecError("--no-pin and --engine-cpus exclude each other")
+        engine_cpus = "" if args.no_pin else complete_layout(args.engine_cpus, "")[0]
+        row = run_inprocess(InprocRun(
+            engine=engine, variant=variant, options=options, flags=flags, batch=args.batch,
+            requests=args.requests, prompts=args.prompts, max_tokens=args.max_tokens,
+            warmup_requests=args.warmup_requests, out=args.out, tag=args.tag, repeat=args.repeat,
+            gpu=args.gpu, engine_cpus=engine_cpus, timeout_s=args.timeout))
+    except (SpecError, InprocError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted; the worker was stopped", file=sys.stderr)
+        return 130
+    return 1 if row.get("failed") else 0

@@ -1,0 +1,242 @@
+"""One in-process run: the fixed workload through an engine library, recorded as a server run is.
+
+The rig builds the same workload as a server run (loadtest/client/workload.py: same prompts,
+same order, same workload_sha256), starts the engine's worker in the engine's venv
+(loadtest/inprocess/worker.py; pinned to the engine's cores as a local server is), and turns
+each JSON line it sends into a RequestRecord (loadtest/results/record.py): written to
+requests.jsonl as it arrives, summarized (loadtest/results/summary.py), checked, judged and
+added to runs.csv (loadtest/results/files.py) with `mode` = `in-process`, `host` =
+`in-process`, `users` = the batch size and `api` = `in-process`.
+
+Batch B means what B users mean to a server where the engine allows it: vLLM offline keeps B
+requests in flight (closed loop); transformers and CTranslate2 run waves of B (static batches,
+as their APIs batch); llama-cpp-python runs one at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loadtest.client.workload import WorkloadError, build_workload, load_prompts
+from loadtest.cpus import allowed_cpus, cpu_set, format_cpus
+from loadtest.inprocess.engines import REPO, InprocEngine
+from loadtest.results.checks import WARNINGS, check_run
+from loadtest.results.files import RecordWriter, ResultsError, append_run_row, write_json
+from loadtest.results.record import RequestRecord
+from loadtest.results.summary import summarize
+from loadtest.results.verdict import REASONS, judge
+from loadtest.results.version import rig_version
+
+__all__ = ["InprocError", "InprocRun", "run_inprocess"]
+
+
+class InprocError(RuntimeError):
+    """The run could not happen (engine missing, worker failed); the message is one line."""
+
+
+@dataclass(frozen=True)
+class InprocRun:
+    engine: InprocEngine
+    variant: str
+    options: dict[str, Any]
+    flags: str
+    batch: int = 1
+    requests: int = 18
+    prompts: str = "mixed"
+    max_tokens: int = 200
+    warmup_requests: int = 2
+    out: Path = Path("results")
+    tag: str = ""
+    repeat: int = 1
+    gpu: str = ""
+    engine_cpus: str = ""  # "" = not pinned
+    timeout_s: float = 1800
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def run_inprocess(run: InprocRun, quiet: bool = False) -> dict[str, Any]:
+    """Run it, write its files and runs.csv row; returns the row. InprocError when it could not
+    run (nothing added to runs.csv)."""
+    engine = run.engine
+    if run.batch > 1 and not engine.batches:
+        raise InprocError(f"{engine.slug} runs one sequence at a time: --batch 1 only")
+    why = engine.missing()
+    if why:
+        raise InprocError(why)
+    try:
+        workload = build_workload(run.prompts, run.requests, api="completions", model="-",
+                                  max_tokens=run.max_tokens, ignore_eos=True, temperature=0.0)
+        prompts = load_prompts(run.prompts)
+    except WorkloadError as exc:
+        raise InprocError(str(exc)) from None
+    requests = [{"request_id": i, "prompt_id": prompts[i % len(prompts)].id,
+                 "text": prompts[i % len(prompts)].text,
+                 "max_tokens": prompts[i % len(prompts)].max_tokens or run.max_tokens}
+                for i in range(run.requests)]
+    # The warm-up: the workload's first prompts (a full batch at least), never recorded.
+    warmup = [dict(r, request_id=-1 - i) for i, r in
+              enumerate(requests[:max(run.warmup_requests, run.batch if run.warmup_requests else 0)])]
+    threads = len(cpu_set(run.engine_cpus)) if run.engine_cpus else 0
+    job = {"adapter": engine.adapter, "model": str(engine.model), "options": run.options,
+           "threads": threads, "batch": run.batch, "warmup": warmup, "requests": requests}
+
+    now = time.gmtime()
+    run_id = f"{time.strftime('%Y%m%dT%H%M%SZ', now)}-{engine.slug}-b{run.batch}-{secrets.token_hex(2)}"
+    run_dir = run.out / "runs" / run_id
+    model_dir = engine.model if engine.model.is_dir() else engine.model.parent / engine.model.stem
+    digest = model_dir / "model_sha256.txt"
+    meta: dict[str, Any] = {
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", now), "run_id": run_id,
+        "engine": engine.slug, "mode": "in-process", "model": model_dir.name, "host": "in-process",
+        "flags": run.flags, "gpu": run.gpu, "users": run.batch, "processes": 1,
+        "requests": run.requests, "workload": workload.name, "workload_sha256": workload.sha256,
+        "prompts": run.prompts, "api": "in-process", "max_tokens": run.max_tokens,
+        "ignore_eos": True, "temperature": 0.0, "repeat": run.repeat, "tag": run.tag,
+        "warmup": False, "warmup_requests": len(warmup), "engine_cpus": run.engine_cpus,
+        "run_dir": str(run_dir), "rig_version": rig_version(),
+        "python_version": platform.python_version(), "client_hostname": socket.gethostname(),
+        "client_cpu_model": _cpu_model(), "client_cpu_count": len(allowed_cpus()),
+        "client_cpus": run.engine_cpus or format_cpus(allowed_cpus()),
+    }
+    if digest.is_file():
+        meta["model_sha256"] = digest.read_text().strip()
+    try:
+        write_json(run_dir / "run.json", {**meta, "status": "running"})
+        writer = RecordWriter(run_dir / "requests.jsonl", run_id)
+    except OSError as exc:
+        raise InprocError(f"cannot write the run's files in {run_dir} ({exc.strerror or exc})") from None
+
+    records, loaded = _drive(run, job, run_dir, writer, quiet)
+    writer.close()
+    meta.update({"engine_version": loaded.get("engine_version", ""),
+                 "engine_load_s": loaded.get("load_s"),
+                 "engine_settings": json.dumps(loaded.get("settings", {}), sort_keys=True),
+                 "warmup_s": loaded.get("warmup_s")})
+    row = {**meta, **summarize(records)}
+    row["warnings"] = check_run(row)
+    row["verdict"], reasons = judge(row)
+    row["verdict_reasons"] = ";".join(reasons)
+    try:
+        write_json(run_dir / "run.json", {**row, "status": "complete"})
+        append_run_row(run.out / "runs.csv", row)
+    except (OSError, ResultsError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InprocError(f"the run's results could not be saved ({reason}); its records are in "
+                          f"{run_dir}") from None
+    if not quiet:
+        _print_summary(row)
+    return row
+
+
+def _drive(run: InprocRun, job: dict[str, Any], run_dir: Path, writer: RecordWriter,
+           quiet: bool) -> tuple[list[RequestRecord], dict[str, Any]]:
+    """Start the worker, read its events until it is done; InprocError (the worker stopped)
+    when it fails or misses requests."""
+    engine = run.engine
+    pin = ["taskset", "-c", run.engine_cpus] if run.engine_cpus else []
+    cmd = [*pin, str(engine.python), "-m", "loadtest.inprocess.worker"]
+    log_path = run_dir / "worker.log"
+    records: list[RequestRecord] = []
+    loaded: dict[str, Any] = {}
+    error, missing = "", False
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(cmd, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=log, env=engine.environment(run.engine_cpus),
+                                   start_new_session=True)
+        from loadtest.local_engine import stop_group
+
+        expired = threading.Event()
+        watchdog = threading.Timer(run.timeout_s, lambda: (expired.set(), stop_group(process.pid)))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write(json.dumps(job).encode())
+            process.stdin.close()
+            for line in process.stdout:
+                try:
+                    event = json.loads(line)
+                    kind = event.pop("event")
+                except (ValueError, AttributeError, KeyError):
+                    error = f"the worker wrote a line that is not an event: {line[:80]!r}"
+                    break
+                if kind == "record":
+                    record = RequestRecord.from_json(event)
+                    records.append(record)
+                    writer.write(record)
+                elif kind == "loaded":
+                    loaded.update(event)
+                    if not quiet:
+                        print(f"{engine.slug} loaded in {event['load_s']:.1f} s "
+                              f"({event['engine_version']})", file=sys.stderr)
+                elif kind == "warmup":
+                    loaded["warmup_s"] = event["seconds"]
+                elif kind == "error":
+                    error, missing = event["message"], event.get("kind") == "missing"
+        except BrokenPipeError:
+            pass  # the worker died before reading its job: its exit is reported below
+        finally:
+            watchdog.cancel()
+            _stop(process)
+    if expired.is_set():
+        error = f"stopped after --timeout {run.timeout_s:.0f} s"
+    elif not error and process.returncode:
+        error = f"the worker exited with {process.returncode}"
+    if missing:
+        raise InprocError(error)  # an install step to name: one line, no log to read
+    if error or len(records) != run.requests:
+        why = error or f"the worker ended after {len(records)} of {run.requests} requests"
+        raise InprocError(f"{engine.slug}: {why} (log: {log_path})")
+    return records, loaded
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """The worker's whole process group (vLLM's engine core is a child of it)."""
+    from loadtest.local_engine import stop_group
+
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pass
+    stop_group(process.pid)
+    process.wait()
+
+
+def _print_summary(row: dict[str, Any]) -> None:
+    def fmt(value: Any, digits: int = 1) -> str:
+        return "-" if value is None else f"{value:,.{digits}f}"
+
+    print(f"\n== llm-load-rig: {row['engine']} {row['flags']} | in-process | batch {row['users']} ==",
+          file=sys.stderr)
+    print(f"verdict: {row['verdict'].upper()}"
+          + "".join(f"\n  - {n}: {REASONS[n]}" for n in row["verdict_reasons"].split(";") if n),
+          file=sys.stderr)
+    print(f"requests {row['completed']}/{row['requests']} ok | completion "
+          f"{fmt(row['completion_time_s'], 2)} s | output {row['output_tokens']} tokens (engine) | "
+          f"{fmt(row['output_tok_per_s'])} tok/s", file=sys.stderr)
+    for metric in ("ttft", "itl", "e2e"):
+        print(f"{metric:>4} ms  p50 {fmt(row[f'{metric}_p50_ms'])}  p90 {fmt(row[f'{metric}_p90_ms'])}"
+              f"  p99 {fmt(row[f'{metric}_p99_ms'])}  mean {fmt(row[f'{metric}_mean_ms'])}",
+              file=sys.stderr)
+    print(f"results {row['run_dir']}", file=sys.stderr)
+    for name in row["warnings"]:
+        print(f"warning: {name}: {WARNINGS[name]}", file=sys.stderr)

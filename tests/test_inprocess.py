@@ -1,0 +1,149 @@
+"""In-process engines, for real, on the tiny model: each adapter runs the fixed workload through
+the engine library in a worker process of its venv, and its run is recorded as a server run is
+(requests.jsonl records, a runs.csv row marked in-process), with exactly --max-tokens tokens
+counted by the engine. Run as users run it: `python -m loadtest.inprocess ...`."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rig_helpers import REPO  # noqa: E402
+
+MAX_TOKENS = 24
+
+
+def inprocess(*args: str, env: dict[str, str] | None = None,
+              timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "loadtest.inprocess", *args],
+                          capture_output=True, text=True, timeout=timeout_s, cwd=REPO,
+                          env={**os.environ, **(env or {})})
+
+
+def run_and_read(tmp_path: Path, spec: str, batch: int, requests: int) -> tuple[dict[str, str], list[dict]]:
+    done = inprocess(spec, "--batch", str(batch), "--requests", str(requests), "--max-tokens",
+                     str(MAX_TOKENS), "--warmup-requests", "1", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    with (tmp_path / "runs.csv").open() as file:
+        rows = list(csv.DictReader(file))
+    assert len(rows) == 1
+    row = rows[0]
+    records = [json.loads(line) for line in
+               (tmp_path / "runs" / row["run_id"] / "requests.jsonl").read_text().splitlines()]
+    return row, records
+
+
+def check_run(row: dict[str, str], records: list[dict], engine: str, batch: int, requests: int,
+              streamed: bool) -> None:
+    assert row["engine"] == engine and row["mode"] == "in-process" and row["host"] == "in-process"
+    assert row["users"] == str(batch) and row["requests"] == str(requests)
+    assert row["completed"] == str(requests) and row["failed"] == "0"
+    assert row["output_tokens_source"] == "engine"
+    assert row["min_output_tokens"] == row["max_output_tokens"] == str(MAX_TOKENS)
+    assert row["output_tokens"] == str(MAX_TOKENS * requests)
+    assert row["workload"] == f"mixed-{requests}x{MAX_TOKENS}" and row["engine_version"]
+    assert float(row["output_tok_per_s"]) > 0 and row["model"] == "tiny-llama"
+    assert sorted(r["request_id"] for r in records) == list(range(requests))  # no warm-up among them
+    for r in records:
+        assert r["output_tokens"] == MAX_TOKENS and r["prompt_tokens"] > 0 and r["error_kind"] is None
+        assert r["sent_ns"] < r["done_ns"]
+        if streamed:
+            assert r["sent_ns"] < r["first_chunk_ns"] <= r["done_ns"]
+            assert len(r["chunk_gaps_ns"]) == r["output_chunks"] - 1 >= 1
+        else:
+            assert r["first_chunk_ns"] is None and r["ttft_ms"] is None
+    assert bool(row["ttft_p50_ms"]) == streamed
+
+
+def test_workload_hash_matches_a_server_run_of_the_same_workload(tmp_path: Path) -> None:
+    """In-process rows carry the workload_sha256 a server run of the same prompts, requests,
+    length and sampling carries, so the two sides are known to have had the same work."""
+    row, records = run_and_read(tmp_path, "ctranslate2:int8", 1, 4)
+    check_run(row, records, "ctranslate2", 1, 4, streamed=True)
+    assert row["flags"] == "--compute-type int8"
+    sys.path.insert(0, str(REPO))
+    from loadtest.client.workload import build_workload
+
+    server = build_workload("mixed", 4, api="completions", model="tiny-llama",
+                            max_tokens=MAX_TOKENS, ignore_eos=True)
+    assert row["workload_sha256"] == server.sha256
+
+
+def test_ctranslate2_float32_batched(tmp_path: Path) -> None:
+    row, records = run_and_read(tmp_path, "ctranslate2:float32", 4, 8)
+    check_run(row, records, "ctranslate2", 4, 8, streamed=True)
+    assert json.loads(row["engine_settings"])["compute_type"] == "float32"
+
+
+def test_transformers_generate_without_a_streamer_batched(tmp_path: Path) -> None:
+    row, records = run_and_read(tmp_path, "transformers-generate", 4, 8)
+    check_run(row, records, "transformers-generate", 4, 8, streamed=False)
+    # a wave of 4 is sent together and returned together
+    waves = {(r["sent_ns"] // 1_000_000, r["done_ns"]) for r in records}
+    assert len({done for _, done in waves}) == 2
+
+
+def test_transformers_generate_with_a_streamer(tmp_path: Path) -> None:
+    row, records = run_and_read(tmp_path, "transformers-generate:streamer", 1, 4)
+    check_run(row, records, "transformers-generate", 1, 4, streamed=True)
+    assert row["flags"] == "--streamer"
+    assert all(r["output_chunks"] == MAX_TOKENS for r in records)  # one put() per step
+
+
+def test_llama_cpp_python(tmp_path: Path) -> None:
+    row, records = run_and_read(tmp_path, "llama-cpp-python", 1, 4)
+    check_run(row, records, "llama-cpp-python", 1, 4, streamed=True)
+    assert all(r["output_chunks"] == MAX_TOKENS for r in records)  # one token per yield
+    assert "cpu-shared" in json.loads(row["engine_settings"])["lib"]  # llama-server's tree
+
+
+def test_vllm_offline_keeps_the_batch_in_flight(tmp_path: Path) -> None:
+    row, records = run_and_read(tmp_path, "vllm-offline", 4, 8)
+    check_run(row, records, "vllm-offline", 4, 8, streamed=True)
+    # closed loop: the first 4 start together, each later one when an earlier one finishes
+    first = sorted(records, key=lambda r: r["sent_ns"])
+    assert first[3]["sent_ns"] < min(r["done_ns"] for r in records)
+    assert first[4]["sent_ns"] >= min(r["done_ns"] for r in records)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nope"], "unknown in-process engine 'nope'"),
+    (["ctranslate2:fp16"], "ctranslate2 has no variant 'fp16'; one of: ctranslate2:float32, ctranslate2:int8"),
+    (["llama-cpp-python", "--batch", "4"], "llama-cpp-python runs one sequence at a time"),
+    (["vllm-offline", "--batch", "0"], "--batch: must be a positive integer"),
+    (["vllm-offline", "--prompts", "/nonexistent.jsonl"], "no prompt file"),
+    (["vllm-offline", "--engine-cpus", "99"], "cores this machine does not offer"),
+])
+def test_bad_input_is_one_error_line(args: list[str], message: str, tmp_path: Path) -> None:
+    done = inprocess(*args, "--out", str(tmp_path))
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ")
+    assert not (tmp_path / "runs.csv").exists()
+
+
+def test_a_missing_engine_names_its_install_step(tmp_path: Path) -> None:
+    """An engine that is not installed is one line naming the command that installs it."""
+    done = inprocess("llama-cpp-python", "--out", str(tmp_path),
+                     env={"LLAMA_CPP_LIB_PATH": str(tmp_path)})  # no libllama there
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: llama-cpp-python is not usable")
+    assert done.stderr.rstrip().endswith("run scripts/install_inprocess.sh llama-cpp-python")
+    assert done.stderr.count("\n") == 1
+    done = inprocess("transformers-generate", "--out", str(tmp_path),
+                     env={"RIG_TRANSFORMERS_PYTHON": str(tmp_path / "python")})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert done.stderr.rstrip().endswith("run scripts/install.sh"), done.stderr
+    assert not (tmp_path / "runs.csv").exists()
+
+
+def test_help_exits_0() -> None:
+    done = inprocess("--help")
+    assert done.returncode == 0 and "ENGINE[:VARIANT]" in done.stdout
+    assert "ctranslate2:int8" in done.stdout
