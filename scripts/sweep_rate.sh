@@ -2,7 +2,7 @@
 # usage: scripts/sweep_rate.sh ENGINE [--rates 1,2,4,8,16,32] [--users 64] [--arrival poisson|constant]
 #          [--requests N] [--max-tokens M] [--prompts mixed|story|FILE] [--ignore-eos]
 #          [--slo ttft_ms=500,itl_ms=50] [--slo-share 99] [--repeats R] [--all-rates]
-#          [--host URL [--flags TEXT]] [--engine-cpus LIST] [--name NAME] [--out results]
+#          [--host URL [--flags TEXT]] [--engine-cpus LIST] [--client-cpus LIST] [--name NAME] [--out results]
 #   e.g. scripts/sweep_rate.sh vllm-cpu --rates 1,2,4,8,16 --users 32 --requests 96 --slo ttft_ms=1000
 #        scripts/sweep_rate.sh vllm --host http://gpu-box:8000 --rates 8,16,32,64 --slo ttft_ms=500
 #   Open loop at rising offered rates (req/s), the same fixed workload each time, after one

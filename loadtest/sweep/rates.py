@@ -13,8 +13,8 @@ highest rate at which --slo-share percent of requests met the targets, and write
 vLLM-family engines) so configurations can be compared for equal answers.
 
 With --host the engine is one already running (not started or stopped); without it the local
-engine is started on a free port (loadtest/local_engine.py; `--engine-cpus` pins it) and
-stopped at the end, on any exit.
+engine is started on a free port (loadtest/local_engine.py; `--engine-cpus` pins it,
+`--client-cpus` pins the client, as the demo does) and stopped at the end, on any exit.
 Exit codes: 0 every rate measured, 1 some run failed or had failed requests, 2 bad options or
 the engine did not start, 130 interrupted.
 """
@@ -57,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="", help="an engine already running at this URL: not started")
     p.add_argument("--flags", default="", help="the engine's flags: recorded; passed to a started engine")
     p.add_argument("--engine-cpus", default=None, help="cores for a started engine (taskset list)")
+    p.add_argument("--client-cpus", default=None, help="cores for the client (taskset list)")
     p.add_argument("--name", default="", help="sweep name: tag and report folder (default rates-ENGINE)")
     p.add_argument("--out", type=Path, default=Path("results"), help="results folder (default results/)")
     p.add_argument("--run-timeout", default="900", help="seconds one run may take (default 900)")
@@ -96,7 +97,8 @@ def _check(args: argparse.Namespace) -> tuple[list[float], int, int, float]:
 
 def _command(args: argparse.Namespace, url: str, tag: str, users: int, *extra: str,
              requests: str = "") -> list[str]:
-    cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest" / "engines.py"),
+    pin = ["taskset", "-c", args.client_cpus] if args.client_cpus else []
+    cmd = [*pin, sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest" / "engines.py"),
            "--headless", "--only-summary", "--engine", args.engine, "--host", url,
            "--users", str(users), "--requests", requests or args.requests,
            "--max-tokens", args.max_tokens,
