@@ -1,7 +1,7 @@
 """The command line of one in-process run.
 
     python -m loadtest.inprocess ENGINE[:VARIANT] [--batch B] [--requests N] [--max-tokens M]
-        [--prompts NAME|FILE] [--warmup-requests K] [--out DIR] [--tag T] [--repeat R] [--gpu G]
+        [--prompts NAME|FILE] [--warmup-requests K] [--out DIR] [--tag T] [--repeat R] [--repeats K] [--gpu G]
         [--engine-cpus LIST | --no-pin] [--timeout S]
 
 Exit: 0 every request completed, 1 some failed (recorded), 2 bad input or the run could not
@@ -58,7 +58,11 @@ def parser() -> argparse.ArgumentParser:
                    help="requests run first and not recorded (at least one batch; 0 = none)")
     p.add_argument("--out", type=Path, default=Path("results"), help="results folder")
     p.add_argument("--tag", default="", help="free label recorded with the run")
-    p.add_argument("--repeat", type=positive_int, default=1, help="repeat number, recorded")
+    p.add_argument("--repeat", type=positive_int, default=1,
+                   help="repeat number recorded with the (first) run (default 1)")
+    p.add_argument("--repeats", type=positive_int, default=1,
+                   help="runs of the workload, one after another on the engine loaded and "
+                        "warmed up once, each its own row (default 1)")
     p.add_argument("--gpu", default="", help="GPU(s) the engine runs on, to record")
     p.add_argument("--engine-cpus", default="",
                    help="cores for the engine's worker (default: all but the first, as servers)")
@@ -76,15 +80,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_pin and args.engine_cpus:
             raise SpecError("--no-pin and --engine-cpus exclude each other")
         engine_cpus = "" if args.no_pin else complete_layout(args.engine_cpus, "")[0]
-        row = run_inprocess(InprocRun(
+        rows = run_inprocess(InprocRun(
             engine=engine, variant=variant, options=options, flags=flags, batch=args.batch,
             requests=args.requests, prompts=args.prompts, max_tokens=args.max_tokens,
             warmup_requests=args.warmup_requests, out=args.out, tag=args.tag, repeat=args.repeat,
-            gpu=args.gpu, engine_cpus=engine_cpus, timeout_s=args.timeout))
+            repeats=args.repeats, gpu=args.gpu, engine_cpus=engine_cpus, timeout_s=args.timeout))
     except (SpecError, InprocError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted; the worker was stopped", file=sys.stderr)
         return 130
-    return 1 if row.get("failed") else 0
+    return 1 if any(row.get("failed") for row in rows) else 0

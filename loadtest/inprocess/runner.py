@@ -57,7 +57,8 @@ class InprocRun:
     warmup_requests: int = 2
     out: Path = Path("results")
     tag: str = ""
-    repeat: int = 1
+    repeat: int = 1  # the first repeat's number
+    repeats: int = 1  # runs, one after another in one worker
     gpu: str = ""
     engine_cpus: str = ""  # "" = not pinned
     timeout_s: float = 1800
@@ -73,9 +74,10 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
-def run_inprocess(run: InprocRun, quiet: bool = False) -> dict[str, Any]:
-    """Run it, write its files and runs.csv row; returns the row. InprocError when it could not
-    run (nothing added to runs.csv)."""
+def run_inprocess(run: InprocRun, quiet: bool = False) -> list[dict[str, Any]]:
+    """Run it `run.repeats` times in one worker (the engine loaded and warmed up once), write
+    each repeat's files and runs.csv row; returns the rows. InprocError when it could not run
+    (a repeat already finished keeps its row)."""
     engine = run.engine
     if run.batch > 1 and not engine.batches:
         raise InprocError(f"{engine.slug} runs one sequence at a time: --batch 1 only")
@@ -93,77 +95,113 @@ def run_inprocess(run: InprocRun, quiet: bool = False) -> dict[str, Any]:
                  "max_tokens": prompts[i % len(prompts)].max_tokens or run.max_tokens}
                 for i in range(run.requests)]
     # The warm-up: the workload's first prompts (a full batch at least), never recorded.
-    warmup = [dict(r, request_id=-1 - i) for i, r in
-              enumerate(requests[:max(run.warmup_requests, run.batch if run.warmup_requests else 0)])]
+    count = max(run.warmup_requests, run.batch) if run.warmup_requests else 0
+    warmup = [dict(requests[i % len(requests)], request_id=-1 - i) for i in range(count)]
     threads = len(cpu_set(run.engine_cpus)) if run.engine_cpus else 0
     job = {"adapter": engine.adapter, "model": str(engine.model), "options": run.options,
-           "threads": threads, "batch": run.batch, "warmup": warmup, "requests": requests}
-
-    now = time.gmtime()
-    run_id = f"{time.strftime('%Y%m%dT%H%M%SZ', now)}-{engine.slug}-b{run.batch}-{secrets.token_hex(2)}"
-    run_dir = run.out / "runs" / run_id
+           "threads": threads, "batch": run.batch, "warmup": warmup, "requests": requests,
+           "rounds": run.repeats}
     model_dir = engine.model if engine.model.is_dir() else engine.model.parent / engine.model.stem
     digest = model_dir / "model_sha256.txt"
-    meta: dict[str, Any] = {
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", now), "run_id": run_id,
+    base: dict[str, Any] = {
         "engine": engine.slug, "mode": "in-process", "model": model_dir.name, "host": "in-process",
         "flags": run.flags, "gpu": run.gpu, "users": run.batch, "processes": 1,
         "requests": run.requests, "workload": workload.name, "workload_sha256": workload.sha256,
         "prompts": run.prompts, "api": "in-process", "max_tokens": run.max_tokens,
-        "ignore_eos": True, "temperature": 0.0, "repeat": run.repeat, "tag": run.tag,
-        "warmup": False, "warmup_requests": len(warmup), "engine_cpus": run.engine_cpus,
-        "run_dir": str(run_dir), "rig_version": rig_version(),
-        "python_version": platform.python_version(), "client_hostname": socket.gethostname(),
-        "client_cpu_model": _cpu_model(), "client_cpu_count": len(allowed_cpus()),
+        "ignore_eos": True, "temperature": 0.0, "tag": run.tag, "warmup": False,
+        "warmup_requests": len(warmup), "engine_cpus": run.engine_cpus,
+        "rig_version": rig_version(), "python_version": platform.python_version(),
+        "client_hostname": socket.gethostname(), "client_cpu_model": _cpu_model(),
+        "client_cpu_count": len(allowed_cpus()),
         "client_cpus": run.engine_cpus or format_cpus(allowed_cpus()),
     }
     if digest.is_file():
-        meta["model_sha256"] = digest.read_text().strip()
-    try:
-        write_json(run_dir / "run.json", {**meta, "status": "running"})
-        writer = RecordWriter(run_dir / "requests.jsonl", run_id)
-    except OSError as exc:
-        raise InprocError(f"cannot write the run's files in {run_dir} ({exc.strerror or exc})") from None
-
-    records, loaded = _drive(run, job, run_dir, writer, quiet)
-    writer.close()
-    meta.update({"engine_version": loaded.get("engine_version", ""),
-                 "engine_load_s": loaded.get("load_s"),
-                 "engine_settings": json.dumps(loaded.get("settings", {}), sort_keys=True),
-                 "warmup_s": loaded.get("warmup_s")})
-    row = {**meta, **summarize(records)}
-    row["warnings"] = check_run(row)
-    row["verdict"], reasons = judge(row)
-    row["verdict_reasons"] = ";".join(reasons)
-    try:
-        write_json(run_dir / "run.json", {**row, "status": "complete"})
-        append_run_row(run.out / "runs.csv", row)
-    except (OSError, ResultsError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise InprocError(f"the run's results could not be saved ({reason}); its records are in "
-                          f"{run_dir}") from None
-    if not quiet:
-        _print_summary(row)
-    return row
+        base["model_sha256"] = digest.read_text().strip()
+    rounds = _Rounds(run, base, quiet)
+    rounds.open()
+    _drive(run, job, rounds, quiet)
+    return rounds.rows
 
 
-def _drive(run: InprocRun, job: dict[str, Any], run_dir: Path, writer: RecordWriter,
-           quiet: bool) -> tuple[list[RequestRecord], dict[str, Any]]:
-    """Start the worker, read its events until it is done; InprocError (the worker stopped)
-    when it fails or misses requests."""
+class _Rounds:
+    """The repeats of one worker: each its own run (run_id, folder, records, runs.csv row)."""
+
+    def __init__(self, run: InprocRun, base: dict[str, Any], quiet: bool) -> None:
+        self.run, self.base, self.quiet = run, base, quiet
+        self.rows: list[dict[str, Any]] = []
+        self.loaded: dict[str, Any] = {}
+        self.meta: dict[str, Any] = {}
+        self.records: list[RequestRecord] = []
+        self.writer: RecordWriter | None = None
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.meta["run_dir"])
+
+    def open(self) -> None:
+        now = time.gmtime()
+        run_id = (f"{time.strftime('%Y%m%dT%H%M%SZ', now)}-{self.base['engine']}-b{self.run.batch}"
+                  f"-{secrets.token_hex(2)}")
+        run_dir = self.run.out / "runs" / run_id
+        self.meta = {"timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", now), "run_id": run_id,
+                     **self.base, "repeat": self.run.repeat + len(self.rows),
+                     "run_dir": str(run_dir)}
+        self.records = []
+        try:
+            write_json(run_dir / "run.json", {**self.meta, "status": "running"})
+            self.writer = RecordWriter(run_dir / "requests.jsonl", run_id)
+        except OSError as exc:
+            raise InprocError(f"cannot write the run's files in {run_dir} "
+                              f"({exc.strerror or exc})") from None
+
+    def add(self, record: RequestRecord) -> None:
+        self.records.append(record)
+        assert self.writer is not None
+        self.writer.write(record)
+
+    def close(self) -> None:
+        """The round is over: summary, verdict, run.json and the runs.csv row."""
+        assert self.writer is not None
+        self.writer.close()
+        self.writer = None
+        if len(self.records) != self.run.requests:
+            raise InprocError(f"{self.base['engine']}: a round ended after {len(self.records)} "
+                              f"of {self.run.requests} requests")
+        row = {**self.meta, "engine_version": self.loaded.get("engine_version", ""),
+               "engine_load_s": self.loaded.get("load_s"),
+               "engine_settings": json.dumps(self.loaded.get("settings", {}), sort_keys=True),
+               "warmup_s": self.loaded.get("warmup_s"), **summarize(self.records)}
+        row["warnings"] = check_run(row)
+        row["verdict"], reasons = judge(row)
+        row["verdict_reasons"] = ";".join(reasons)
+        try:
+            write_json(self.run_dir / "run.json", {**row, "status": "complete"})
+            append_run_row(self.run.out / "runs.csv", row)
+        except (OSError, ResultsError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise InprocError(f"the run's results could not be saved ({reason}); its records "
+                              f"are in {self.run_dir}") from None
+        self.rows.append(row)
+        if not self.quiet:
+            _print_summary(row)
+        if len(self.rows) < self.run.repeats:
+            self.open()
+
+
+def _drive(run: InprocRun, job: dict[str, Any], rounds: _Rounds, quiet: bool) -> None:
+    """Start the worker, read its events until it is done; InprocError when it fails, misses
+    requests, or outlasts --timeout."""
+    from loadtest.local_engine import stop_group
+
     engine = run.engine
     pin = ["taskset", "-c", run.engine_cpus] if run.engine_cpus else []
     cmd = [*pin, str(engine.python), "-m", "loadtest.inprocess.worker"]
-    log_path = run_dir / "worker.log"
-    records: list[RequestRecord] = []
-    loaded: dict[str, Any] = {}
+    log_path = rounds.run_dir / "worker.log"
     error, missing = "", False
     with log_path.open("wb") as log:
         process = subprocess.Popen(cmd, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=log, env=engine.environment(run.engine_cpus),
                                    start_new_session=True)
-        from loadtest.local_engine import stop_group
-
         expired = threading.Event()
         watchdog = threading.Timer(run.timeout_s, lambda: (expired.set(), stop_group(process.pid)))
         watchdog.daemon = True
@@ -180,16 +218,16 @@ def _drive(run: InprocRun, job: dict[str, Any], run_dir: Path, writer: RecordWri
                     error = f"the worker wrote a line that is not an event: {line[:80]!r}"
                     break
                 if kind == "record":
-                    record = RequestRecord.from_json(event)
-                    records.append(record)
-                    writer.write(record)
+                    rounds.add(RequestRecord.from_json(event))
+                elif kind == "round":
+                    rounds.close()
                 elif kind == "loaded":
-                    loaded.update(event)
+                    rounds.loaded.update(event)
                     if not quiet:
                         print(f"{engine.slug} loaded in {event['load_s']:.1f} s "
                               f"({event['engine_version']})", file=sys.stderr)
                 elif kind == "warmup":
-                    loaded["warmup_s"] = event["seconds"]
+                    rounds.loaded["warmup_s"] = event["seconds"]
                 elif kind == "error":
                     error, missing = event["message"], event.get("kind") == "missing"
         except BrokenPipeError:
@@ -203,10 +241,9 @@ def _drive(run: InprocRun, job: dict[str, Any], run_dir: Path, writer: RecordWri
         error = f"the worker exited with {process.returncode}"
     if missing:
         raise InprocError(error)  # an install step to name: one line, no log to read
-    if error or len(records) != run.requests:
-        why = error or f"the worker ended after {len(records)} of {run.requests} requests"
+    if error or len(rounds.rows) != run.repeats:
+        why = error or f"the worker ended after {len(rounds.rows)} of {run.repeats} repeats"
         raise InprocError(f"{engine.slug}: {why} (log: {log_path})")
-    return records, loaded
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

@@ -51,7 +51,7 @@ class Adapter:
             internal = self.engine.add_request(rid, request["text"], params)
             live[internal] = live[rid]  # outputs carry one id or the other, by vLLM version
 
-        while pending and len(live) < batch:
+        while pending and len({id(v[0]) for v in live.values()}) < batch:
             add()
         while live:
             outputs = self.engine.step()

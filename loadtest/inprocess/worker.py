@@ -12,6 +12,7 @@ no library can corrupt it. Events, one JSON object a line:
     {"event": "loaded", "engine_version": "...", "load_s": 3.2, "settings": {...}}
     {"event": "warmup", "requests": 2, "seconds": 1.1}
     {"event": "record", ...RequestRecord fields (loadtest/results/record.py)...}
+    {"event": "round", "index": 0}      (the job's requests all done once; `rounds` times)
     {"event": "done"}
     {"event": "error", "kind": "missing", "message": "..."}   (then exit 3)
 
@@ -74,7 +75,9 @@ def main() -> int:
             started = time.perf_counter()
             adapter.run(warmup, batch, lambda row: None)
             send("warmup", requests=len(warmup), seconds=time.perf_counter() - started)
-        adapter.run(job["requests"], batch, emit)
+        for index in range(int(job.get("rounds", 1))):
+            adapter.run(job["requests"], batch, emit)
+            send("round", index=index)
         close = getattr(adapter, "close", None)
         if close is not None:
             close()
