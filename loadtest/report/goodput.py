@@ -62,14 +62,20 @@ def rate_table(runs: pd.DataFrame) -> pd.DataFrame:
                           "ttft_p50_ms", "ttft_p99_ms", "e2e_sched_p99_ms", "send_lag_p99_ms",
                           "capped_requests", "slo_met_pct", "goodput_req_per_s",
                           "goodput_tok_per_s")}
-        verdicts = sorted(set(rows.get("verdict", pd.Series(dtype=str)).astype(str)))
-        reasons = sorted({r for text in rows.get("verdict_reasons", pd.Series(dtype=str)).astype(str)
-                          for r in text.split(";") if r})
+        verdicts = sorted(set(_texts(rows, "verdict")) - {""})
+        reasons = sorted({r for text in _texts(rows, "verdict_reasons") for r in text.split(";") if r})
         lines.append({**dict(zip([*CONFIG, "users", "rate"], key)), "runs": len(rows),
-                      "arrival": ",".join(sorted(set(rows["arrival"].astype(str)))),
-                      "slo": ",".join(sorted(set(rows.get("slo", pd.Series([""])).astype(str)) - {""})),
+                      "arrival": ",".join(sorted(set(_texts(rows, "arrival")))),
+                      "slo": ",".join(sorted(set(_texts(rows, "slo")) - {""})),
                       **mean, "verdict": "/".join(verdicts), "reasons": ";".join(reasons)})
     return pd.DataFrame(lines)
+
+
+def _texts(rows: pd.DataFrame, column: str) -> list[str]:
+    """A column's cells as text, "" for empty ones (runs.csv reads an all-empty column as NaN)."""
+    if column not in rows:
+        return [""] * len(rows)
+    return ["" if pd.isna(v) else str(v) for v in rows[column]]
 
 
 def knee_rate(config: pd.DataFrame) -> float | None:
@@ -146,8 +152,8 @@ def plot_goodput(runs: pd.DataFrame, table: pd.DataFrame, path: Path) -> bool:
     """Goodput (req/s) against offered rate (open loop) and against users (closed loop with
     --slo); achieved req/s dashed beside it. False when there is nothing to draw."""
     closed = runs[~is_open_loop(runs)]
-    closed = closed[closed.get("slo", pd.Series("", index=closed.index)).astype(str) != ""] \
-        if "slo" in closed else closed.iloc[0:0]
+    closed = closed.loc[pd.Series([t != "" for t in _texts(closed, "slo")], index=closed.index,
+                                  dtype=bool)]
     if table.empty and closed.empty:
         return False
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
