@@ -4,12 +4,42 @@
 #   in-process engines (scripts/install_inprocess.sh), and a real Docker engine with Compose v2
 #   where one can start, with the images built locally) and runs every test, integration tests
 #   against the real vLLM CPU server and real docker compose included. Without a Docker engine
-#   the container tests are skipped, each with its reason.
+#   the container tests are skipped, each with its reason. nginx (the local balancer of sweeps
+#   with replicas) comes from Debian's nginx-light where none is found, its daemon never started.
 #   .ci/run calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# nginx-light for the local replicas' balancer (tests/test_local_replicas.py); the tests run their
+# own nginx, so the package's daemon (postinst would start it on port 80) is kept from starting.
+install_nginx() {
+  [[ -n ${RIG_NGINX:-} ]] || command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] && return 0
+  if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then
+    echo "warning: no nginx (root + apt needed to install nginx-light); local replica tests skip" >&2
+    return 0
+  fi
+  apt-cache show nginx-light >/dev/null 2>&1 || { echo "+ apt-get update" >&2; apt-get update -qq; }
+  local policy=/usr/sbin/policy-rc.d rc=0
+  if [[ ! -e $policy ]]; then  # invoke-rc.d / deb-systemd-invoke: start nothing during the install
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    printf '#!/bin/sh\nexit 101\n' > "$policy"
+    chmod 0755 "$policy"
+  fi
+  echo "+ apt-get install -y nginx-light" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx-light \
+    >/dev/null || rc=$?
+  if [[ $(trap -p EXIT) == *policy-rc.d* ]]; then rm -f "$policy"; trap - EXIT; fi
+  (( rc == 0 )) || { echo "error: apt-get install nginx-light failed (exit $rc)" >&2; exit 1; }
+  # if another policy-rc.d let the package start its daemon: stop it (by its own pid file)
+  if command -v systemctl >/dev/null && systemctl is-enabled nginx >/dev/null 2>&1; then
+    systemctl disable --now nginx >/dev/null 2>&1 || true
+  fi
+  if [[ -s /run/nginx.pid ]]; then /usr/sbin/nginx -s quit 2>/dev/null || true; fi
+}
+
 scripts/install.sh
 scripts/install_inprocess.sh
+install_nginx
 if scripts/docker_setup.sh; then
   scripts/build_images.sh vllm-cpu llamacpp-cpu nginx
 else
