@@ -105,7 +105,10 @@ def run_inprocess(run: InprocRun, quiet: bool = False) -> list[dict[str, Any]]:
     digest = model_dir / "model_sha256.txt"
     base: dict[str, Any] = {
         "engine": engine.slug, "mode": "in-process", "model": model_dir.name, "host": "in-process",
-        "flags": run.flags, "gpu": run.gpu, "users": run.batch, "processes": 1,
+        # the cores first, as a local server's runs record them (scripts/demo.sh, latency.sh)
+        "flags": " ".join(filter(None, [f"--cpus {run.engine_cpus}" if run.engine_cpus else "",
+                                        run.flags])),
+        "gpu": run.gpu, "users": run.batch, "processes": 1,
         "requests": run.requests, "workload": workload.name, "workload_sha256": workload.sha256,
         "prompts": run.prompts, "api": "in-process", "max_tokens": run.max_tokens,
         "ignore_eos": True, "temperature": 0.0, "tag": run.tag, "warmup": False,
