@@ -12,7 +12,8 @@ goodput. Rules, printed with the table:
 - saturated: answers finished (`done_rate_per_s`, first to last answer: no ramp-up in it) below
   SATURATED_PCT of the schedule's own rate, or sends behind their schedule;
 - SLO rate: the highest offered rate at which at least --slo-share percent (default 99) of the
-  requests met every target, and every rate below it did too.
+  requests met every target, and every rate below it did too, among the rates the engine kept
+  up with (a saturated run was not offered its rate: its sends lagged, or its answers did).
 """
 
 from __future__ import annotations
@@ -88,11 +89,12 @@ def knee_rate(config: pd.DataFrame) -> float | None:
 
 
 def slo_rate(config: pd.DataFrame, share_pct: float) -> float | None:
-    """The highest offered rate up to which every rate met the SLO for share_pct of requests."""
+    """The highest offered rate up to which every rate met the SLO for share_pct of requests
+    and was not saturated."""
     best = None
     for _, line in config.sort_values("rate").iterrows():
         met = line["slo_met_pct"]
-        if pd.isna(met) or met < share_pct:
+        if pd.isna(met) or met < share_pct or saturated(line):
             break
         best = float(line["rate"])
     return best
