@@ -51,7 +51,9 @@ class InprocRun:
     options: dict[str, Any]
     flags: str
     batch: int = 1
-    requests: int = 18
+    requests: int = 18  # per run; at batch B, at least `min_requests_per_batch` x B
+    min_requests_per_batch: int = 0
+    batches: tuple[int, ...] = ()  # several batch sizes, one after another (default: batch)
     prompts: str = "mixed"
     max_tokens: int = 200
     warmup_requests: int = 2
@@ -62,6 +64,13 @@ class InprocRun:
     gpu: str = ""
     engine_cpus: str = ""  # "" = not pinned
     timeout_s: float = 1800
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        return self.batches or (self.batch,)
+
+    def requests_at(self, batch: int) -> int:
+        return max(self.requests, self.min_requests_per_batch * batch)
 
 
 def _cpu_model() -> str:
@@ -79,28 +88,36 @@ def run_inprocess(run: InprocRun, quiet: bool = False) -> list[dict[str, Any]]:
     each repeat's files and runs.csv row; returns the rows. InprocError when it could not run
     (a repeat already finished keeps its row)."""
     engine = run.engine
-    if run.batch > 1 and not engine.batches:
-        raise InprocError(f"{engine.slug} runs one sequence at a time: --batch 1 only")
     why = engine.missing()
     if why:
         raise InprocError(why)
+    if any(b > 1 for b in run.batch_sizes) and not engine.batches:
+        raise InprocError(f"{engine.slug} runs one sequence at a time: --batch 1 only")
     try:
-        workload = build_workload(run.prompts, run.requests, api="completions", model="-",
-                                  max_tokens=run.max_tokens, ignore_eos=True, temperature=0.0)
+        workloads = {b: build_workload(run.prompts, run.requests_at(b), api="completions",
+                                       model="-", max_tokens=run.max_tokens, ignore_eos=True,
+                                       temperature=0.0) for b in run.batch_sizes}
         prompts = load_prompts(run.prompts)
     except WorkloadError as exc:
         raise InprocError(str(exc)) from None
     requests = [{"request_id": i, "prompt_id": prompts[i % len(prompts)].id,
                  "text": prompts[i % len(prompts)].text,
                  "max_tokens": prompts[i % len(prompts)].max_tokens or run.max_tokens}
-                for i in range(run.requests)]
-    # The warm-up: the workload's first prompts (a full batch at least), never recorded.
-    count = max(run.warmup_requests, run.batch) if run.warmup_requests else 0
-    warmup = [dict(requests[i % len(requests)], request_id=-1 - i) for i in range(count)]
+                for i in range(max(run.requests_at(b) for b in run.batch_sizes))]
+    # Rounds: `repeats` runs at each batch size; before the first of each size a warm-up of
+    # the workload's first prompts (a full batch at least), never recorded.
+    rounds = []
+    for batch in run.batch_sizes:
+        count = max(run.warmup_requests, batch) if run.warmup_requests else 0
+        warmup = [dict(requests[i % len(requests)], request_id=-1 - i) for i in range(count)]
+        for repeat in range(run.repeats):
+            size = run.requests_at(batch)
+            rounds.append({"batch": batch, "warmup": [] if repeat else warmup,
+                           "requests": requests[:size] if size <= len(requests) else
+                           [dict(requests[i % len(requests)], request_id=i) for i in range(size)]})
     threads = len(cpu_set(run.engine_cpus)) if run.engine_cpus else 0
     job = {"adapter": engine.adapter, "model": str(engine.model), "options": run.options,
-           "threads": threads, "batch": run.batch, "warmup": warmup, "requests": requests,
-           "rounds": run.repeats}
+           "threads": threads, "rounds": rounds}
     model_dir = engine.model if engine.model.is_dir() else engine.model.parent / engine.model.stem
     digest = model_dir / "model_sha256.txt"
     base: dict[str, Any] = {
@@ -108,11 +125,9 @@ def run_inprocess(run: InprocRun, quiet: bool = False) -> list[dict[str, Any]]:
         # the cores first, as a local server's runs record them (scripts/demo.sh, latency.sh)
         "flags": " ".join(filter(None, [f"--cpus {run.engine_cpus}" if run.engine_cpus else "",
                                         run.flags])),
-        "gpu": run.gpu, "users": run.batch, "processes": 1,
-        "requests": run.requests, "workload": workload.name, "workload_sha256": workload.sha256,
-        "prompts": run.prompts, "api": "in-process", "max_tokens": run.max_tokens,
+        "gpu": run.gpu, "processes": 1, "prompts": run.prompts, "api": "in-process", "max_tokens": run.max_tokens,
         "ignore_eos": True, "temperature": 0.0, "tag": run.tag, "warmup": False,
-        "warmup_requests": len(warmup), "engine_cpus": run.engine_cpus,
+        "engine_cpus": run.engine_cpus,
         "rig_version": rig_version(), "python_version": platform.python_version(),
         "client_hostname": socket.gethostname(), "client_cpu_model": _cpu_model(),
         "client_cpu_count": len(allowed_cpus()),
@@ -120,17 +135,18 @@ def run_inprocess(run: InprocRun, quiet: bool = False) -> list[dict[str, Any]]:
     }
     if digest.is_file():
         base["model_sha256"] = digest.read_text().strip()
-    rounds = _Rounds(run, base, quiet)
-    rounds.open()
-    _drive(run, job, rounds, quiet)
-    return rounds.rows
+    state = _Rounds(run, base, rounds, workloads, quiet)
+    state.open()
+    _drive(run, job, state, quiet)
+    return state.rows
 
 
 class _Rounds:
     """The repeats of one worker: each its own run (run_id, folder, records, runs.csv row)."""
 
-    def __init__(self, run: InprocRun, base: dict[str, Any], quiet: bool) -> None:
-        self.run, self.base, self.quiet = run, base, quiet
+    def __init__(self, run: InprocRun, base: dict[str, Any], plan: list[dict[str, Any]],
+                 workloads: dict[int, Any], quiet: bool) -> None:
+        self.run, self.base, self.plan, self.workloads, self.quiet = run, base, plan, workloads, quiet
         self.rows: list[dict[str, Any]] = []
         self.loaded: dict[str, Any] = {}
         self.meta: dict[str, Any] = {}
@@ -143,11 +159,16 @@ class _Rounds:
 
     def open(self) -> None:
         now = time.gmtime()
-        run_id = (f"{time.strftime('%Y%m%dT%H%M%SZ', now)}-{self.base['engine']}-b{self.run.batch}"
+        plan = self.plan[len(self.rows)]
+        batch, workload = plan["batch"], self.workloads[plan["batch"]]
+        run_id = (f"{time.strftime('%Y%m%dT%H%M%SZ', now)}-{self.base['engine']}-b{batch}"
                   f"-{secrets.token_hex(2)}")
         run_dir = self.run.out / "runs" / run_id
+        repeat = self.run.repeat + sum(1 for p in self.plan[:len(self.rows)] if p["batch"] == batch)
         self.meta = {"timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", now), "run_id": run_id,
-                     **self.base, "repeat": self.run.repeat + len(self.rows),
+                     **self.base, "users": batch, "requests": len(plan["requests"]),
+                     "workload": workload.name, "workload_sha256": workload.sha256,
+                     "warmup_requests": len(plan["warmup"]), "repeat": repeat,
                      "run_dir": str(run_dir)}
         self.records = []
         try:
@@ -167,9 +188,9 @@ class _Rounds:
         assert self.writer is not None
         self.writer.close()
         self.writer = None
-        if len(self.records) != self.run.requests:
+        if len(self.records) != self.meta["requests"]:
             raise InprocError(f"{self.base['engine']}: a round ended after {len(self.records)} "
-                              f"of {self.run.requests} requests")
+                              f"of {self.meta['requests']} requests")
         row = {**self.meta, "engine_version": self.loaded.get("engine_version", ""),
                "engine_load_s": self.loaded.get("load_s"),
                "engine_settings": json.dumps(self.loaded.get("settings", {}), sort_keys=True),
@@ -187,7 +208,7 @@ class _Rounds:
         self.rows.append(row)
         if not self.quiet:
             _print_summary(row)
-        if len(self.rows) < self.run.repeats:
+        if len(self.rows) < len(self.plan):
             self.open()
 
 
@@ -244,8 +265,8 @@ def _drive(run: InprocRun, job: dict[str, Any], rounds: _Rounds, quiet: bool) ->
         error = f"the worker exited with {process.returncode}"
     if missing:
         raise InprocError(error)  # an install step to name: one line, no log to read
-    if error or len(rounds.rows) != run.repeats:
-        why = error or f"the worker ended after {len(rounds.rows)} of {run.repeats} repeats"
+    if error or len(rounds.rows) != len(rounds.plan):
+        why = error or f"the worker ended after {len(rounds.rows)} of {len(rounds.plan)} runs"
         raise InprocError(f"{engine.slug}: {why} (log: {log_path})")
 
 

@@ -4,15 +4,16 @@ fixed workload through it, writing one JSON line per request to the rig.
     .venv-vllm/bin/python -m loadtest.inprocess.worker < job.json
 
 Standard library only (besides the adapter's engine): it runs in the engine's own venv, apart
-from the rig's. The job (stdin, one JSON object) names the adapter, the model, its options,
-the batch size, the warm-up and the requests. The protocol goes to the process's original
+from the rig's. The job (stdin, one JSON object) names the adapter, the model, its options and
+its rounds: each a batch size, an optional warm-up (run first, never recorded) and the requests,
+one run of the rig each. The protocol goes to the process's original
 stdout; everything else the engine prints (vLLM logs to stdout) is moved to stderr first, so
 no library can corrupt it. Events, one JSON object a line:
 
     {"event": "loaded", "engine_version": "...", "load_s": 3.2, "settings": {...}}
     {"event": "warmup", "requests": 2, "seconds": 1.1}
     {"event": "record", ...RequestRecord fields (loadtest/results/record.py)...}
-    {"event": "round", "index": 0}      (the job's requests all done once; `rounds` times)
+    {"event": "round", "index": 0}      (a round's requests all done: one run)
     {"event": "done"}
     {"event": "error", "kind": "missing", "message": "..."}   (then exit 3)
 
@@ -69,14 +70,14 @@ def main() -> int:
         send("loaded", engine_version=adapter.version, load_s=time.perf_counter() - started,
              settings=getattr(adapter, "settings", {}))
         emit: Callable[[dict[str, Any]], None] = lambda row: send("record", **row)
-        batch = int(job["batch"])
-        warmup = job.get("warmup", [])
-        if warmup:
-            started = time.perf_counter()
-            adapter.run(warmup, batch, lambda row: None)
-            send("warmup", requests=len(warmup), seconds=time.perf_counter() - started)
-        for index in range(int(job.get("rounds", 1))):
-            adapter.run(job["requests"], batch, emit)
+        # rounds: [{"batch": B, "requests": [...], "warmup": [...]}, ...], one run each
+        for index, plan in enumerate(job["rounds"]):
+            batch = int(plan["batch"])
+            if plan.get("warmup"):
+                started = time.perf_counter()
+                adapter.run(plan["warmup"], batch, lambda row: None)
+                send("warmup", requests=len(plan["warmup"]), seconds=time.perf_counter() - started)
+            adapter.run(plan["requests"], batch, emit)
             send("round", index=index)
         close = getattr(adapter, "close", None)
         if close is not None:
