@@ -34,7 +34,8 @@ from servers.engine import Engine
 from servers.registry import engine
 from servers.settings import SettingError, env_name, parse_gpus
 
-__all__ = ["NGINX_IMAGE", "local_nginx_conf", "main", "nginx_binary", "nginx_conf", "render"]
+__all__ = ["NGINX_IMAGE", "local_nginx_conf", "main", "nginx_binary", "nginx_conf", "nginx_missing",
+           "render"]
 
 NGINX_IMAGE = "nginx:1.27.5-alpine"
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,6 +92,19 @@ def nginx_binary() -> str | None:
     if found:
         return found
     return "/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None
+
+
+def nginx_missing() -> str | None:
+    """Why no nginx can run for a local balancer (one line naming how to get one), or None."""
+    chosen = os.environ.get("RIG_NGINX")
+    if chosen:
+        if os.path.isfile(chosen) and os.access(chosen, os.X_OK):
+            return None
+        return f"RIG_NGINX={chosen} is not an executable file; point it at an nginx binary or unset it"
+    if nginx_binary() is None:
+        return ("no nginx for the local balancer: install it (Debian/Ubuntu: "
+                "apt-get install nginx-light; scripts/test.sh does) or set RIG_NGINX to its binary")
+    return None
 
 
 def _replica(eng: Engine, gpu: str | None) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import time
@@ -29,8 +30,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Protocol
 
-from loadtest.local_engine import EngineStartError, LocalEngine, stop_group
-from servers.balancer import local_nginx_conf, nginx_binary
+from loadtest.local_engine import EngineStartError, LocalEngine
+from servers.balancer import local_nginx_conf, nginx_binary, nginx_missing
 from servers.balancer import render as render_balancer
 from servers.registry import ENGINES
 from servers.settings import FLAG_SETTINGS, env_name
@@ -123,9 +124,13 @@ def local_args(config: EngineConfig) -> list[str]:
 
 
 def gpu_env(config: EngineConfig, gpus: str | None = None) -> dict[str, str]:
-    """CUDA_VISIBLE_DEVICES for a GPU engine: only its GPU set (or ``gpus``) is visible to it."""
+    """CUDA_VISIBLE_DEVICES for a GPU engine: only its GPU set (or ``gpus``) is visible to it,
+    numbered as nvidia-smi, NVML (the telemetry) and Docker's device_ids number them: CUDA's own
+    default order is fastest first, which on a mixed host is not the PCI bus order."""
     chosen = config.gpus if gpus is None else gpus
-    return {"CUDA_VISIBLE_DEVICES": chosen} if ENGINES[config.engine].gpu and chosen else {}
+    if not (ENGINES[config.engine].gpu and chosen):
+        return {}
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": chosen}
 
 
 def _shown(env: dict[str, str], argv: list[str]) -> str:
@@ -159,6 +164,8 @@ class LocalProcess:
         return self.engine.log_tail(_LOG_LINES)
 
     def stop(self) -> None:
+        if self.engine.process is not None:  # reaped as it exits: no wait for a zombie's grace
+            _stop_groups([self.engine.process])
         self.engine.stop()
 
 
@@ -169,16 +176,18 @@ class LocalReplicas:
     def __init__(self, config: EngineConfig, port: int, workdir: Path) -> None:
         self.config = config
         self.port = port
-        self.workdir = workdir
+        # absolute: nginx reads -c and the paths inside its configuration relative to -p
+        self.workdir = workdir.resolve()
         self.url = f"http://127.0.0.1:{port}"
         if config.replicas == "per-gpu":
             names = [(f"gpu{g}", g) for g in config.gpus.split(",")]
         else:
             names = [(str(i), None) for i in range(int(config.replicas))]
+        ports = _distinct_ports(len(names), taken={port})
         self.replicas = {
-            name: LocalEngine(free_port(), extra_args=local_args(config), engine=config.engine,
-                              log_path=workdir / f"engine-{name}.log", env=gpu_env(config, gpu))
-            for name, gpu in names}
+            name: LocalEngine(replica_port, extra_args=local_args(config), engine=config.engine,
+                              log_path=self.workdir / f"engine-{name}.log", env=gpu_env(config, gpu))
+            for (name, gpu), replica_port in zip(names, ports)}
         self.nginx: subprocess.Popen[bytes] | None = None
         self._logs_saved = False
 
@@ -193,9 +202,9 @@ class LocalReplicas:
 
     def start(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        if nginx_binary() is None:
-            raise EngineFailed("no nginx for the local balancer: install nginx (apt-get install "
-                               "nginx-light) or set RIG_NGINX to its binary")
+        why = nginx_missing()
+        if why:
+            raise EngineFailed(why)
         try:
             for replica in self.replicas.values():  # all start at once, then each is waited for
                 replica.launch()
@@ -218,8 +227,12 @@ class LocalReplicas:
         backends = [f"127.0.0.1:{r.port}" for r in self.replicas.values()]
         (self.workdir / "nginx.conf").write_text(local_nginx_conf(backends, self.port, self.workdir))
         with (self.workdir / "balancer.log").open("wb") as log:
-            self.nginx = subprocess.Popen(self.balancer_command(), stdout=log, stderr=subprocess.STDOUT,
-                                          start_new_session=True)
+            try:
+                self.nginx = subprocess.Popen(self.balancer_command(), stdout=log,
+                                              stderr=subprocess.STDOUT, start_new_session=True)
+            except OSError as exc:
+                raise EngineFailed(f"cannot run nginx {self.balancer_command()[0]}: {exc.strerror}",
+                                   self.log_tail()) from None
         health = self.url + ENGINES[self.config.engine].health_path
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         while time.monotonic() < deadline:
@@ -248,11 +261,11 @@ class LocalReplicas:
         return "\n".join(parts)
 
     def stop(self) -> None:
-        """nginx first, then every replica; their logs gathered in engine.log."""
-        if self.nginx is not None:
-            stop_group(self.nginx.pid)
-            self.nginx.wait()
-        for replica in self.replicas.values():
+        """nginx and every replica at once (nginx's group signalled first); their logs gathered
+        in engine.log."""
+        started = [p for p in (self.nginx, *(r.process for r in self.replicas.values())) if p]
+        _stop_groups(started)
+        for replica in self.replicas.values():  # nothing left: returns at once
             replica.stop()
         if self._logs_saved or not any(r.process for r in self.replicas.values()):
             return
@@ -263,6 +276,46 @@ class LocalReplicas:
                 log.write(_read(replica.log_path))
             log.write(f"--- nginx: {shlex.join(self.balancer_command())}\n")
             log.write(_read(self.workdir / "balancer.log"))
+
+
+def _stop_groups(processes: list[subprocess.Popen[bytes]], grace_s: float = 20) -> None:
+    """SIGTERM each process group, SIGKILL what is left after ``grace_s``; all of them at once.
+    Each leader is reaped as it exits (a zombie leader would keep its group alive to killpg)."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, sig)
+        deadline = time.monotonic() + wait_s
+        while True:
+            alive = [p for p in processes if _group_alive(p)]
+            if not alive or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+        if not alive:
+            break
+        processes = alive
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=5)
+
+
+def _group_alive(process: subprocess.Popen[bytes]) -> bool:
+    process.poll()  # reaps the leader once it has exited
+    try:
+        os.killpg(process.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _distinct_ports(count: int, taken: set[int]) -> list[int]:
+    """``count`` free ports, none in ``taken`` and no two alike (free_port may repeat one)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in taken and port not in ports:
+            ports.append(port)
+    return ports
 
 
 def _read(path: Path) -> str:

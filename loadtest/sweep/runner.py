@@ -26,7 +26,7 @@ from loadtest.results.files import read_runs
 from loadtest.client.targets import TARGETS
 from loadtest.results.version import rig_version
 from loadtest.client.workload import build_workload
-from servers.balancer import nginx_binary
+from servers.balancer import nginx_missing
 from servers.registry import ENGINES
 
 from loadtest.sweep.cells import Cell, config_hash, expand_cells, flags_text
@@ -73,9 +73,10 @@ def preflight(matrix: Matrix, out: Path) -> None:
         why = LOCAL[slug].missing()
         if why:
             raise MatrixError(f"launch: local {slug}: {why}")
-    if any(c.launch == "local" and c.replicas for c in matrix.configs) and nginx_binary() is None:
-        raise MatrixError("launch: local with replicas needs nginx for the balancer: install it "
-                          "(apt-get install nginx-light) or set RIG_NGINX to its binary")
+    if any(c.launch == "local" and c.replicas for c in matrix.configs):
+        why = nginx_missing()
+        if why:
+            raise MatrixError(f"launch: local with replicas: {why}")
     if "compose" in launches:
         _check_docker(matrix)
 
@@ -114,8 +115,10 @@ def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False) -> in
     state.save()
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
+        passes: dict[str, str] = {}  # this sweep's status of each configuration, over its starts
         for config, slug, cells in schedule(plan, matrix.interleave_repeats):
-            _run_config(matrix, config, slug, cells, out, state, version)
+            passes[slug] = _run_config(matrix, config, slug, cells, out, state, version,
+                                       passes.get(slug))
     except KeyboardInterrupt:
         state.data["status"] = "interrupted"
         state.save()
@@ -160,7 +163,10 @@ def _signals_held() -> Iterator[None]:
 
 
 def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cell], out: Path,
-                state: SweepState, version: str) -> None:
+                state: SweepState, version: str, earlier: str | None = None) -> str:
+    """Start, measure ``cells``, stop; the configuration's status. ``earlier``: its status from
+    an earlier start in this sweep (interleaved repeats start it once per repeat): a failure
+    then stays recorded, and a start with nothing to do leaves that status as it was."""
     done = run_ids_in(out / "runs.csv")
     todo = []
     for cell in cells:
@@ -176,11 +182,14 @@ def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cel
             "settings": config.settings, "flags": flags_text(config), "gpus": config.gpus,
             "replicas": config.replicas}
     if not todo:
-        state.set_config(slug, **info, status="skipped", reason="every cell measured before")
-        return
+        if earlier in (None, "skipped"):
+            state.set_config(slug, **info, status="skipped", reason="every cell measured before")
+            return "skipped"
+        return earlier
     workdir = sweep_dir(out, matrix.name) / slug
     launcher = make_launcher(config, workdir, _project(matrix.name))
-    state.set_config(slug, **info, status="starting", reason="", log_tail="",
+    kept = {} if earlier == "failed" else {"reason": "", "log_tail": ""}  # an earlier failure stays
+    state.set_config(slug, **info, status="starting", **kept,
                      engine_log=str(workdir / "engine.log") if config.launch != "running" else "")
     for cell in todo:
         state.set_cell(cell, status="pending", reason="")
@@ -196,10 +205,12 @@ def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cel
                 for rest in todo[index + 1:]:
                     state.set_cell(rest, status="failed", reason="engine stopped before this cell")
                 raise
-        state.set_config(slug, status="ok")
+        status = "failed" if earlier == "failed" else "ok"
+        state.set_config(slug, status=status)
     except EngineFailed as exc:
         say(f"failed {slug}: {exc.reason}\n{exc.log_tail}")
-        state.set_config(slug, status="failed", reason=exc.reason, log_tail=exc.log_tail)
+        status = "failed"
+        state.set_config(slug, status=status, reason=exc.reason, log_tail=exc.log_tail)
         for cell in todo:
             if state.cell(cell).get("status") == "pending":
                 state.set_cell(cell, status="failed", reason=f"engine: {exc.reason}")
@@ -207,6 +218,7 @@ def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cel
         with _signals_held():
             launcher.stop()
         say(f"stopped {slug}")
+    return status
 
 
 def _warm_up(matrix: Matrix, config: EngineConfig, slug: str, launcher: Launcher, out: Path,
@@ -329,8 +341,9 @@ def _project(name: str) -> str:
 def _report(out: Path, name: str, folder: Path) -> None:
     if not (ROOT / "loadtest" / "report").is_dir():
         return
-    cmd = [sys.executable, "-m", "loadtest.report", str(out), "--where", f"tag={name}",
-           "--out", str(folder / "report")]
+    # absolute: the report runs from the repository, --out may be relative to where we are
+    cmd = [sys.executable, "-m", "loadtest.report", str(out.resolve()), "--where", f"tag={name}",
+           "--out", str(folder.resolve() / "report")]
     try:
         result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
     except subprocess.TimeoutExpired:
