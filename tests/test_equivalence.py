@@ -86,3 +86,11 @@ def test_other_prompts_are_refused(baseline: Path, engine_url: str, tmp_path: Pa
     ok = subprocess.run([sys.executable, "-m", "loadtest.results.equivalence", str(baseline),
                          str(baseline)], capture_output=True, text=True, cwd=REPO)
     assert ok.returncode == 0 and "6/6 requests match the baseline exactly (100.0%)" in ok.stdout
+
+
+def test_keep_outputs_needs_an_engine_that_streams_token_ids():
+    result = run_locust("--engine", "llamacpp-cpu", "--keep-outputs")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "--keep-outputs keeps answers by the token ids" in errors[0], \
+        result.stderr[-1500:]

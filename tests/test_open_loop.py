@@ -87,6 +87,8 @@ def test_a_sustained_poisson_run_follows_its_schedule(sustained: Path):
     assert float(row["send_lag_p99_ms"]) < 50
     assert float(row["ttft_sched_p50_ms"]) >= float(row["ttft_p50_ms"])
     assert "behind_schedule" not in row["verdict_reasons"]
+    # 24 requests at a cap of 16 users: not "too few" in open loop, where users only cap
+    assert "too_few_requests" not in row["verdict_reasons"] + row["warnings"]
 
 
 def test_a_rate_the_engine_cannot_sustain_shows_growing_queueing(engine_url: str, tmp_path: Path):
