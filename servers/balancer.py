@@ -39,6 +39,7 @@ __all__ = ["NGINX_IMAGE", "local_nginx_conf", "main", "nginx_binary", "nginx_con
 
 NGINX_IMAGE = "nginx:1.27.5-alpine"
 ROOT = Path(__file__).resolve().parent.parent
+_SBIN_NGINX = "/usr/sbin/nginx"  # Debian's, often not on a user's PATH
 
 
 def nginx_conf(backends: list[str], listen: str = "80") -> str:
@@ -91,7 +92,7 @@ def nginx_binary() -> str | None:
     found = shutil.which("nginx")
     if found:
         return found
-    return "/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None
+    return _SBIN_NGINX if os.access(_SBIN_NGINX, os.X_OK) else None
 
 
 def nginx_missing() -> str | None:

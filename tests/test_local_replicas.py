@@ -1,0 +1,170 @@
+"""Replicas as local processes behind a local nginx (loadtest/sweep/launch.py LocalReplicas),
+interleaved repeats and requests per user (issue 14).
+
+The real sweep runs two llama-server replicas (llamacpp-cpu, the tiny model) behind nginx, as
+scripts/sweep_flags.sh does; it needs scripts/build_llamacpp.sh's build and an nginx (Debian's
+nginx-light, which scripts/test.sh installs), and is skipped with the reason where either is
+missing. The order and request-count tests need neither.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+import servers.balancer as balancer
+from loadtest.sweep import flags
+from loadtest.sweep.cells import expand_cells
+from loadtest.sweep.matrix import load_matrix, parse_matrix
+from loadtest.sweep.runner import schedule
+from servers.local import LOCAL
+
+REPO = Path(__file__).resolve().parents[1]
+
+MATRIX = """\
+name: replicas
+workload: {prompts: mixed, requests: 8, requests_per_user: 3, max_tokens: 8, ignore_eos: true}
+users: [4]
+repeats: 2
+interleave_repeats: true
+warmup_requests: 4
+health_timeout_s: 300
+run_timeout_s: 300
+engines:
+  - engine: llamacpp-cpu
+    launch: local
+    replicas: 2
+    settings: {MAX_CONCURRENT_REQUESTS: 4, MAX_TOTAL_TOKENS: 512}
+"""
+
+
+def _needs_replicas() -> None:
+    why = LOCAL["llamacpp-cpu"].missing() or balancer.nginx_missing()
+    if why:
+        pytest.skip(why)
+
+
+def _served(log: Path) -> int:
+    """Requests a llama-server finished, from its log (one slot release per request)."""
+    return len(re.findall(r"slot +release:", log.read_text(errors="replace")))
+
+
+def _left_running(ports: list[str], folder: Path) -> list[str]:
+    """Processes still listening on the sweep's ports or running from its folder (nginx -p)."""
+    left = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        by_port = "--port" in cmdline and any(p in cmdline for p in ports)
+        if by_port or any(str(folder) in part for part in cmdline):
+            left.append(" ".join(cmdline))
+    return left
+
+
+def test_two_local_replicas_behind_nginx_serve_a_real_sweep(tmp_path: Path) -> None:
+    _needs_replicas()
+    (tmp_path / "m.yaml").write_text(MATRIX)
+    out = tmp_path / "out"
+    result = subprocess.run(["bash", str(REPO / "scripts" / "sweep_flags.sh"), str(tmp_path / "m.yaml"),
+                             "--out", str(out)], capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    err = result.stderr
+    folder = out / "sweeps" / "replicas" / "llamacpp-cpu-replicas2"
+
+    # interleaved: started once per repeat, repeat 1 measured and stopped before repeat 2
+    starts = [line for line in err.splitlines() if line.startswith("start llamacpp-cpu-replicas2: ")]
+    assert len(starts) == 2, err
+    order = [line for line in err.splitlines() if line.startswith(("start ", "run ", "stopped "))]
+    assert [line.split(":")[0] for line in order] == [
+        "start llamacpp-cpu-replicas2", "run llamacpp-cpu-replicas2/u4-r1", "stopped llamacpp-cpu-replicas2",
+        "start llamacpp-cpu-replicas2", "run llamacpp-cpu-replicas2/u4-r2", "stopped llamacpp-cpu-replicas2"]
+    assert all(line.count("llama-server") == 2 and " -p " in line for line in starts)
+
+    # the rows: 3 requests per user at 4 users (more than requests: 8), each valid or saying why
+    with (out / "runs.csv").open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert sorted(r["repeat"] for r in rows) == ["1", "2"]
+    for row in rows:
+        assert row["requests"] == "12" and row["completed"] == "12" and row["failed"] == "0", row
+        assert row["flags"] == "MAX_CONCURRENT_REQUESTS=4 MAX_TOTAL_TOKENS=512 REPLICAS=2"
+        assert row["verdict"] == "valid" or row["verdict_reasons"], row
+    state = json.loads((out / "sweeps" / "replicas" / "sweep.json").read_text())
+    assert state["configs"]["llamacpp-cpu-replicas2"]["status"] == "ok"
+    assert {c["status"] for c in state["cells"].values()} == {"ok"}
+
+    # both replicas served requests (their logs of the last start: warm-up 4 + run 12)
+    served = [_served(folder / f"engine-{i}.log") for i in (0, 1)]
+    assert min(served) > 0 and sum(served) == 16, served
+    assert "least_conn;" in (folder / "nginx.conf").read_text()
+    assert (out / "sweeps" / "replicas" / "report" / "report.md").is_file(), err
+
+    # nothing left: no replica on its port, no nginx run from the sweep's folder
+    ports = [p for line in starts for p in re.findall(r"--port (\d+)", line)]
+    assert len(ports) == 4
+    assert _left_running(ports, folder) == []
+
+
+def test_a_missing_nginx_is_one_error_line_naming_how_to_get_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    if LOCAL["llamacpp-cpu"].missing():  # the engine is checked first, as it should be
+        pytest.skip(LOCAL["llamacpp-cpu"].missing() or "")
+    (tmp_path / "m.yaml").write_text(MATRIX)
+    monkeypatch.delenv("RIG_NGINX", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nginx on PATH
+    monkeypatch.setattr(balancer, "_SBIN_NGINX", str(tmp_path / "no-nginx"))
+    assert flags.main([str(tmp_path / "m.yaml"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: launch: local with replicas: no nginx") and err.count("\n") == 1
+    assert "apt-get install nginx-light" in err and "RIG_NGINX" in err
+    assert not (tmp_path / "out" / "runs.csv").exists()
+
+    monkeypatch.setenv("RIG_NGINX", str(tmp_path / "nowhere" / "nginx"))
+    assert flags.main([str(tmp_path / "m.yaml"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: launch: local with replicas: RIG_NGINX=") and err.count("\n") == 1
+    assert "is not an executable file" in err
+
+
+def _plan(interleave: bool) -> list[tuple[str, list[str]]]:
+    data: dict[str, Any] = {
+        "name": "order", "workload": {"requests": 8, "max_tokens": 8}, "users": [1, 4], "repeats": 3,
+        "interleave_repeats": interleave,
+        "engines": [{"engine": "vllm-cpu", "launch": "local", "sweep": {"MAX_CONCURRENT_REQUESTS": [2, 8]}}]}
+    matrix = parse_matrix(data, None)
+    plan = expand_cells(matrix, "sha")
+    return [(slug, [c.name for c in cells]) for _, slug, cells in schedule(plan, matrix.interleave_repeats)]
+
+
+def test_interleaved_repeats_start_every_configuration_once_per_repeat() -> None:
+    a, b = "vllm-cpu-maxnumseqs2", "vllm-cpu-maxnumseqs8"
+    assert _plan(interleave=True) == [
+        (a, ["u1-r1", "u4-r1"]), (b, ["u1-r1", "u4-r1"]),
+        (a, ["u1-r2", "u4-r2"]), (b, ["u1-r2", "u4-r2"]),
+        (a, ["u1-r3", "u4-r3"]), (b, ["u1-r3", "u4-r3"])]
+    assert _plan(interleave=False) == [
+        (a, ["u1-r1", "u1-r2", "u1-r3", "u4-r1", "u4-r2", "u4-r3"]),
+        (b, ["u1-r1", "u1-r2", "u1-r3", "u4-r1", "u4-r2", "u4-r3"])]
+
+
+def test_requests_per_user_gives_the_larger_of_requests_and_per_user_times_users(tmp_path: Path) -> None:
+    """The layouts matrix: requests 192, 2 per user -> 192, 192, 256, 512 at 24, 64, 128, 256."""
+    path = REPO / "sweeps" / "llamacpp-replicas-vs-split.yaml"
+    workload = load_matrix(path, None).workload
+    assert [workload.requests_at(u) for u in (24, 64, 128, 256)] == [192, 192, 256, 512]
+    result = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "loadtest.sweep.flags", str(path),
+                             "--dry-run", "--out", str(tmp_path)],
+                            capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert result.returncode == 0, result.stderr
+    cells = re.findall(r"^u(\d+)-r\d+ \[\w+\]: .* --requests (\d+) ", result.stdout, re.M)
+    assert len(cells) == 36  # 3 layouts x 4 user counts x 3 repeats
+    assert {(int(u), int(n)) for u, n in cells} == {(24, 192), (64, 192), (128, 256), (256, 512)}
+    assert "repeats interleaved" in result.stdout
+    with pytest.raises(Exception, match="requests_per_user must be a whole number"):
+        parse_matrix({"name": "x", "workload": {"requests_per_user": -1}, "users": [1],
+                      "engines": [{"engine": "vllm-cpu", "launch": "local"}]}, None)
