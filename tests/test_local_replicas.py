@@ -20,9 +20,11 @@ import psutil
 import pytest
 
 import servers.balancer as balancer
-from loadtest.sweep import flags
+from loadtest.sweep import flags, runner
 from loadtest.sweep.cells import expand_cells
+from loadtest.sweep.launch import EngineFailed
 from loadtest.sweep.matrix import load_matrix, parse_matrix
+from loadtest.sweep.measure import Outcome
 from loadtest.sweep.runner import schedule
 from servers.local import LOCAL
 
@@ -168,3 +170,48 @@ def test_requests_per_user_gives_the_larger_of_requests_and_per_user_times_users
     with pytest.raises(Exception, match="requests_per_user must be a whole number"):
         parse_matrix({"name": "x", "workload": {"requests_per_user": -1}, "users": [1],
                       "engines": [{"engine": "vllm-cpu", "launch": "local"}]}, None)
+
+
+class _FailsFirstStart:
+    """A launcher whose first start fails: what an interleaved sweep records across starts."""
+
+    starts = 0
+
+    def __init__(self, *_: object) -> None:
+        self.url = "http://127.0.0.1:9"
+
+    def describe(self, timeout_s: float) -> str:
+        return "(fake)"
+
+    def start(self, timeout_s: float) -> None:
+        type(self).starts += 1
+        if type(self).starts == 1:
+            raise EngineFailed("boom on the first start", "its log tail")
+
+    def failure(self) -> str | None:
+        return None
+
+    def log_tail(self) -> str:
+        return ""
+
+    def stop(self) -> None:
+        pass
+
+
+def test_an_interleaved_configuration_keeps_an_earlier_failed_start_recorded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data: dict[str, Any] = {"name": "again", "workload": {"requests": 8, "max_tokens": 8}, "users": [1],
+                            "repeats": 2, "interleave_repeats": True, "warmup_requests": 0,
+                            "engines": [{"engine": "vllm-cpu", "launch": "local"}]}
+    monkeypatch.setattr(runner, "make_launcher", _FailsFirstStart)
+    monkeypatch.setattr(runner, "preflight", lambda *_: None)
+    monkeypatch.setattr(runner, "run_locust", lambda *_: Outcome(0, "", ""))
+    monkeypatch.setattr(runner, "find_row", lambda *_: {"run_id": "run-2", "rig_version": "v"})
+    monkeypatch.setattr(runner, "print_tables", lambda *_: 0)
+    assert runner.run_sweep(parse_matrix(data, None), tmp_path, kind="flags") == 1
+    state = json.loads((tmp_path / "sweeps" / "again" / "sweep.json").read_text())
+    assert _FailsFirstStart.starts == 2  # started again for repeat 2
+    config = state["configs"]["vllm-cpu"]
+    assert config["status"] == "failed" and config["reason"] == "boom on the first start"
+    assert config["log_tail"] == "its log tail"
+    assert sorted((c["repeat"], c["status"]) for c in state["cells"].values()) == [(1, "failed"), (2, "ok")]
