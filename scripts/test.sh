@@ -12,13 +12,20 @@ cd "$(dirname "$0")/.."
 
 # nginx-light for the local replicas' balancer (tests/test_local_replicas.py); the tests run their
 # own nginx, so the package's daemon (postinst would start it on port 80) is kept from starting.
+_apt_install() {
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
 install_nginx() {
   [[ -n ${RIG_NGINX:-} ]] || command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] && return 0
   if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then
-    echo "warning: no nginx (root + apt needed to install nginx-light); local replica tests skip" >&2
+    echo "warning: no nginx (installing nginx-light needs root and apt); replica tests skip" >&2
     return 0
   fi
-  apt-cache show nginx-light >/dev/null 2>&1 || { echo "+ apt-get update" >&2; apt-get update -qq; }
+  local updated=0
+  if ! apt-cache show nginx-light >/dev/null 2>&1; then
+    echo "+ apt-get update" >&2; apt-get update -qq; updated=1
+  fi
   local policy=/usr/sbin/policy-rc.d rc=0
   if [[ ! -e $policy ]]; then  # invoke-rc.d / deb-systemd-invoke: start nothing during the install
     trap 'rm -f /usr/sbin/policy-rc.d' EXIT
@@ -26,8 +33,10 @@ install_nginx() {
     chmod 0755 "$policy"
   fi
   echo "+ apt-get install -y nginx-light" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx-light \
-    >/dev/null || rc=$?
+  if ! _apt_install nginx-light; then  # stale package lists: update once, then again
+    (( updated )) || { echo "+ apt-get update" >&2; apt-get update -qq; }
+    _apt_install nginx-light || rc=$?
+  fi
   if [[ $(trap -p EXIT) == *policy-rc.d* ]]; then rm -f "$policy"; trap - EXIT; fi
   (( rc == 0 )) || { echo "error: apt-get install nginx-light failed (exit $rc)" >&2; exit 1; }
   # if another policy-rc.d let the package start its daemon: stop it (by its own pid file)
