@@ -48,12 +48,19 @@ def nginx_conf(backends: list[str], listen: str = "80") -> str:
     No upstream keep-alive: llama.cpp closes the connection after every streamed answer, and
     uvicorn (vLLM, transformers) an idle one after 5 s, so a reused upstream connection may be
     closed under nginx, which then answers 502 (a POST is never sent again to another server).
-    One fresh connection per request costs little beside a generation."""
+    One fresh connection per request costs little beside a generation.
+
+    /metrics answers 404: through the balancer each scrape would reach whichever replica is
+    free, and counters of different servers subtracted from one another are not the engine's;
+    a run's telemetry then says the engine's metrics are absent (scrape each replica instead)."""
     servers = "".join(f"    server {b} max_fails=3 fail_timeout=30s;\n" for b in backends)
     return (
         "upstream engine {\n    least_conn;\n    zone engine 256k;\n" + servers + "}\n\n"
         "server {\n"
         f"    listen {listen};\n"
+        "    location = /metrics {\n"
+        "        return 404;\n"
+        "    }\n"
         "    location / {\n"
         "        proxy_pass http://engine;\n"
         "        proxy_http_version 1.1;\n"

@@ -215,3 +215,19 @@ def test_an_interleaved_configuration_keeps_an_earlier_failed_start_recorded(
     assert config["status"] == "failed" and config["reason"] == "boom on the first start"
     assert config["log_tail"] == "its log tail"
     assert sorted((c["repeat"], c["status"]) for c in state["cells"].values()) == [(1, "failed"), (2, "ok")]
+
+
+def test_the_local_balancer_configuration_is_valid_nginx(tmp_path: Path) -> None:
+    """`nginx -t` on local_nginx_conf, as root too (pid, temp files and log in one folder); the
+    engine's /metrics is not balanced (a scrape would reach either replica)."""
+    why = balancer.nginx_missing()
+    if why:
+        pytest.skip(why)
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(balancer.local_nginx_conf(["127.0.0.1:1", "127.0.0.1:2"], 9, tmp_path))
+    (tmp_path / "temp").mkdir()
+    nginx = balancer.nginx_binary() or "nginx"
+    result = subprocess.run([nginx, "-t", "-p", str(tmp_path), "-c", str(conf), "-e", "stderr"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert "location = /metrics {\n            return 404;" in conf.read_text()
