@@ -6,7 +6,8 @@ loop itself so that it can stamp each step's new tokens (requests added with
 is a closed loop like B users of a server: B requests in flight, the next one added as soon as
 one finishes. Greedy, `ignore_eos`, exactly `max_tokens` tokens; the count is the ids the engine
 returned. Engine settings are the server's (servers/local/vllm_cpu.py): bfloat16, max_model_len
-2048, VLLM_CPU_KVCACHE_SPACE from the environment the rig sets.
+2048, 2048 batched tokens and 256 sequences per step (the server's defaults; the LLM class
+defaults to more), VLLM_CPU_KVCACHE_SPACE from the environment the rig sets.
 """
 
 from __future__ import annotations
@@ -29,12 +30,15 @@ class Adapter:
             raise Missing(f"vllm is not importable here ({exc}): run scripts/install.sh "
                           "(it makes .venv-vllm)") from None
         self.SamplingParams, self.kind = SamplingParams, RequestOutputKind.DELTA
-        dtype = options.get("dtype", "bfloat16")
-        self.llm = LLM(model=model, dtype=dtype, max_model_len=int(options.get("max_model_len", 2048)),
-                       seed=0)
+        # The server's settings (servers/local/vllm_cpu.py and vLLM's OPENAI_API_SERVER batch
+        # defaults off H100-class GPUs): the LLM class would otherwise take 8192 batched tokens.
+        self.settings = {"dtype": options.get("dtype", "bfloat16"),
+                         "max_model_len": int(options.get("max_model_len", 2048)),
+                         "max_num_batched_tokens": int(options.get("max_num_batched_tokens", 2048)),
+                         "max_num_seqs": int(options.get("max_num_seqs", 256))}
+        self.llm = LLM(model=model, seed=0, **self.settings)
         self.engine = self.llm.llm_engine
         self.version = vllm.__version__
-        self.settings = {"dtype": dtype, "max_model_len": int(options.get("max_model_len", 2048))}
 
     def run(self, requests: list[dict[str, Any]], batch: int,
             emit: Callable[[dict[str, Any]], None]) -> None:

@@ -1,0 +1,249 @@
+"""The server's overhead per request: the same engine and model behind its server and in-process.
+
+    python -m loadtest.inprocess.overhead [--pairs vllm,llamacpp] [--batches 1,4,16,64]
+        [--requests N] [--max-tokens M] [--repeats R] [--out DIR] [--port P] [--engine-cpus L]
+
+Pairs (same engine build, same model, same engine settings):
+- vllm:     vllm-cpu (vLLM's OpenAI server, servers/local/vllm_cpu.py) vs vllm-offline (its `LLM`
+            class, stepped in a closed loop: B requests in flight, as B users keep a server busy)
+- llamacpp: llamacpp-cpu (llama-server) vs llama-cpp-python on a libllama built from the same
+            tree with the same flags; llama-cpp-python decodes one sequence at a time, so only
+            batch 1 has a pair (the server's other batch sizes are shown without one)
+
+For each pair: the server is started on the engine's cores (default: all but the first, the
+client on the first), warmed up (not recorded), run at every batch size as that many users, and
+stopped; then the in-process engine runs the same workloads at the same batch sizes in one worker
+on the same cores (warmed up before each size, not recorded). Every run is a row of OUT/runs.csv
+(tag `overhead`). The table: per pair and batch size, the mean TTFT and end-to-end time of a
+request on each side, the server's overhead (server minus in-process, in ms and as % of the
+in-process time), and each side's output tok/s. Requests per run: N, and at least 4 per user at
+larger batches (so a closed loop reaches a steady state). Written to OUT/overhead.md.
+
+Exit: 0 every run completed, 1 some could not run or had failed requests, 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+from loadtest.cpus import complete_layout
+from loadtest.inprocess.engines import REPO, parse_spec
+from loadtest.inprocess.runner import InprocError, InprocRun, run_inprocess
+from loadtest.local_engine import EngineStartError, LocalEngine
+
+__all__ = ["PAIRS", "main", "overhead_markdown"]
+
+PAIRS = {"vllm": ("vllm-cpu", "vllm-offline"), "llamacpp": ("llamacpp-cpu", "llama-cpp-python")}
+PER_USER = 4
+TAG = "overhead"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def _list(kind: type, text: str, name: str) -> list[Any]:
+    try:
+        values = [kind(v) for v in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{name} must look like 1,4,16, got {text!r}") from None
+    if kind is int and any(v <= 0 for v in values):
+        raise ValueError(f"{name} must be positive integers, got {text!r}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{name} names a value twice: {text!r}")
+    return values
+
+
+def _requests(requests: int, batch: int) -> int:
+    return max(requests, PER_USER * batch)
+
+
+def _read_rows(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(newline="", encoding="utf-8") as file:
+        return list(csv.DictReader(file))
+
+
+def _server_runs(server: str, batches: list[int], args: argparse.Namespace, engine_cpus: str,
+                 client_cpus: str) -> bool:
+    """Start the server, warm it up, one run per batch size and repeat; False if anything
+    could not run. Always stopped."""
+    engine = LocalEngine(port=args.port, engine=server, cpus=engine_cpus or None,
+                         log_path=args.out / f"engine-{server}.log")
+    pin = ["taskset", "-c", client_cpus] if client_cpus else []
+
+    def locust(*extra: str) -> int:
+        cmd = [*pin, str(REPO / ".venv" / "bin" / "locust"), "-f", str(REPO / "loadtest" / "engines.py"),
+               "--headless", "--only-summary", "--engine", server, "--host", engine.url,
+               "--prompts", args.prompts, "--max-tokens", str(args.max_tokens), "--ignore-eos",
+               "--out", str(args.out), *([f"--flags=--cpus {engine_cpus}"] if engine_cpus else []),
+               *extra]
+        print("+ " + " ".join(cmd), file=sys.stderr)
+        with (args.out / f"locust-{server}.log").open("a") as log:
+            return subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT).returncode
+
+    print(f"== {server} (server)", file=sys.stderr)
+    try:
+        engine.start()
+    except EngineStartError as exc:
+        print(f"** {server} did not start: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return False
+    ok = True
+    try:
+        locust("--users", str(max(batches)), "--requests", str(2 * max(batches)), "--warmup")
+        for batch in batches:
+            for repeat in range(1, args.repeats + 1):
+                code = locust("--users", str(batch), "--requests",
+                              str(_requests(args.requests, batch)), "--tag", TAG,
+                              "--repeat", str(repeat))
+                if code != 0:
+                    print(f"** {server}: a run at {batch} users ended with exit {code} "
+                          f"(log: {args.out / f'locust-{server}.log'})", file=sys.stderr)
+                    ok = False
+    finally:
+        engine.stop()
+    return ok
+
+
+def _inprocess_runs(spec: str, batches: list[int], args: argparse.Namespace,
+                    engine_cpus: str) -> bool:
+    engine, variant, options, flags = parse_spec(spec)
+    sizes = tuple(b for b in batches if engine.batches or b == 1)
+    if not sizes:
+        return True
+    print(f"== {spec} (in-process, batch {','.join(map(str, sizes))})", file=sys.stderr)
+    try:
+        rows = run_inprocess(InprocRun(
+            engine=engine, variant=variant, options=options, flags=flags, batches=sizes,
+            requests=args.requests, min_requests_per_batch=PER_USER, prompts=args.prompts,
+            max_tokens=args.max_tokens, repeats=args.repeats, out=args.out, tag=TAG,
+            engine_cpus=engine_cpus), quiet=True)
+    except InprocError as exc:
+        print(f"** {spec}: {exc}", file=sys.stderr)
+        return False
+    return not any(row.get("failed") for row in rows)
+
+
+def overhead_rows(rows: list[dict[str, str]], pairs: list[str], batches: list[int]) -> list[dict[str, Any]]:
+    """Per pair and batch: each side's means over its completed runs of this session."""
+    def side(engine: str, batch: int) -> dict[str, float] | None:
+        runs = [r for r in rows if r["engine"] == engine and r["users"] == str(batch)
+                and r.get("completed") == r.get("requests")]
+        if not runs:
+            return None
+
+        def mean(column: str) -> float | None:
+            values = [float(r[column]) for r in runs if r.get(column)]
+            return sum(values) / len(values) if values else None
+
+        return {"ttft": mean("ttft_mean_ms"), "e2e": mean("e2e_mean_ms"),
+                "tok_s": mean("output_tok_per_s"), "runs": len(runs)}
+
+    table = []
+    for pair in pairs:
+        server, inprocess = PAIRS[pair]
+        for batch in batches:
+            table.append({"pair": pair, "server": server, "inprocess": inprocess, "batch": batch,
+                          "s": side(server, batch), "i": side(inprocess, batch)})
+    return table
+
+
+def overhead_markdown(table: list[dict[str, Any]]) -> str:
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value:,.1f}"
+
+    def diff(server: dict[str, float] | None, local: dict[str, float] | None, key: str) -> str:
+        if not server or not local or server[key] is None or local[key] is None:
+            return "-"
+        delta = server[key] - local[key]
+        return f"{delta:+,.1f} ({100 * delta / local[key]:+.0f}%)"
+
+    lines = ["| server vs in-process | batch (users) | TTFT mean, server / in-process (ms) | "
+             "TTFT overhead (ms, %) | e2e mean, server / in-process (ms) | e2e overhead (ms, %) | "
+             "output tok/s, server / in-process | runs |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in table:
+        s, i = row["s"], row["i"]
+        if s is None and i is None:
+            continue
+        none = {"ttft": None, "e2e": None, "tok_s": None, "runs": 0}
+        s_, i_ = s or none, i or none
+        why = "" if i else " (no in-process run: it does not batch)" if row["batch"] > 1 else ""
+        lines.append(
+            f"| {row['server']} vs {row['inprocess']}{why} | {row['batch']} | "
+            f"{ms(s_['ttft'])} / {ms(i_['ttft'])} | {diff(s, i, 'ttft')} | "
+            f"{ms(s_['e2e'])} / {ms(i_['e2e'])} | {diff(s, i, 'e2e')} | "
+            f"{ms(s_['tok_s'])} / {ms(i_['tok_s'])} | {s_['runs']} / {i_['runs']} |")
+    return "\n".join(lines) + "\n"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m loadtest.inprocess.overhead",
+                description="The server's overhead per request: one engine and model behind its "
+                            "server and in-process, at batch 1 and larger batches.")
+    p.add_argument("--pairs", default="vllm,llamacpp", help=f"of: {', '.join(PAIRS)} (default all)")
+    p.add_argument("--batches", default="1,4,16,64", help="batch sizes = server users (default 1,4,16,64)")
+    p.add_argument("--requests", default="16", help="requests per run, at least 4 per user (default 16)")
+    p.add_argument("--max-tokens", default="64", help="output tokens per request, exactly (default 64)")
+    p.add_argument("--repeats", default="2", help="runs per side and batch size (default 2)")
+    p.add_argument("--prompts", default="mixed", help="prompt set (default mixed)")
+    p.add_argument("--out", type=Path, default=Path("results/overhead"), help="results folder")
+    p.add_argument("--port", default="8000", help="the server's port on 127.0.0.1 (default 8000)")
+    p.add_argument("--engine-cpus", default="", help="the engine's cores (default: all but the first)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        pairs = _list(str, args.pairs, "--pairs")
+        unknown = [p for p in pairs if p not in PAIRS]
+        if unknown:
+            raise ValueError(f"unknown pair {unknown[0]!r}; pairs: {', '.join(PAIRS)}")
+        batches = _list(int, args.batches, "--batches")
+        for name in ("requests", "max_tokens", "repeats", "port"):
+            value = _list(int, getattr(args, name), f"--{name.replace('_', '-')}")
+            if len(value) != 1:
+                raise ValueError(f"--{name.replace('_', '-')} takes one number")
+            setattr(args, name, value[0])
+        if args.port > 65535:
+            raise ValueError(f"--port must be a port number, got {args.port}")
+        engine_cpus, client_cpus = complete_layout(args.engine_cpus, "")
+        args.out.mkdir(parents=True, exist_ok=True)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    before = {r["run_id"] for r in _read_rows(args.out / "runs.csv")}
+    ok = True
+    started = time.monotonic()
+    try:
+        for pair in pairs:
+            server, inprocess = PAIRS[pair]
+            ok &= _server_runs(server, batches, args, engine_cpus, client_cpus)
+            ok &= _inprocess_runs(inprocess, batches, args, engine_cpus)
+    except KeyboardInterrupt:
+        print("error: interrupted; the engine was stopped", file=sys.stderr)
+        return 130
+    rows = [r for r in _read_rows(args.out / "runs.csv")
+            if r["run_id"] not in before and r.get("tag") == TAG]
+    table = overhead_markdown(overhead_rows(rows, pairs, batches))
+    note = (f"{args.prompts} prompts, {args.max_tokens} output tokens, {args.requests} requests "
+            f"per run (at least {PER_USER} per user), {args.repeats} runs per side and batch; "
+            f"engine on cores {engine_cpus or 'any'}, client on {client_cpus or 'any'}; "
+            f"{(time.monotonic() - started) / 60:.1f} minutes\n")
+    print(table + "\n" + note, end="")
+    (args.out / "overhead.md").write_text(table + "\n" + note)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
