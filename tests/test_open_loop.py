@@ -105,7 +105,10 @@ def test_a_rate_the_engine_cannot_sustain_shows_growing_queueing(engine_url: str
     first, last = slice(4, 12), slice(24, 32)
     assert np.corrcoef(np.arange(32), sched)[0, 1] > 0.9, sched  # queueing grows all along
     assert sched[last].mean() > 2 * sched[first].mean(), sched
-    assert sent[last].mean() < 2 * sent[first].mean() + 50, sent  # the engine's own time does not
+    # the growth is the wait before the send, not the engine's own time (medians: one TTFT
+    # spike of a shared host must not decide)
+    assert np.corrcoef(np.arange(32), sched - sent)[0, 1] > 0.9, sched - sent
+    assert np.median(sent[last]) < 0.5 * np.median(sched[last]), (sent, sched)
     assert sum(r["cap_wait_ns"] > 0 for r in records) >= 24  # found the cap full
     assert int(row["capped_requests"]) >= 24
     assert float(row["send_lag_p99_ms"]) > 500
