@@ -150,7 +150,7 @@ class LLMUser(User):
         assert run is not None
         while (spec := run.dispatcher.take()) is not None:
             record = send(self.client, spec, run.parse_line, run.tokens_source, run.headers,
-                          worker=run.worker_index)
+                          worker=run.worker_index, keep_text=run.options.keep_outputs)
             if not record.ok:  # its connection may be mid-stream: start clean
                 self.client.close()
                 self._connect()

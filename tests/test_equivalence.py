@@ -12,7 +12,9 @@ import pytest
 
 from loadtest.results.equivalence import (EquivalenceError, compare_outputs, compare_runs,
                                           first_difference)
-from rig_helpers import REPO, run_locust
+from loadtest.local_engine import LocalEngine
+from rig_helpers import REPO, free_port, run_locust
+from servers.local import LOCAL
 
 
 def test_first_difference():
@@ -88,9 +90,19 @@ def test_other_prompts_are_refused(baseline: Path, engine_url: str, tmp_path: Pa
     assert ok.returncode == 0 and "6/6 requests match the baseline exactly (100.0%)" in ok.stdout
 
 
-def test_keep_outputs_needs_an_engine_that_streams_token_ids():
-    result = run_locust("--engine", "llamacpp-cpu", "--keep-outputs")
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "--keep-outputs keeps answers by the token ids" in errors[0], \
-        result.stderr[-1500:]
+def test_an_engine_without_token_ids_is_compared_by_text(tmp_path: Path):
+    """llama.cpp's server streams text only: its answers are kept as text and compared by
+    character; greedy runs of the same options match, a shorter length diverges."""
+    why = LOCAL["llamacpp-cpu"].missing()
+    if why:
+        pytest.skip(why)
+    with LocalEngine(port=free_port(), log_path=tmp_path / "engine.log", engine="llamacpp-cpu") as engine:
+        runs = [_run(engine.url, tmp_path / name, "--engine", "llamacpp-cpu", "--max-tokens",
+                     tokens, "--keep-outputs") for name, tokens in (("a", "12"), ("b", "12"), ("c", "6"))]
+    lines = [json.loads(line) for line in (runs[0] / "outputs.jsonl").read_text().splitlines()]
+    assert len(lines) == 6 and all(r["text"] and r["token_ids"] is None for r in lines)
+    same = compare_runs(runs[0], runs[1])
+    assert (same["exact_match_pct"], same["unit"]) == (100.0, "char")
+    shorter = compare_runs(runs[0], runs[2])
+    assert shorter["exact_match"] == 0 and shorter["unit"] == "char"
+    assert shorter["first_diff_min"] > 0  # the 6-token answers are prefixes of the 12-token ones

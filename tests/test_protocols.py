@@ -9,7 +9,7 @@ from loadtest.client.protocols import ProtocolError, StreamEvent, openai, tgi
 
 def test_openai_completion_chunk_carries_output():
     line = b'data: {"choices":[{"index":0,"text":"Hi","finish_reason":null}],"usage":null}\n'
-    assert openai.parse_line(line) == StreamEvent(output=True)
+    assert openai.parse_line(line) == StreamEvent(output=True, text="Hi")
 
 
 def test_openai_chat_role_chunk_carries_no_output():
@@ -100,7 +100,7 @@ TGI_LAST = b'data:{"index":3,"token":{"id":2,"text":"</s>","logprob":-0.1,"speci
 
 
 def test_tgi_token_event_without_space_after_data():
-    assert tgi.parse_line(TGI_TOKEN) == StreamEvent(output=True)
+    assert tgi.parse_line(TGI_TOKEN) == StreamEvent(output=True, text=" Deep")
 
 
 def test_tgi_last_event_finishes_with_details():
@@ -140,7 +140,7 @@ TF_CHAT_LAST = (b'data: {"id":"29dec9b8-5af6-4458-a8d5-1e3bcb93d4e1","choices":[
 
 
 def test_transformers_text_chunk_carries_output():
-    assert openai.parse_line(TF_TEXT) == StreamEvent(output=True)
+    assert openai.parse_line(TF_TEXT) == StreamEvent(output=True, text="comp")
 
 
 @pytest.mark.parametrize("line", [TF_LAST, TF_CHAT_LAST], ids=["completions", "chat"])

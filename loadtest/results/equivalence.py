@@ -9,7 +9,8 @@ scheduler flag, more replicas) should match its baseline request for request; on
 change it (quantization, a shorter context) shows by how much. --keep-outputs (off by default:
 the answers are the user's data; sweeps turn it on) writes `runs/RUN_ID/outputs.jsonl`, one
 line per completed request: request_id, prompt_id, text, and the token ids where the engine
-streams them (vLLM-family engines are asked for them, as with --recount).
+streams them (vLLM-family engines are asked for them, as with --recount; other engines' answers
+are kept as text, null token_ids).
 
 Two runs compare request by request: the same request_id is the same prompt when both ran the
 same prompt set (`prompts_sha256` in run.json, and each line's prompt_id; refused otherwise),

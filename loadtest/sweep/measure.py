@@ -15,7 +15,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.client.targets import TARGETS
 from loadtest.results.files import read_runs
 
 from loadtest.sweep.matrix import WorkloadOptions
@@ -48,10 +47,8 @@ def locust_command(*, engine: str, url: str, users: int, workload: WorkloadOptio
         cmd += ["--api", workload.api]
     if warmup_requests:
         cmd.append("--warmup")
-    elif engine in TARGETS and TARGETS[engine].token_ids:
-        # sweeps keep the answers, so configurations can be compared for equal output
-        # (loadtest/results/equivalence.py; the report's "Output equivalence")
-        cmd.append("--keep-outputs")
+    else:  # sweeps keep the answers, so configurations can be compared for equal output
+        cmd.append("--keep-outputs")  # (loadtest/results/equivalence.py, the report's section)
     return cmd
 
 

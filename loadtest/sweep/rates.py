@@ -9,8 +9,8 @@ in runs.csv). It stops after the first rate the engine cannot sustain (answers f
 90% of the schedule's own rate, or sends behind their schedule) unless --all-rates; then prints the open-loop table
 with the knee (the smallest rate achieving within 5% of the best req/s) and, with --slo, the
 highest rate at which --slo-share percent of requests met the targets, and writes the report
-(python -m loadtest.report) to OUT/report-NAME/. Every run keeps its outputs (--keep-outputs,
-vLLM-family engines) so configurations can be compared for equal answers.
+(python -m loadtest.report) to OUT/report-NAME/. Every run keeps its outputs (--keep-outputs)
+so configurations can be compared for equal answers.
 
 With --host the engine is one already running (not started or stopped); without it the local
 engine is started on a free port (loadtest/local_engine.py; `--engine-cpus` pins it,
@@ -113,7 +113,7 @@ def _sweep(args: argparse.Namespace, url: str, rates: list[float], users: int, r
            tag: str) -> int:
     work = args.out / "sweeps" / tag
     work.mkdir(parents=True, exist_ok=True)
-    keep = ["--keep-outputs"] if TARGETS[args.engine].token_ids else []
+    keep = ["--keep-outputs"]  # every sweep keeps the answers, to compare configurations
     warm = _command(args, url, tag, min(users, 8), "--warmup", requests="16")
     print(f"+ warm-up: {' '.join(warm)}", file=sys.stderr, flush=True)
     run_locust(warm, work / "warmup.log", float(args.run_timeout))

@@ -21,7 +21,7 @@ class StreamEvent(NamedTuple):
     output_tokens: int | None = None
     error: str | None = None  # the engine sent an error event
     token_ids: list[int] | None = None  # this chunk's token ids, when the engine was asked for them
-    text: str | None = None  # this chunk's text, read only along with token_ids
+    text: str | None = None  # this chunk's generated text (kept with --recount, --keep-outputs)
 
 
 class ProtocolError(ValueError):

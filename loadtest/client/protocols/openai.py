@@ -56,21 +56,22 @@ def parse_line(line: bytes) -> StreamEvent | None:
     choices = chunk.get("choices") or []
     output, finish_reason, ids, text = False, None, None, None
     for choice in choices:
-        output = output or _carries_token(choice)
+        choice_text = _choice_text(choice)
+        if _carries_token(choice, choice_text):
+            output, text = True, choice_text
         finish_reason = choice.get("finish_reason") or finish_reason
-        if choice.get("token_ids") is not None:  # only when asked (--recount)
-            ids, text = choice["token_ids"], _choice_text(choice) or ""
+        if choice.get("token_ids") is not None:  # only when asked (--recount, --keep-outputs)
+            ids, text = choice["token_ids"], choice_text or ""
     return StreamEvent(output=output, finish_reason=finish_reason,
                        finished=finish_reason is not None and "completion_tokens" in usage,
                        prompt_tokens=usage.get("prompt_tokens"),
                        output_tokens=usage.get("completion_tokens"), token_ids=ids, text=text)
 
 
-def _carries_token(choice: dict[str, Any]) -> bool:
+def _carries_token(choice: dict[str, Any], text: str | None) -> bool:
     """A generated token arrived, even one whose text is still empty (a byte-level token that is
     part of a multi-byte character decodes to "" until the character is complete). Not a token:
     chat's opening role announcement, and a closing chunk that only carries the finish reason."""
-    text = _choice_text(choice)
     if text:
         return True
     return text == "" and choice.get("finish_reason") is None

@@ -40,9 +40,11 @@ def parse_line(line: bytes) -> StreamEvent | None:
         return StreamEvent(error=f"{event.get('error_type', 'error')}: {event['error']}")
     if "token" not in event:
         raise ProtocolError(f"stream event without token: {payload[:80]!r}")
+    token = event["token"] if isinstance(event["token"], dict) else {}
+    text = None if token.get("special") else token.get("text")
     details = event.get("details")
     if not details:
-        return StreamEvent(output=True)
+        return StreamEvent(output=True, text=text)
     return StreamEvent(output=True, finished=True, finish_reason=details.get("finish_reason"),
                        prompt_tokens=details.get("input_length"),
-                       output_tokens=details.get("generated_tokens"))
+                       output_tokens=details.get("generated_tokens"), text=text)
