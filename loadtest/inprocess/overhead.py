@@ -7,8 +7,8 @@ Pairs (same engine build, same model, same engine settings):
 - vllm:     vllm-cpu (vLLM's OpenAI server, servers/local/vllm_cpu.py) vs vllm-offline (its `LLM`
             class, stepped in a closed loop: B requests in flight, as B users keep a server busy)
 - llamacpp: llamacpp-cpu (llama-server) vs llama-cpp-python on a libllama built from the same
-            tree with the same flags; llama-cpp-python decodes one sequence at a time, so only
-            batch 1 has a pair (the server's other batch sizes are shown without one)
+            tree with the same flags; llama-cpp-python decodes one sequence at a time, so this
+            pair runs at batch 1 only (both sides)
 
 For each pair: the server is started on the engine's cores (default: all but the first, the
 client on the first), warmed up (not recorded), run at every batch size as that many users, and
@@ -16,8 +16,9 @@ stopped; then the in-process engine runs the same workloads at the same batch si
 on the same cores (warmed up before each size, not recorded). Every run is a row of OUT/runs.csv
 (tag `overhead`). The table: per pair and batch size, the mean TTFT and end-to-end time of a
 request on each side, the server's overhead (server minus in-process, in ms and as % of the
-in-process time), and each side's output tok/s. Requests per run: N, and at least 4 per user at
-larger batches (so a closed loop reaches a steady state). Written to OUT/overhead.md.
+in-process time), and each side's output tok/s. Requests per run: N, and at least 16 per user
+at larger batches (so that a closed loop reaches a steady state and, on 2 cores, runs last over
+5 s). Written to OUT/overhead.md.
 
 Exit: 0 every run completed, 1 some could not run or had failed requests, 2 bad arguments.
 """
@@ -40,7 +41,7 @@ from loadtest.local_engine import EngineStartError, LocalEngine
 __all__ = ["PAIRS", "main", "overhead_markdown"]
 
 PAIRS = {"vllm": ("vllm-cpu", "vllm-offline"), "llamacpp": ("llamacpp-cpu", "llama-cpp-python")}
-PER_USER = 4
+PER_USER = 16  # requests per user at larger batches: runs over 5 s on 2 cores
 TAG = "overhead"
 
 
@@ -73,6 +74,11 @@ def _read_rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(file))
 
 
+def _paired(inprocess: str, batches: list[int]) -> list[int]:
+    """The batch sizes both sides run: all of them, or 1 where the library does not batch."""
+    return batches if parse_spec(inprocess)[0].batches else [b for b in batches if b == 1]
+
+
 def _server_runs(server: str, batches: list[int], args: argparse.Namespace, engine_cpus: str,
                  client_cpus: str) -> bool:
     """Start the server, warm it up, one run per batch size and repeat; False if anything
@@ -91,6 +97,8 @@ def _server_runs(server: str, batches: list[int], args: argparse.Namespace, engi
         with (args.out / f"locust-{server}.log").open("a") as log:
             return subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT).returncode
 
+    if not batches:
+        return True
     print(f"== {server} (server)", file=sys.stderr)
     try:
         engine.start()
@@ -117,7 +125,7 @@ def _server_runs(server: str, batches: list[int], args: argparse.Namespace, engi
 def _inprocess_runs(spec: str, batches: list[int], args: argparse.Namespace,
                     engine_cpus: str) -> bool:
     engine, variant, options, flags = parse_spec(spec)
-    sizes = tuple(b for b in batches if engine.batches or b == 1)
+    sizes = tuple(batches)
     if not sizes:
         return True
     print(f"== {spec} (in-process, batch {','.join(map(str, sizes))})", file=sys.stderr)
@@ -146,12 +154,13 @@ def overhead_rows(rows: list[dict[str, str]], pairs: list[str], batches: list[in
             return sum(values) / len(values) if values else None
 
         return {"ttft": mean("ttft_mean_ms"), "e2e": mean("e2e_mean_ms"),
-                "tok_s": mean("output_tok_per_s"), "runs": len(runs)}
+                "tok_s": mean("output_tok_per_s"), "runs": len(runs),
+                "valid": sum(1 for r in runs if r.get("verdict") == "valid")}
 
     table = []
     for pair in pairs:
         server, inprocess = PAIRS[pair]
-        for batch in batches:
+        for batch in _paired(inprocess, batches):
             table.append({"pair": pair, "server": server, "inprocess": inprocess, "batch": batch,
                           "s": side(server, batch), "i": side(inprocess, batch)})
     return table
@@ -169,20 +178,21 @@ def overhead_markdown(table: list[dict[str, Any]]) -> str:
 
     lines = ["| server vs in-process | batch (users) | TTFT mean, server / in-process (ms) | "
              "TTFT overhead (ms, %) | e2e mean, server / in-process (ms) | e2e overhead (ms, %) | "
-             "output tok/s, server / in-process | runs |",
+             "output tok/s, server / in-process | runs, server / in-process |",
              "|---|---|---|---|---|---|---|---|"]
     for row in table:
         s, i = row["s"], row["i"]
         if s is None and i is None:
             continue
-        none = {"ttft": None, "e2e": None, "tok_s": None, "runs": 0}
+        none = {"ttft": None, "e2e": None, "tok_s": None, "runs": 0, "valid": 0}
         s_, i_ = s or none, i or none
-        why = "" if i else " (no in-process run: it does not batch)" if row["batch"] > 1 else ""
+        why = ""
         lines.append(
             f"| {row['server']} vs {row['inprocess']}{why} | {row['batch']} | "
             f"{ms(s_['ttft'])} / {ms(i_['ttft'])} | {diff(s, i, 'ttft')} | "
             f"{ms(s_['e2e'])} / {ms(i_['e2e'])} | {diff(s, i, 'e2e')} | "
-            f"{ms(s_['tok_s'])} / {ms(i_['tok_s'])} | {s_['runs']} / {i_['runs']} |")
+            f"{ms(s_['tok_s'])} / {ms(i_['tok_s'])} | {s_['runs']} / {i_['runs']} "
+            f"({s_['valid']} / {i_['valid']} valid) |")
     return "\n".join(lines) + "\n"
 
 
@@ -192,8 +202,9 @@ def parser() -> argparse.ArgumentParser:
                             "server and in-process, at batch 1 and larger batches.")
     p.add_argument("--pairs", default="vllm,llamacpp", help=f"of: {', '.join(PAIRS)} (default all)")
     p.add_argument("--batches", default="1,4,16,64", help="batch sizes = server users (default 1,4,16,64)")
-    p.add_argument("--requests", default="16", help="requests per run, at least 4 per user (default 16)")
-    p.add_argument("--max-tokens", default="64", help="output tokens per request, exactly (default 64)")
+    p.add_argument("--requests", default="96",
+                   help=f"requests per run, at least {PER_USER} per user (default 96)")
+    p.add_argument("--max-tokens", default="128", help="output tokens per request, exactly (default 128)")
     p.add_argument("--repeats", default="2", help="runs per side and batch size (default 2)")
     p.add_argument("--prompts", default="mixed", help="prompt set (default mixed)")
     p.add_argument("--out", type=Path, default=Path("results/overhead"), help="results folder")
@@ -228,8 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for pair in pairs:
             server, inprocess = PAIRS[pair]
-            ok &= _server_runs(server, batches, args, engine_cpus, client_cpus)
-            ok &= _inprocess_runs(inprocess, batches, args, engine_cpus)
+            ok &= _server_runs(server, _paired(inprocess, batches), args, engine_cpus, client_cpus)
+            ok &= _inprocess_runs(inprocess, _paired(inprocess, batches), args, engine_cpus)
     except KeyboardInterrupt:
         print("error: interrupted; the engine was stopped", file=sys.stderr)
         return 130
