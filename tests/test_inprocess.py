@@ -150,3 +150,10 @@ def test_help_exits_0() -> None:
     done = inprocess("--help")
     assert done.returncode == 0 and "ENGINE[:VARIANT]" in done.stdout
     assert "ctranslate2:int8" in done.stdout
+
+
+def test_a_runs_csv_a_row_would_corrupt_is_refused_before_the_run(tmp_path: Path) -> None:
+    (tmp_path / "runs.csv").write_text("run_id,engine\nx,y,z\n")
+    done = inprocess("ctranslate2", "--out", str(tmp_path))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "has 3 cells for 2 columns" in done.stderr and not (tmp_path / "runs").exists()

@@ -31,7 +31,8 @@ from loadtest.client.workload import WorkloadError, build_workload, load_prompts
 from loadtest.cpus import allowed_cpus, cpu_set, format_cpus
 from loadtest.inprocess.engines import REPO, InprocEngine
 from loadtest.results.checks import WARNINGS, check_run
-from loadtest.results.files import RecordWriter, ResultsError, append_run_row, write_json
+from loadtest.results.files import (RecordWriter, ResultsError, append_run_row, check_runs_file,
+                                    write_json)
 from loadtest.results.record import RequestRecord
 from loadtest.results.summary import summarize
 from loadtest.results.verdict import REASONS, judge
@@ -98,7 +99,8 @@ def run_inprocess(run: InprocRun, quiet: bool = False) -> list[dict[str, Any]]:
                                        model="-", max_tokens=run.max_tokens, ignore_eos=True,
                                        temperature=0.0) for b in run.batch_sizes}
         prompts = load_prompts(run.prompts)
-    except WorkloadError as exc:
+        check_runs_file(run.out / "runs.csv")  # one a new row would corrupt: refused before
+    except (WorkloadError, ResultsError) as exc:
         raise InprocError(str(exc)) from None
     requests = [{"request_id": i, "prompt_id": prompts[i % len(prompts)].id,
                  "text": prompts[i % len(prompts)].text,
@@ -113,8 +115,7 @@ def run_inprocess(run: InprocRun, quiet: bool = False) -> list[dict[str, Any]]:
         for repeat in range(run.repeats):
             size = run.requests_at(batch)
             rounds.append({"batch": batch, "warmup": [] if repeat else warmup,
-                           "requests": requests[:size] if size <= len(requests) else
-                           [dict(requests[i % len(requests)], request_id=i) for i in range(size)]})
+                           "requests": requests[:size]})
     threads = len(cpu_set(run.engine_cpus)) if run.engine_cpus else 0
     job = {"adapter": engine.adapter, "model": str(engine.model), "options": run.options,
            "threads": threads, "rounds": rounds}
@@ -125,7 +126,8 @@ def run_inprocess(run: InprocRun, quiet: bool = False) -> list[dict[str, Any]]:
         # the cores first, as a local server's runs record them (scripts/demo.sh, latency.sh)
         "flags": " ".join(filter(None, [f"--cpus {run.engine_cpus}" if run.engine_cpus else "",
                                         run.flags])),
-        "gpu": run.gpu, "processes": 1, "prompts": run.prompts, "api": "in-process", "max_tokens": run.max_tokens,
+        "gpu": run.gpu, "processes": 1, "prompts": run.prompts, "api": "in-process",
+        "max_tokens": run.max_tokens,
         "ignore_eos": True, "temperature": 0.0, "tag": run.tag, "warmup": False,
         "engine_cpus": run.engine_cpus,
         "rig_version": rig_version(), "python_version": platform.python_version(),
