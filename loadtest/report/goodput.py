@@ -226,8 +226,8 @@ def equivalence_table(runs: pd.DataFrame, baseline: str | None) -> tuple[str, st
         except EquivalenceError:
             continue
         same_load = all(str(run.get(c, "")) == str(base_run.get(c, "")) for c in ("users", "rate"))
-        speed = (_num(run, "output_tok_per_s") / _num(base_run, "output_tok_per_s")
-                 if same_load else float("nan"))
+        speed = (_mean_tok_s(runs, run) / _mean_tok_s(runs, base_run) if same_load
+                 else float("nan"))
         greedy = _num(run, "temperature") == 0 and _num(base_run, "temperature") == 0
         first = ("-" if result["first_diff_p50"] is None else
                  f"{result['first_diff_p50']:g} / {result['first_diff_min']} ({result['unit']})")
@@ -242,8 +242,19 @@ def equivalence_table(runs: pd.DataFrame, baseline: str | None) -> tuple[str, st
     title = (f"Baseline: {base_run['engine']} {base_run['flags'] or '(defaults)'} "
              f"({_users_or_rate(base_run)}, run {base_run['run_id']}).")
     header = ["configuration", "load", "identical answers", "exact match",
-              "first differing position, median / earliest", "output tok/s vs baseline", "notes"]
+              "first differing position, median / earliest",
+              "output tok/s vs baseline (configuration means at this load)", "notes"]
     return title, _markdown(header, body)
+
+
+def _mean_tok_s(runs: pd.DataFrame, run: pd.Series) -> float:
+    """Mean output tok/s of `run`'s configuration at its load, over its repeats (valid or not)."""
+    same = runs
+    for column in (*CONFIG, "users", "rate", "prompts_sha256", "max_tokens"):
+        if column in runs:
+            same = same[same[column].astype(str) == str(run.get(column, ""))]
+    values = pd.to_numeric(same["output_tok_per_s"], errors="coerce") if not same.empty else None
+    return float(values.mean()) if values is not None else _num(run, "output_tok_per_s")
 
 
 def _users_or_rate(run: pd.Series) -> str:
