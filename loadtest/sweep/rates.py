@@ -74,22 +74,33 @@ def _numbers(name: str, text: str, kind: type = float) -> list:
     return values
 
 
+def _one(name: str, text: str, kind: type = float, what: str = "a number above 0") -> float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ValueError(f"{name} must be {what}, got {text!r}") from None
+    if value <= 0:
+        raise ValueError(f"{name} must be {what}, got {text!r}")
+    return value
+
+
 def _check(args: argparse.Namespace) -> tuple[list[float], int, int, float]:
     if args.engine not in TARGETS:
         raise ValueError(f"unknown engine {args.engine!r}; choose one of: {', '.join(TARGETS)}")
     rates = sorted(set(_numbers("--rates", args.rates)))
-    [users] = _numbers("--users", args.users, int) if "," not in args.users else [0]
-    if not users:
+    if "," in args.users:
         raise ValueError(f"--users is one cap on requests in flight, got {args.users!r}")
-    [repeats] = _numbers("--repeats", args.repeats, int)
-    [share] = _numbers("--slo-share", args.slo_share)
+    users = int(_one("--users", args.users, int, "a whole number above 0"))
+    repeats = int(_one("--repeats", args.repeats, int, "a whole number above 0"))
+    share = _one("--slo-share", args.slo_share, float, "a percent (0-100]")
     if share > 100:
-        raise ValueError(f"--slo-share is a percent (0-100], got {args.slo_share!r}")
+        raise ValueError(f"--slo-share must be a percent (0-100], got {args.slo_share!r}")
     if args.arrival not in ARRIVALS:
         raise ValueError(f"--arrival must be one of {', '.join(ARRIVALS)}, got {args.arrival!r}")
     parse_slo(args.slo)
-    _numbers("--requests", args.requests, int)
-    _numbers("--max-tokens", args.max_tokens, int)
+    _one("--requests", args.requests, int, "a whole number above 0")
+    _one("--max-tokens", args.max_tokens, int, "a whole number above 0")
+    _one("--run-timeout", args.run_timeout, float)
     if args.host and args.engine_cpus:
         raise ValueError("--engine-cpus pins an engine this sweep starts: drop it with --host")
     return rates, users, repeats, share
