@@ -4,13 +4,15 @@ real run's columns."""
 from __future__ import annotations
 
 import csv
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from loadtest.results.goodput import goodput, parse_slo
 from loadtest.results.record import RequestRecord
-from rig_helpers import run_locust
+from rig_helpers import REPO, run_locust
 
 MS = 1_000_000
 
@@ -99,3 +101,19 @@ def test_a_real_run_records_goodput(engine_url: str, tmp_path: Path):
     assert float(easy["goodput_req_per_s"]) == pytest.approx(float(easy["req_per_s"]), rel=1e-3)
     assert float(easy["goodput_tok_per_s"]) == pytest.approx(float(easy["output_tok_per_s"]), rel=1e-3)
     assert (hard["slo_met_requests"], hard["goodput_req_per_s"]) == ("0", "0")
+
+
+def test_sweeps_pass_slo_to_every_measured_run_and_refuse_a_bad_one(tmp_path: Path):
+    """A thread sweep (and a matrix's workload.slo) gives --slo to each measured run, not the
+    warm-up; a bad target is one error line before anything starts."""
+    cmd = [sys.executable, "-m", "loadtest.sweep.threads", "vllm-cpu", "--users", "1,4",
+           "--repeats", "1", "--requests", "8", "--out", str(tmp_path), "--dry-run"]
+    dry = subprocess.run([*cmd, "--slo", "itl_ms=50,ttft_ms=500"], capture_output=True, text=True,
+                         cwd=REPO)
+    assert dry.returncode == 0, dry.stderr[-1500:]
+    runs = [line for line in (dry.stdout + dry.stderr).splitlines() if "loadtest/engines.py" in line]
+    measured = [line for line in runs if "--warmup" not in line]
+    assert len(measured) == 2 and all("--slo ttft_ms=500,itl_ms=50" in line for line in measured)
+    assert all("--slo" not in line for line in runs if "--warmup" in line)
+    bad = subprocess.run([*cmd, "--slo", "fast"], capture_output=True, text=True, cwd=REPO)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "workload.slo" in bad.stderr

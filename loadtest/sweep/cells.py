@@ -92,8 +92,9 @@ def expand_cells(matrix: Matrix, workload_sha256: str | Mapping[int, str]
 def _cell_id(config_digest: str, workload: WorkloadOptions, workload_sha256: str,
              users: int, repeat: int) -> str:
     options = asdict(workload)
-    if not options["requests_per_user"]:  # absent: the ids of matrices written before it stay
-        del options["requests_per_user"]
+    for name in ("requests_per_user", "slo"):  # absent: ids of matrices written before them stay
+        if not options[name]:
+            del options[name]
     return _digest({"config": config_digest, "workload": options,
                     "workload_sha256": workload_sha256, "users": users, "repeat": repeat})
 

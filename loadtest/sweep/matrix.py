@@ -3,6 +3,7 @@
     name: vllm-cpu-max-num-seqs          # tag in runs.csv, folder OUT/sweeps/NAME/
     workload: {prompts: mixed, requests: 64, max_tokens: 32, ignore_eos: true}
                                          # + requests_per_user: N (at U users, max(requests, N x U))
+                                         # + slo: "ttft_ms=500,itl_ms=50" (goodput columns, --slo)
     users: [8, 32]
     repeats: 2
     warmup_requests: 16                  # optional (default: 2 x the largest user count, >= 16; 0 = none)
@@ -39,6 +40,7 @@ import yaml
 
 from loadtest.client.targets import TARGETS
 from loadtest.client.workload import WorkloadError, build_workload
+from loadtest.results.goodput import parse_slo
 from servers.local import LOCAL
 from servers.registry import ENGINES, validate
 from servers.settings import SettingError
@@ -59,7 +61,7 @@ _TOP_KEYS = {"name", "workload", "users", "repeats", "warmup_requests", "health_
 _ENGINE_KEYS = {"engine", "launch", "settings", "sweep", "gpus", "replicas", "network"}
 _RUNNING_KEYS = {"engine", "host", "flags", "gpus"}
 _WORKLOAD_KEYS = {"prompts", "requests", "max_tokens", "ignore_eos", "api", "temperature",
-                  "requests_per_user"}
+                  "requests_per_user", "slo"}
 _SWEEP_OWNED = {"PORT": "the sweep picks a free port", "HOST": "set `network: host` instead",
                 "GPUS": "list GPU sets under `gpus:`"}
 _LOCAL_REFUSED = {"MODEL", "SERVED_MODEL_NAME", "IMAGE"}
@@ -78,6 +80,7 @@ class WorkloadOptions:
     api: str = ""
     temperature: float = 0.0
     requests_per_user: int = 0  # at U users, max(requests, requests_per_user x U) requests
+    slo: str = ""  # latency targets for goodput (loadtest/results/goodput.py), canonical text
 
     def requests_at(self, users: int) -> int:
         """The fixed workload's size at ``users`` users."""
@@ -267,13 +270,18 @@ def _workload(data: Any, where: str) -> WorkloadOptions:
         temperature = float(data.get("temperature", defaults.temperature))
     except (TypeError, ValueError):
         raise MatrixError(f"{where}: workload.temperature must be a number") from None
+    try:
+        slo = parse_slo(str(data.get("slo") or ""))
+    except ValueError as exc:
+        raise MatrixError(f"{where}: workload.slo: {exc}") from None
     return WorkloadOptions(
         prompts=str(data.get("prompts", defaults.prompts)),
         requests=_positive(data.get("requests", defaults.requests), f"{where}: workload.requests"),
         max_tokens=_positive(data.get("max_tokens", defaults.max_tokens), f"{where}: workload.max_tokens"),
         ignore_eos=bool(data.get("ignore_eos", defaults.ignore_eos)),
         api=str(data.get("api") or ""), temperature=temperature,
-        requests_per_user=_positive(per_user, f"{where}: workload.requests_per_user") if per_user else 0)
+        requests_per_user=_positive(per_user, f"{where}: workload.requests_per_user") if per_user else 0,
+        slo=slo.text if slo else "")
 
 
 def _settings(data: Any, where: str) -> dict[str, str]:

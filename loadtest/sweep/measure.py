@@ -47,7 +47,9 @@ def locust_command(*, engine: str, url: str, users: int, workload: WorkloadOptio
         cmd += ["--api", workload.api]
     if warmup_requests:
         cmd.append("--warmup")
-    else:  # sweeps keep the answers, so configurations can be compared for equal output
+    else:
+        if workload.slo:
+            cmd += ["--slo", workload.slo]  # sweeps keep the answers, so configurations can be compared for equal output
         cmd.append("--keep-outputs")  # (loadtest/results/equivalence.py, the report's section)
     return cmd
 

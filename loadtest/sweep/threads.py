@@ -39,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--prompts", default="mixed", help="prompt set name or .jsonl file")
     p.add_argument("--ignore-eos", action="store_true", help="ask for exactly --max-tokens")
     p.add_argument("--api", default="", help="completions | chat | generate (engine default)")
+    p.add_argument("--slo", default="", help="latency targets for goodput, e.g. ttft_ms=500,itl_ms=50")
     p.add_argument("--host", default="", help="an engine already running at this URL: not started")
     p.add_argument("--flags", default="", help="with --host: the engine's flags, to record")
     p.add_argument("--gpu", default="", help="with --host: the engine's GPUs, to record")
@@ -83,7 +84,8 @@ def matrix_data(args: argparse.Namespace) -> dict[str, Any]:
             entry["network"] = args.network
     return {"name": args.name or f"threads-{args.engine}", "users": users, "repeats": args.repeats,
             "workload": {"prompts": args.prompts, "requests": args.requests,
-                         "max_tokens": args.max_tokens, "ignore_eos": args.ignore_eos, "api": args.api},
+                         "max_tokens": args.max_tokens, "ignore_eos": args.ignore_eos, "api": args.api,
+                         **({"slo": args.slo} if args.slo else {})},
             "warmup_requests": _warmup(args.warmup_requests, users),
             "health_timeout_s": args.health_timeout, "run_timeout_s": args.run_timeout,
             "engines": [entry]}
