@@ -4,6 +4,8 @@
 
 Users pull requests from one shared queue (loadtest/client/dispatch.py): exactly --requests are sent
 in total, with --processes too, and the run ends by itself when the last response completes.
+With --rate (open loop, loadtest/client/arrivals.py) each request is sent at its scheduled time
+and --users caps the requests in flight.
 Each stream is read line by line and stamped on arrival (loadtest/client/transport.py); percentiles
 come from those raw records (loadtest/results/summary.py), not from Locust's rounded buckets, though
 Locust's own stats and web UI still show every request (response time = end-to-end).
