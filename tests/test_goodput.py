@@ -101,6 +101,12 @@ def test_a_real_run_records_goodput(engine_url: str, tmp_path: Path):
     assert float(easy["goodput_req_per_s"]) == pytest.approx(float(easy["req_per_s"]), rel=1e-3)
     assert float(easy["goodput_tok_per_s"]) == pytest.approx(float(easy["output_tok_per_s"]), rel=1e-3)
     assert (hard["slo_met_requests"], hard["goodput_req_per_s"]) == ("0", "0")
+    # the report plots closed-loop goodput against users
+    report = subprocess.run([sys.executable, "-m", "loadtest.report", str(tmp_path)],
+                            capture_output=True, text=True, cwd=REPO)
+    assert report.returncode == 0, report.stderr[-1500:]
+    assert "Goodput against rate and users" in (tmp_path / "report" / "report.md").read_text()
+    assert (tmp_path / "report" / "goodput.png").stat().st_size > 0
 
 
 def test_sweeps_pass_slo_to_every_measured_run_and_refuse_a_bad_one(tmp_path: Path):
