@@ -74,7 +74,7 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
 def _checked_run(environment: Any) -> Run:
     """A new run of the options' workload against environment.host, the engine asked first."""
     config = config_from_options(environment.parsed_options, environment.host)
-    run_options(environment.parsed_options, config)  # open loop, --slo, --keep-outputs
+    run_options(environment.parsed_options)  # open loop, --slo, --keep-outputs: refused early
     ensure_writable(config.out)
     check_runs_file(config.out / "runs.csv")
     info = probe_engine(config.url, config.api, config.headers(),

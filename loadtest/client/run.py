@@ -51,7 +51,7 @@ class RunOptions:
     keep_outputs: bool = False
 
 
-def run_options(options: object, config: RunConfig) -> RunOptions:
+def run_options(options: object) -> RunOptions:
     """The options' RunOptions; ConfigError (one line) for a bad value, before anything is sent."""
     try:
         open_loop = open_loop_from_options(options)
@@ -66,7 +66,7 @@ class Run:
         self.environment = environment
         self.config = config
         self.info = info
-        self.options = run_options(environment.parsed_options, config)
+        self.options = run_options(environment.parsed_options)
         self.workload = build_workload(config.prompts, config.requests, api=config.api,
                                        model=config.model or info.model,
                                        max_tokens=config.max_tokens, ignore_eos=config.ignore_eos,
