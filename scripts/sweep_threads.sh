@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # usage: scripts/sweep_threads.sh ENGINE [--users 24,64,128,256] [--repeats 3] [--requests N]
-#          [--max-tokens M] [--prompts mixed|story|FILE] [--ignore-eos] [--host URL [--flags TEXT]]
+#          [--max-tokens M] [--prompts mixed|story|FILE] [--ignore-eos] [--slo TARGETS] [--host URL [--flags TEXT]]
 #          [--set SETTING=VALUE ...] [--launch local|compose] [--name NAME] [--out results] [--dry-run]
 #   e.g. scripts/sweep_threads.sh vllm-cpu --users 1,4,16,64 --repeats 2 --requests 64 --max-tokens 32
 #        scripts/sweep_threads.sh tgi --host http://127.0.0.1:8080 --users 24,64,128,256
