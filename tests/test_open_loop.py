@@ -128,7 +128,8 @@ def test_open_loop_across_processes_sends_each_request_once(engine_url: str, tmp
     offsets = np.array([r["scheduled_ns"] - origin for r in records])
     # one origin for both processes, each on its own reading of the clocks: within 1 ms
     assert np.abs(offsets - send_offsets_ns(16, 6.0, "constant")).max() < 1_000_000
-    assert max((r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in records) < 50
+    lags_ms = [(r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in records]
+    assert np.median(lags_ms) < 10 and max(lags_ms) < 100, lags_ms  # on time, a shared host aside
 
 
 def _sweep(*args: str) -> subprocess.CompletedProcess[str]:
