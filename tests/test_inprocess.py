@@ -121,6 +121,7 @@ def test_vllm_offline_keeps_the_batch_in_flight(tmp_path: Path) -> None:
     (["ctranslate2:fp16"], "ctranslate2 has no variant 'fp16'; one of: ctranslate2:float32, ctranslate2:int8"),
     (["llama-cpp-python", "--batch", "4"], "llama-cpp-python runs one sequence at a time"),
     (["vllm-offline", "--batch", "0"], "--batch: must be a positive integer"),
+    (["vllm-offline", "--batch", "4,4"], "names a batch size twice"),
     (["vllm-offline", "--prompts", "/nonexistent.jsonl"], "no prompt file"),
     (["vllm-offline", "--engine-cpus", "99"], "cores this machine does not offer"),
 ])
@@ -157,3 +158,17 @@ def test_a_runs_csv_a_row_would_corrupt_is_refused_before_the_run(tmp_path: Path
     done = inprocess("ctranslate2", "--out", str(tmp_path))
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "has 3 cells for 2 columns" in done.stderr and not (tmp_path / "runs").exists()
+
+
+def test_several_batch_sizes_on_one_engine(tmp_path: Path) -> None:
+    """--batch 1,4: each size its own run and row, on the engine loaded once, at least 4
+    requests per sequence; each size warmed up first, warm-ups never recorded."""
+    done = inprocess("ctranslate2:float32", "--batch", "1,4", "--requests", "4", "--max-tokens",
+                     str(MAX_TOKENS), "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    with (tmp_path / "runs.csv").open() as file:
+        rows = list(csv.DictReader(file))
+    assert [(r["users"], r["requests"], r["completed"]) for r in rows] == [("1", "4", "4"), ("4", "16", "16")]
+    assert rows[0]["workload"] == f"mixed-4x{MAX_TOKENS}" and rows[1]["workload"] == f"mixed-16x{MAX_TOKENS}"
+    assert [r["warmup_requests"] for r in rows] == ["2", "4"]
+    assert rows[0]["engine_load_s"] == rows[1]["engine_load_s"]  # loaded once

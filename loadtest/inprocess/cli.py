@@ -1,6 +1,6 @@
 """The command line of one in-process run.
 
-    python -m loadtest.inprocess ENGINE[:VARIANT] [--batch B] [--requests N] [--max-tokens M]
+    python -m loadtest.inprocess ENGINE[:VARIANT] [--batch B[,B...]] [--requests N] [--max-tokens M]
         [--prompts NAME|FILE] [--warmup-requests K] [--out DIR] [--tag T] [--repeat R] [--repeats K] [--gpu G]
         [--engine-cpus LIST | --no-pin] [--timeout S]
 
@@ -38,6 +38,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+PER_BATCH = 4  # requests per sequence when several batch sizes run: a steady state at each
+
+
+def _batches(text: str) -> tuple[int, ...]:
+    sizes = tuple(positive_int(part) for part in text.split(","))
+    if len(set(sizes)) != len(sizes):
+        raise argparse.ArgumentTypeError(f"names a batch size twice: {text!r}")
+    return sizes
+
+
 def _variants() -> str:
     return ", ".join(f"{slug}:{v}" if v else slug for slug, e in ENGINES.items() for v in e.variants)
 
@@ -48,8 +58,10 @@ def parser() -> argparse.ArgumentParser:
                             "worker process in the engine's venv), recorded as a server run is.",
                 epilog=f"engines: {_variants()}")
     p.add_argument("engine", help="ENGINE[:VARIANT]")
-    p.add_argument("--batch", type=positive_int, default=1,
-                   help="sequences at once, as users for a server (default 1)")
+    p.add_argument("--batch", type=_batches, default=(1,),
+                   help="sequences at once, as users for a server (default 1); a list, e.g. "
+                        f"1,4,16,64, runs each size in turn on the engine loaded once, with at "
+                        f"least {PER_BATCH} requests per sequence")
     p.add_argument("--requests", type=positive_int, default=18, help="requests in all (default 18)")
     p.add_argument("--max-tokens", type=positive_int, default=200,
                    help="output tokens per request, exactly (default 200)")
@@ -81,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
             raise SpecError("--no-pin and --engine-cpus exclude each other")
         engine_cpus = "" if args.no_pin else complete_layout(args.engine_cpus, "")[0]
         rows = run_inprocess(InprocRun(
-            engine=engine, variant=variant, options=options, flags=flags, batch=args.batch,
+            engine=engine, variant=variant, options=options, flags=flags, batch=args.batch[0],
+            batches=args.batch if len(args.batch) > 1 else (),
+            min_requests_per_batch=PER_BATCH if len(args.batch) > 1 else 0,
             requests=args.requests, prompts=args.prompts, max_tokens=args.max_tokens,
             warmup_requests=args.warmup_requests, out=args.out, tag=args.tag, repeat=args.repeat,
             repeats=args.repeats, gpu=args.gpu, engine_cpus=engine_cpus, timeout_s=args.timeout))
