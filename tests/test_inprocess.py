@@ -184,3 +184,31 @@ def test_install_script_help_and_unknown_engine() -> None:
     # installed already (CI ran it before the tests): a re-run only checks, in seconds
     done = subprocess.run([script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "present" in done.stderr, done.stderr
+
+
+def test_sigterm_mid_run_stops_the_worker_and_adds_no_row(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    import psutil
+
+    process = subprocess.Popen(
+        [str(REPO / ".venv" / "bin" / "python"), "-m", "loadtest.inprocess", "transformers-generate",
+         "--requests", "500", "--max-tokens", "200", "--out", str(tmp_path)],
+        cwd=REPO, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if "loaded in" in line:
+                break
+        time.sleep(1)
+        workers = psutil.Process(process.pid).children(recursive=True)
+        assert workers
+        process.send_signal(signal.SIGTERM)
+        rest = process.stderr.read()
+        assert process.wait(timeout=60) == 130
+    finally:
+        process.kill()
+    assert rest.strip().splitlines()[-1] == "error: interrupted; the worker was stopped"
+    assert not [w for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
+    assert not (tmp_path / "runs.csv").exists()

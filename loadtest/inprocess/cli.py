@@ -11,6 +11,7 @@ happen (one `error:` line, e.g. an engine that is not installed, naming the inst
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -83,8 +84,14 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM as Ctrl-C: the worker's process group is stopped on the way out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background
     try:
         engine, variant, options, flags = parse_spec(args.engine)
         if args.warmup_requests < 0:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import signal
 import subprocess
 import sys
 import time
@@ -233,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    def terminated(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # as Ctrl-C: the server and the worker are stopped on the way out
+
+    signal.signal(signal.SIGTERM, terminated)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     before = {r["run_id"] for r in _read_rows(args.out / "runs.csv")}
     ok = True
     started = time.monotonic()

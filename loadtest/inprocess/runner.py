@@ -16,8 +16,10 @@ as their APIs batch); llama-cpp-python runs one at a time.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -217,7 +219,7 @@ class _Rounds:
 def _drive(run: InprocRun, job: dict[str, Any], rounds: _Rounds, quiet: bool) -> None:
     """Start the worker, read its events until it is done; InprocError when it fails, misses
     requests, or outlasts --timeout."""
-    from loadtest.local_engine import stop_group
+    from loadtest.local_engine import stop_group  # the watchdog: from its own thread
 
     engine = run.engine
     pin = ["taskset", "-c", run.engine_cpus] if run.engine_cpus else []
@@ -260,7 +262,7 @@ def _drive(run: InprocRun, job: dict[str, Any], rounds: _Rounds, quiet: bool) ->
             pass  # the worker died before reading its job: its exit is reported below
         finally:
             watchdog.cancel()
-            _stop(process)
+            _stop(process, grace_s=0 if sys.exc_info()[0] else 60)  # Ctrl-C: no waiting
     if expired.is_set():
         error = f"stopped after --timeout {run.timeout_s:.0f} s"
     elif not error and process.returncode:
@@ -272,15 +274,31 @@ def _drive(run: InprocRun, job: dict[str, Any], rounds: _Rounds, quiet: bool) ->
         raise InprocError(f"{engine.slug}: {why} (log: {log_path})")
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """The worker's whole process group (vLLM's engine core is a child of it)."""
-    from loadtest.local_engine import stop_group
-
-    try:
-        process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        pass
-    stop_group(process.pid)
+def _stop(process: subprocess.Popen[bytes], grace_s: float) -> None:
+    """The worker's whole process group (vLLM's engine core is a child of it), once the worker
+    has had `grace_s` to exit by itself: SIGTERM, then SIGKILL what is left after 20 s. The
+    worker is reaped while waiting, so that its zombie does not keep the group alive."""
+    if grace_s:
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    for sig, wait_s in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            process.poll()
+            try:
+                os.killpg(process.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            continue
+        break
     process.wait()
 
 
