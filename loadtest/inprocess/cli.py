@@ -53,11 +53,17 @@ def _variants() -> str:
     return ", ".join(f"{slug}:{v}" if v else slug for slug, e in ENGINES.items() for v in e.variants)
 
 
+def _engines_help() -> str:
+    return "\n".join(f"  {slug}{'' if e.batches else ' (batch 1 only)'}: TTFT from "
+                      f"{e.streams}; install: {e.install}" for slug, e in ENGINES.items())
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m loadtest.inprocess",
                 description="Run the fixed workload through an engine library in-process (a "
                             "worker process in the engine's venv), recorded as a server run is.",
-                epilog=f"engines: {_variants()}")
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+                epilog=f"engines: {_variants()}\n{_engines_help()}")
     p.add_argument("engine", help="ENGINE[:VARIANT]")
     p.add_argument("--batch", type=_batches, default=(1,),
                    help="sequences at once, as users for a server (default 1); a list, e.g. "

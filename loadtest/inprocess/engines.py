@@ -70,7 +70,7 @@ ENGINES: dict[str, InprocEngine] = {e.slug: e for e in (
         Path(os.environ.get("RIG_TRANSFORMERS_PYTHON", REPO / ".venv-transformers/bin/python")),
         TINY_MODEL, {"": ({"streamer": False}, ""), "streamer": ({"streamer": True}, "--streamer")},
         batches=True, install="scripts/install.sh",
-        streams="with :streamer, a streamer's put() per step; without, none (e2e only)",
+        streams=":streamer, a streamer's put() per step; without, none (e2e only)",
         server="transformers", env=_HF_ENV),
     InprocEngine(
         "vllm-offline", "vllm-offline",
