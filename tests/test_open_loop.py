@@ -91,6 +91,11 @@ def test_a_sustained_poisson_run_follows_its_schedule(sustained: Path):
     assert "too_few_requests" not in row["verdict_reasons"] + row["warnings"]
 
 
+def _window_medians(values: np.ndarray) -> list[float]:
+    """Medians of requests 4-11, 12-19 and 20-27: those after the first wave, in send order."""
+    return [float(np.median(values[start:start + 8])) for start in (4, 12, 20)]
+
+
 def test_a_rate_the_engine_cannot_sustain_shows_growing_queueing(engine_url: str, tmp_path: Path):
     """200 req/s of 32-token answers with at most 4 in flight: requests wait for the cap, and
     their latency from the schedule grows through the run while from the send it does not."""
@@ -102,12 +107,14 @@ def test_a_rate_the_engine_cannot_sustain_shows_growing_queueing(engine_url: str
     assert [r["request_id"] for r in records] == list(range(32))
     sched = np.array([r["ttft_sched_ms"] for r in records])
     sent = np.array([r["ttft_ms"] for r in records])
-    first, last = slice(4, 12), slice(24, 32)
-    assert np.corrcoef(np.arange(32), sched)[0, 1] > 0.9, sched  # queueing grows all along
-    assert sched[last].mean() > 2 * sched[first].mean(), sched
-    # the growth is the wait before the send, not the engine's own time (medians: one TTFT
-    # spike of a shared host must not decide)
-    assert np.corrcoef(np.arange(32), sched - sent)[0, 1] > 0.9, sched - sent
+    last = slice(24, 32)
+    # Queueing grows all along, judged on medians of windows of 8: one TTFT spike of a shared
+    # host (a request 1.2 s late amid ones at 0.1-0.4 s) must not decide, as it did a correlation.
+    grows = _window_medians(sched)
+    assert grows[0] < grows[1] < grows[2] and grows[2] > 2 * grows[0], sched
+    # the growth is the wait before the send, not the engine's own time
+    waits = _window_medians(sched - sent)
+    assert waits[0] < waits[1] < waits[2], sched - sent
     assert np.median(sent[last]) < 0.5 * np.median(sched[last]), (sent, sched)
     assert sum(r["cap_wait_ns"] > 0 for r in records) >= 24  # found the cap full
     assert int(row["capped_requests"]) >= 24
