@@ -250,17 +250,20 @@ def _measure(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path, state: S
                          flags=flags_text(config), gpu=config.gpus)
     say(f"run {cell.path}")
     log = sweep_dir(out, matrix.name) / cell.path / "locust.log"
-    outcome = run_locust(cmd, log, matrix.run_timeout_s)
+    try:
+        outcome = run_locust(cmd, log, matrix.run_timeout_s)
+    except KeyboardInterrupt:
+        # An interrupted run adds no row; one that has a row had finished before the interrupt
+        # reached the sweep: it is kept, so that a resumed sweep does not run it a second time.
+        row = find_row(runs_csv, before, matrix.name, cell.users, cell.repeat)
+        if row is not None:
+            _record_ok(state, cell, row, exit_code=None, log=log)
+        raise
     dead = launcher.failure()  # an engine that died mid-run fails the cell, whatever Locust saved
     row = find_row(runs_csv, before, matrix.name, cell.users, cell.repeat) \
         if outcome.exit_code in (0, 1) and not dead else None
     if row is not None:
-        state.set_cell(cell, status="ok", reason="" if outcome.exit_code == 0 else "some requests failed",
-                       run_id=row["run_id"], rig_version=row.get("rig_version", ""),
-                       workload_sha256=row.get("workload_sha256", ""), exit_code=outcome.exit_code,
-                       completion_time_s=row.get("completion_time_s"),
-                       output_tok_per_s=row.get("output_tok_per_s"), log=str(log))
-        say(f"  ok: {row.get('completion_time_s')} s, {row.get('output_tok_per_s')} output tok/s")
+        _record_ok(state, cell, row, exit_code=outcome.exit_code, log=log)
         return
     reason = outcome.error or f"Locust exit {outcome.exit_code} and no runs.csv row"
     state.set_cell(cell, status="failed", reason=f"engine: {dead}" if dead else reason,
@@ -268,6 +271,19 @@ def _measure(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path, state: S
     say(f"  failed: {dead or reason}")
     if dead:
         raise EngineFailed(f"engine stopped during {cell.name}: {dead}", launcher.log_tail())
+
+
+def _record_ok(state: SweepState, cell: Cell, row: dict[str, str], exit_code: int | None,
+               log: Path) -> None:
+    """``cell`` measured by ``row``; ``exit_code`` None: Locust was stopped after writing it."""
+    failed = row.get("failed", "0") not in ("", "0")
+    state.set_cell(cell, status="ok", reason="some requests failed" if failed else "",
+                   run_id=row["run_id"], rig_version=row.get("rig_version", ""),
+                   workload_sha256=row.get("workload_sha256", ""),
+                   exit_code=exit_code if exit_code is not None else (1 if failed else 0),
+                   completion_time_s=row.get("completion_time_s"),
+                   output_tok_per_s=row.get("output_tok_per_s"), log=str(log))
+    say(f"  ok: {row.get('completion_time_s')} s, {row.get('output_tok_per_s')} output tok/s")
 
 
 def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix) -> int:
