@@ -306,4 +306,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # the engine is stopped on the way out; every finished run is kept
+        print("interrupted: the runs finished so far are in bench.csv", file=sys.stderr)
+        sys.exit(130)
