@@ -22,7 +22,7 @@ import pytest
 import servers.balancer as balancer
 from loadtest.sweep import flags, runner
 from loadtest.sweep.cells import expand_cells
-from loadtest.sweep.launch import EngineFailed
+from loadtest.sweep.launch import EngineFailed, RunningEngine
 from loadtest.sweep.matrix import load_matrix, parse_matrix
 from loadtest.sweep.measure import Outcome
 from loadtest.sweep.runner import schedule
@@ -172,30 +172,18 @@ def test_requests_per_user_gives_the_larger_of_requests_and_per_user_times_users
                       "engines": [{"engine": "vllm-cpu", "launch": "local"}]}, None)
 
 
-class _FailsFirstStart:
+class _FailsFirstStart(RunningEngine):
     """A launcher whose first start fails: what an interleaved sweep records across starts."""
 
     starts = 0
 
     def __init__(self, *_: object) -> None:
-        self.url = "http://127.0.0.1:9"
-
-    def describe(self, timeout_s: float) -> str:
-        return "(fake)"
+        super().__init__("http://127.0.0.1:9")
 
     def start(self, timeout_s: float) -> None:
         type(self).starts += 1
         if type(self).starts == 1:
             raise EngineFailed("boom on the first start", "its log tail")
-
-    def failure(self) -> str | None:
-        return None
-
-    def log_tail(self) -> str:
-        return ""
-
-    def stop(self) -> None:
-        pass
 
 
 def test_an_interleaved_configuration_keeps_an_earlier_failed_start_recorded(

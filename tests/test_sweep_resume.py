@@ -14,31 +14,16 @@ from typing import Any
 import pytest
 
 from loadtest.sweep import runner
+from loadtest.sweep.launch import RunningEngine
 from loadtest.sweep.matrix import parse_matrix
 
-MATRIX: dict[str, Any] = {"name": "late", "workload": {"requests": 8, "max_tokens": 8}, "users": [1],
-                          "repeats": 1, "warmup_requests": 0,
+MATRIX: dict[str, Any] = {"name": "late", "workload": {"requests": 8, "max_tokens": 8},
+                          "users": [1], "repeats": 1, "warmup_requests": 0,
                           "engines": [{"engine": "vllm-cpu", "launch": "local"}]}
 
 
-class _Engine:
-    def __init__(self, *_: object) -> None:
-        self.url = "http://127.0.0.1:9"
-
-    def describe(self, timeout_s: float) -> str:
-        return "(stand-in)"
-
-    def start(self, timeout_s: float) -> None:
-        pass
-
-    def failure(self) -> str | None:
-        return None
-
-    def log_tail(self) -> str:
-        return ""
-
-    def stop(self) -> None:
-        pass
+def _no_engine(*_: object) -> RunningEngine:
+    return RunningEngine("http://127.0.0.1:9")  # starts and stops nothing
 
 
 def _interrupted_after_the_row(*_: object) -> None:
@@ -54,7 +39,7 @@ def test_a_run_finished_before_the_interrupt_is_kept_and_not_run_again(
     version = runner.rig_version()
     row = {"run_id": "run-1", "rig_version": version, "failed": "0", "completion_time_s": "2.5",
            "output_tok_per_s": "100.0", "workload_sha256": "w"}
-    monkeypatch.setattr(runner, "make_launcher", _Engine)
+    monkeypatch.setattr(runner, "make_launcher", _no_engine)
     monkeypatch.setattr(runner, "preflight", lambda *_: None)
     monkeypatch.setattr(runner, "print_tables", lambda *_: 0)
     monkeypatch.setattr(runner, "run_ids_in", lambda *_: {"run-1"})
@@ -75,7 +60,7 @@ def test_a_run_finished_before_the_interrupt_is_kept_and_not_run_again(
 
 def test_an_interrupted_run_without_a_row_runs_again(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner, "make_launcher", _Engine)
+    monkeypatch.setattr(runner, "make_launcher", _no_engine)
     monkeypatch.setattr(runner, "preflight", lambda *_: None)
     monkeypatch.setattr(runner, "find_row", lambda *_: None)
     monkeypatch.setattr(runner, "run_locust", _interrupted_after_the_row)
