@@ -14,7 +14,8 @@ from rig_helpers import REPO, free_port
 from loadtest.cpus import allowed_cpus, default_layout, format_cpus
 from loadtest.report.race import race_cells, race_markdown, winner_line, winners
 from loadtest.report.build import main
-from loadtest.report.runset import load_runs
+from loadtest.report.rerun_plan import rerun_plan
+from loadtest.report.runset import load_runs, select_runs
 from servers.local import LOCAL
 
 _SHA_A, _SHA_B = "a" * 64, "b" * 64
@@ -208,6 +209,33 @@ def test_bad_failed_option_is_one_error_line(tmp_path: Path, capsys: pytest.Capt
     assert main([str(tmp_path), "--failed", "no-reason-sign"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: --failed no-reason-sign")
+
+
+def test_heats_with_a_run_too_short_to_rank_are_planned_again_with_more_requests():
+    """Seen on a faster machine than the demo's counts were tuned on: vLLM's run at 32 users took
+    2.8 s (invalid: short_run), so only transformers was ranked there."""
+    rows = [{"users": "1", "requests": "56", "completion_time_s": "11.3", "verdict_reasons": ""},
+            {"users": "1", "requests": "56", "completion_time_s": "2.39",
+             "verdict_reasons": "short_run"},
+            {"users": "32", "requests": "128", "completion_time_s": "2.82",
+             "verdict_reasons": "client_overloaded;short_run"},
+            {"users": "32", "requests": "128", "completion_time_s": "4.8",
+             "verdict_reasons": "short_run"},
+            {"users": "32", "requests": "128", "completion_time_s": "6.0", "verdict_reasons": ""},
+            {"users": "128", "requests": "256", "completion_time_s": "4.9",
+             "verdict_reasons": "short_run"},
+            {"users": "8", "requests": "96", "completion_time_s": "6.7", "verdict_reasons": ""}]
+    # the shortest run at each count lasts 6.5 s or more with a whole multiple (at least 2x)
+    assert rerun_plan(rows) == {1: 56 * 3, 32: 128 * 3, 128: 256 * 2}
+    assert rerun_plan(rows[-1:]) == {}
+
+
+def test_a_heat_is_one_workload_at_one_user_count(tmp_path: Path):
+    _write(tmp_path, [_row("a", "vllm-cpu", 1, 300.0, workload="mixed-56x64"),
+                      _row("b", "vllm-cpu", 8, 300.0, workload="mixed-56x64"),
+                      _row("c", "vllm-cpu", 8, 300.0, workload="mixed-192x64")])
+    picked = select_runs(load_runs(tmp_path), ["heat=mixed-56x64@1|mixed-192x64@8"])
+    assert sorted(picked["run_id"]) == ["a", "c"]
 
 
 # --- scripts/demo.sh -------------------------------------------------------------------------

@@ -66,9 +66,12 @@ def _numeric(column: pd.Series) -> pd.Series:
 
 
 def select_runs(runs: pd.DataFrame, where: list[str]) -> pd.DataFrame:
-    """Keep rows matching every `COLUMN=VALUE` (compared as text; `COLUMN=A|B` matches either)."""
+    """Keep rows matching every `COLUMN=VALUE` (compared as text; `COLUMN=A|B` matches either).
+    `heat=WORKLOAD@USERS` picks one workload at one user count: a race's heat."""
     for condition in where:
         column, _, value = condition.partition("=")
+        if column == "heat" and column not in runs:
+            runs = runs.assign(heat=runs["workload"].astype(str) + "@" + runs["users"].astype(str))
         if column not in runs:
             raise KeyError(f"--where {condition}: no column {column!r} in runs.csv")
         runs = runs[runs[column].astype(str).isin(value.split("|"))]

@@ -1,0 +1,68 @@
+"""Which heats of a race to run again with more requests, so that every engine can be ranked.
+
+A run under 5 s is invalid (`short_run`) and never ranked. Request counts tuned so that the
+fastest engine lasts 5 s on one machine run shorter on a faster one, and the race then names a
+winner among the slower engines only. For each user count where a run of this race was too
+short, this says how many requests would make the shortest such run last `--seconds`: the
+same count for every engine (one heat), a whole multiple of the count run before.
+
+    python -m loadtest.report.rerun_plan RESULTS/runs.csv --count
+    python -m loadtest.report.rerun_plan RESULTS/runs.csv --after N --tag demo [--seconds 6.5]
+
+`--count` prints how many rows runs.csv holds (take it before the race); `--after N` reads only
+the rows after the first N and prints one `USERS REQUESTS` line per user count to run again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from loadtest.results.files import read_runs
+
+__all__ = ["rerun_plan"]
+
+TARGET_S = 6.5  # above the verdict's 5 s, with room for an engine's run-to-run spread
+
+
+def rerun_plan(rows: list[dict[str, str]], seconds: float = TARGET_S) -> dict[int, int]:
+    """{users: requests} for each user count whose runs include a `short_run`."""
+    plan: dict[int, int] = {}
+    for users in sorted({int(row["users"]) for row in rows}):
+        short = [row for row in rows if int(row["users"]) == users
+                 and "short_run" in row.get("verdict_reasons", "").split(";")]
+        if not short:
+            continue
+        shortest = min(short, key=lambda row: float(row["completion_time_s"] or 0))
+        duration = max(float(shortest["completion_time_s"] or 0), 0.1)
+        plan[users] = int(shortest["requests"]) * max(2, math.ceil(seconds / duration))
+    return plan
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.report.rerun_plan",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs_csv", type=Path)
+    parser.add_argument("--count", action="store_true", help="print the number of rows only")
+    parser.add_argument("--after", type=int, default=0, help="read only the rows after the first N")
+    parser.add_argument("--tag", default="", help="only rows with this tag")
+    parser.add_argument("--seconds", type=float, default=TARGET_S)
+    args = parser.parse_args(argv)
+    try:
+        rows = read_runs(args.runs_csv)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        print(f"error: cannot read {args.runs_csv}: {exc}", file=sys.stderr)
+        return 2
+    if args.count:
+        print(len(rows))
+        return 0
+    rows = [row for row in rows[args.after:] if not args.tag or row.get("tag") == args.tag]
+    for users, requests in rerun_plan(rows, args.seconds).items():
+        print(users, requests)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
