@@ -9,7 +9,8 @@
 #   the mixed prompts, 64 output tokens (--ignore-eos), REQUESTS requests per run (default: 4
 #   per user, at least 96 (56 for one user), at most 256 or 2 per user: 56, 96, 128, 256 for
 #   the default users). Where a run lasted under 5 s (invalid: too short to rank; a machine faster
-#   than those counts were tuned for), every engine runs that user count again with more requests.
+#   than those counts were tuned for), every engine runs that user count again with more
+#   requests, and a re-run into the same DIR starts from those counts.
 #   Engine and client never share a core: by default the client (Locust) runs on the first core
 #   and each engine on the rest (--engine-cpus / --client-cpus change it, the other side gets the
 #   remaining cores; --no-pin lets both use every core; README, "How good the measurer is").
@@ -19,7 +20,7 @@
 #   Exit: 0 every engine ran every request, 1 an engine did not start or requests failed, 2 bad
 #   arguments.
 set -euo pipefail
-usage() { sed -n '2,22s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,23s/^# \{0,1\}//p' "$0"; }
 die() { echo "error: $*" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 
@@ -112,6 +113,12 @@ requests_for() {
 }
 declare -A plan  # users -> requests per run: one heat (one workload at one user count) each
 for users in "${users_list[@]}"; do plan[$users]=$(requests_for "$users"); done
+if [[ -z $requests ]]; then  # a re-run: the larger counts an earlier demo here ran instead
+  while read -r users more; do
+    if [[ -n ${plan[$users]:-} ]] && (( more > plan[$users] )); then plan[$users]=$more; fi
+  done < <(.venv/bin/python -m loadtest.report.rerun_plan "$out/runs.csv" --tag demo \
+             --earlier "mixed-{}x$max_tokens")
+fi
 locust() {
   local cmd=("${pin_client[@]}" .venv/bin/locust -f loadtest/engines.py --headless --only-summary
              --engine "$engine" --host "http://127.0.0.1:$port" --prompts mixed
@@ -184,12 +191,12 @@ if [[ -z $requests ]]; then
   while read -r users more; do again[$users]=$more; done < <(.venv/bin/python -m \
     loadtest.report.rerun_plan "$out/runs.csv" --after "$rows_before" --tag demo)
   if (( ${#again[@]} )); then
-    for users in "${!again[@]}"; do
-      echo "** runs at $users users lasted under 5 s: every engine runs that heat again with" \
-           "${again[$users]} requests, not ${plan[$users]}" >&2
+    mapfile -t longer < <(printf '%s\n' "${!again[@]}" | sort -n)
+    for users in "${longer[@]}"; do
+      echo "** runs at $users user$( ((users == 1)) || echo s) lasted under 5 s: every engine runs" \
+           "that user count again with ${again[$users]} requests, not ${plan[$users]}" >&2
       plan[$users]=${again[$users]}
     done
-    mapfile -t longer < <(printf '%s\n' "${!again[@]}" | sort -n)
     race "${longer[@]}"
   fi
 fi

@@ -14,7 +14,7 @@ from rig_helpers import REPO, free_port
 from loadtest.cpus import allowed_cpus, default_layout, format_cpus
 from loadtest.report.race import race_cells, race_markdown, winner_line, winners
 from loadtest.report.build import main
-from loadtest.report.rerun_plan import rerun_plan
+from loadtest.report.rerun_plan import earlier_counts, rerun_plan
 from loadtest.report.runset import load_runs, select_runs
 from servers.local import LOCAL
 
@@ -228,6 +228,13 @@ def test_heats_with_a_run_too_short_to_rank_are_planned_again_with_more_requests
     # the shortest run at each count lasts 6.5 s or more with a whole multiple (at least 2x)
     assert rerun_plan(rows) == {1: 56 * 3, 32: 128 * 3, 128: 256 * 2}
     assert rerun_plan(rows[-1:]) == {}
+
+
+def test_a_rerun_starts_from_the_larger_counts_an_earlier_race_ran():
+    rows = [{"users": "1", "workload": "mixed-56x64"}, {"users": "1", "workload": "mixed-224x64"},
+            {"users": "8", "workload": "mixed-96x64"}, {"users": "8", "workload": "mixed-96x128"},
+            {"users": "32", "workload": "story-512x64"}]
+    assert earlier_counts(rows, "mixed-{}x64") == {1: 224, 8: 96}
 
 
 def test_a_heat_is_one_workload_at_one_user_count(tmp_path: Path):
