@@ -143,7 +143,7 @@ def _inprocess_runs(spec: str, batches: list[int], args: argparse.Namespace,
 
 
 def overhead_rows(rows: list[dict[str, str]], pairs: list[str], batches: list[int]) -> list[dict[str, Any]]:
-    """Per pair and batch: each side's means over its completed runs of this session."""
+    """Per pair and batch: each side's means over its completed runs in ``rows``."""
     def side(engine: str, batch: int) -> dict[str, float] | None:
         runs = [r for r in rows if r["engine"] == engine and r["users"] == str(batch)
                 and r.get("completed") == r.get("requests")]
