@@ -117,7 +117,7 @@ if [[ -z $requests ]]; then  # a re-run: the larger counts an earlier demo here 
   while read -r users more; do
     if [[ -n ${plan[$users]:-} ]] && (( more > plan[$users] )); then plan[$users]=$more; fi
   done < <(.venv/bin/python -m loadtest.report.rerun_plan "$out/runs.csv" --tag demo \
-             --earlier "mixed-{}x$max_tokens")
+             --earlier "mixed:$max_tokens")
 fi
 locust() {
   local cmd=("${pin_client[@]}" .venv/bin/locust -f loadtest/engines.py --headless --only-summary

@@ -231,10 +231,13 @@ def test_heats_with_a_run_too_short_to_rank_are_planned_again_with_more_requests
 
 
 def test_a_rerun_starts_from_the_larger_counts_an_earlier_race_ran():
-    rows = [{"users": "1", "workload": "mixed-56x64"}, {"users": "1", "workload": "mixed-224x64"},
-            {"users": "8", "workload": "mixed-96x64"}, {"users": "8", "workload": "mixed-96x128"},
-            {"users": "32", "workload": "story-512x64"}]
-    assert earlier_counts(rows, "mixed-{}x64") == {1: 224, 8: 96}
+    def row(users: str, prompts: str, requests: str, max_tokens: str) -> dict[str, str]:
+        return {"users": users, "prompts": prompts, "requests": requests, "max_tokens": max_tokens}
+
+    rows = [row("1", "mixed", "56", "64"), row("1", "mixed", "224", "64"),
+            row("8", "mixed", "96", "64"), row("8", "mixed", "512", "128"),
+            row("32", "story", "512", "64")]
+    assert earlier_counts(rows, "mixed", 64) == {1: 224, 8: 96}
 
 
 def test_a_heat_is_one_workload_at_one_user_count(tmp_path: Path):

@@ -8,12 +8,12 @@ same count for every engine (one heat), a whole multiple of the count run before
 
     python -m loadtest.report.rerun_plan RESULTS/runs.csv --count
     python -m loadtest.report.rerun_plan RESULTS/runs.csv --after N --tag demo [--seconds 6.5]
-    python -m loadtest.report.rerun_plan RESULTS/runs.csv --earlier mixed-{}x64 --tag demo
+    python -m loadtest.report.rerun_plan RESULTS/runs.csv --earlier mixed:64 --tag demo
 
 `--count` prints how many rows runs.csv holds (take it before the race); `--after N` reads only
 the rows after the first N and prints one `USERS REQUESTS` line per user count to run again.
-`--earlier PATTERN` prints, per user count, the most requests an earlier race ran there with a
-workload named PATTERN ({} the count): a re-run starts from them instead of measuring again
+`--earlier PROMPTS:MAX_TOKENS` prints, per user count, the most requests an earlier race ran
+there on those prompts and output length: a re-run starts from them instead of measuring again
 that the defaults are too few.
 """
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 from pathlib import Path
 
@@ -46,15 +45,13 @@ def rerun_plan(rows: list[dict[str, str]], seconds: float = TARGET_S) -> dict[in
     return plan
 
 
-def earlier_counts(rows: list[dict[str, str]], pattern: str) -> dict[int, int]:
-    """{users: the most requests of a workload named ``pattern`` run at that user count}."""
-    named = re.compile(re.escape(pattern).replace(re.escape("{}"), r"(\d+)") + "$")
+def earlier_counts(rows: list[dict[str, str]], prompts: str, max_tokens: int) -> dict[int, int]:
+    """{users: the most requests run at that user count on ``prompts`` x ``max_tokens``}."""
     counts: dict[int, int] = {}
     for row in rows:
-        found = named.match(row.get("workload", ""))
-        if found:
+        if row.get("prompts") == prompts and row.get("max_tokens") == str(max_tokens):
             users = int(row["users"])
-            counts[users] = max(counts.get(users, 0), int(found.group(1)))
+            counts[users] = max(counts.get(users, 0), int(row["requests"]))
     return counts
 
 
@@ -66,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after", type=int, default=0, help="read only the rows after the first N")
     parser.add_argument("--tag", default="", help="only rows with this tag")
     parser.add_argument("--seconds", type=float, default=TARGET_S)
-    parser.add_argument("--earlier", metavar="PATTERN", help="workload names, {} the count")
+    parser.add_argument("--earlier", metavar="PROMPTS:MAX_TOKENS",
+                        help="the most requests run before at each user count on this workload")
     args = parser.parse_args(argv)
     try:
         rows = read_runs(args.runs_csv)
@@ -77,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         print(len(rows))
         return 0
     rows = [row for row in rows[args.after:] if not args.tag or row.get("tag") == args.tag]
-    plan = earlier_counts(rows, args.earlier) if args.earlier else rerun_plan(rows, args.seconds)
+    if args.earlier:
+        prompts, _, max_tokens = args.earlier.rpartition(":")
+        plan = earlier_counts(rows, prompts, int(max_tokens))
+    else:
+        plan = rerun_plan(rows, args.seconds)
     for users, requests in plan.items():
         print(users, requests)
     return 0
