@@ -230,6 +230,23 @@ def test_heats_with_a_run_too_short_to_rank_are_planned_again_with_more_requests
     assert rerun_plan(rows[-1:]) == {}
 
 
+def test_short_runs_of_different_counts_are_all_covered_and_failed_runs_ask_for_nothing():
+    """Short runs of two counts at one user count (an engine that ran a count already raised for
+    a faster one): vLLM's 96 requests in 4.8 s ask for 192, llama.cpp's 192 in 4.9 s for 384,
+    and the heat takes the larger. A run whose requests failed (an engine that answered errors
+    at once) says nothing about the count."""
+    def row(users: str, requests: str, seconds: str, reasons: str,
+            failed: str = "0") -> dict[str, str]:
+        return {"users": users, "requests": requests, "completion_time_s": seconds,
+                "verdict_reasons": reasons, "failed": failed}
+
+    rows = [row("8", "96", "4.8", "short_run"), row("8", "192", "4.9", "short_run"),
+            row("8", "192", "6.9", ""),
+            row("1", "56", "0.3", "failed_requests;short_run", failed="56")]
+    assert rerun_plan(rows) == {8: 384}
+    assert rerun_plan(rows[1:]) == {8: 384} and rerun_plan(rows[:1]) == {8: 192}
+
+
 def test_a_rerun_starts_from_the_larger_counts_an_earlier_race_ran():
     def row(users: str, prompts: str, requests: str, max_tokens: str) -> dict[str, str]:
         return {"users": users, "prompts": prompts, "requests": requests, "max_tokens": max_tokens}

@@ -3,8 +3,11 @@
 A run under 5 s is invalid (`short_run`) and never ranked. Request counts tuned so that the
 fastest engine lasts 5 s on one machine run shorter on a faster one, and the race then names a
 winner among the slower engines only. For each user count where a run of this race was too
-short, this says how many requests would make the shortest such run last `--seconds`: the
-same count for every engine (one heat), a whole multiple of the count run before.
+short, this says how many requests would make every such run last `--seconds`: the same count
+for every engine (one heat). Each short run asks for a whole multiple (at least 2) of its own
+count, and the largest ask wins, so short runs of different counts (an engine that ran a count
+another engine had already raised) are all covered. A run with failed requests is left out: its
+length says nothing about how long the requests take.
 
     python -m loadtest.report.rerun_plan RESULTS/runs.csv --count
     python -m loadtest.report.rerun_plan RESULTS/runs.csv --after N --tag demo [--seconds 6.5]
@@ -32,17 +35,18 @@ TARGET_S = 6.5  # above the verdict's 5 s, with room for an engine's run-to-run 
 
 
 def rerun_plan(rows: list[dict[str, str]], seconds: float = TARGET_S) -> dict[int, int]:
-    """{users: requests} for each user count whose runs include a `short_run`."""
+    """{users: requests} for each user count whose runs include a `short_run` with no failed
+    request: the most requests any of them needs to last ``seconds``."""
     plan: dict[int, int] = {}
-    for users in sorted({int(row["users"]) for row in rows}):
-        short = [row for row in rows if int(row["users"]) == users
-                 and "short_run" in row.get("verdict_reasons", "").split(";")]
-        if not short:
+    for row in rows:
+        if ("short_run" not in row.get("verdict_reasons", "").split(";")
+                or (row.get("failed") or "0") != "0"):
             continue
-        shortest = min(short, key=lambda row: float(row["completion_time_s"] or 0))
-        duration = max(float(shortest["completion_time_s"] or 0), 0.1)
-        plan[users] = int(shortest["requests"]) * max(2, math.ceil(seconds / duration))
-    return plan
+        users = int(row["users"])
+        duration = max(float(row["completion_time_s"] or 0), 0.1)
+        needed = int(row["requests"]) * max(2, math.ceil(seconds / duration))
+        plan[users] = max(plan.get(users, 0), needed)
+    return dict(sorted(plan.items()))
 
 
 def earlier_counts(rows: list[dict[str, str]], prompts: str, max_tokens: int) -> dict[int, int]:
