@@ -5,13 +5,22 @@ alternating for several rounds so drift hits both alike, at each user count, and
 printed: the rig must reach >= 0.95x the reference's output tok/s, with a TTFT p50 within 10%,
 and no rig run may be judged invalid (stalled) by its verdict.
 
+Each ratio of output tok/s is split in two, from the runs' per-request records (tok/s = tokens x
+users x occupancy / request seconds): the clients' occupancy (the mean share of the users' time
+with a request in flight: what a client's own turnaround, start and end cost) and the engine's
+seconds per request (how fast the engine served that run). The first is the measurer's share and
+must agree within 2%; the second is the engine moving between the two runs, which on a real GPU
+engine is larger than any gap sought (paired rounds keep only its slow drift out).
+
 usage: python scripts/bench_client.py [--url URL] [--engine vllm-cpu] [--requests 256]
            [--max-tokens 128] [--users 8,32,128] [--rounds 11] [--out DIR]
            [--engine-cpus LIST] [--compute-cpus LIST] [--client-cpus LIST]
+       python scripts/bench_client.py --summarize BENCH_CSV [BENCH_CSV ...]
 Without --url it starts the local engine (--engine, default the embedded vLLM CPU) on a free port,
 pinned as asked, and stops it. Every run's per-request records are kept in --out (default
 results/bench-client/UTC-STAMP): the rig's runs as usual (runs.csv, runs/*/requests.jsonl), the
-reference's as reference-uU-N.jsonl, and one line per run in bench.csv.
+reference's as reference-uU-N.jsonl, and one line per run in bench.csv. --summarize prints the ratios again from kept bench.csv files,
+pooling their rounds (e.g. from several calls on a lent GPU).
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import argparse
 import asyncio
 import csv
 import json
+import math
 import os
 import shlex
 import socket
@@ -46,11 +56,12 @@ from loadtest.client.workload import build_workload  # noqa: E402
 
 async def _one(session: aiohttp.ClientSession, url: str, body: bytes) -> dict:
     """One request; a kept-alive connection the server closed before answering is reopened once,
-    as the rig does (its times count from the first send)."""
+    as the rig does (its times count from the first send). aiohttp names that close by when it
+    saw it: ServerDisconnectedError (reading the answer) or ClientOSError (writing the body)."""
     sent = time.perf_counter_ns()
     try:
         return await _read(session, url, body, sent)
-    except aiohttp.ServerDisconnectedError:
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
         return await _read(session, url, body, sent) | {"reconnects": 1}
 
 
@@ -96,7 +107,17 @@ async def _reference_run(url: str, bodies: list[bytes], users: int) -> tuple[dic
             "ttft_mean_ms": float(np.mean(ttfts)),
             "completion_time_s": span_s, "output_tokens": tokens, "completed": len(results),
             "buffered_requests": whole, "reconnects": sum(r.get("reconnects", 0) for r in results),
-            "verdict": "invalid" if whole else "valid"}, results
+            "verdict": "invalid" if whole else "valid",
+            **occupancy([(r["sent"], r["done"]) for r in results], users)}, results
+
+
+def occupancy(spans: list[tuple[int, int]], users: int) -> dict:
+    """The run's occupancy (seconds with a request in flight over users x the run's span) and
+    the mean seconds per request, from (sent_ns, done_ns) per request."""
+    start, end = min(s for s, _ in spans), max(d for _, d in spans)
+    busy_s = sum(d - s for s, d in spans) / 1e9
+    return {"occupancy": busy_s / (users * (end - start) / 1e9),
+            "request_s_mean": busy_s / len(spans)}
 
 
 def reference(url: str, bodies: list[bytes], users: int, records: Path | None = None) -> dict:
@@ -121,8 +142,11 @@ def rig(url: str, args: argparse.Namespace, users: int) -> dict:
         row = list(csv.DictReader(file))[-1]
     keys = ("output_tok_per_s", "ttft_p50_ms", "ttft_mean_ms", "completion_time_s", "output_tokens",
             "completed", "client_cpu_mean_pct", "buffered_requests", "reconnects")
-    return {k: float(row[k] or "nan") for k in keys} | {"verdict": row["verdict"],
-                                                         "verdict_reasons": row["verdict_reasons"]}
+    with open(args.out / "runs" / row["run_id"] / "requests.jsonl") as file:
+        spans = [(r["sent_ns"], r["done_ns"]) for r in map(json.loads, file)
+                 if r.get("sent_ns") and r.get("done_ns")]
+    return ({k: float(row[k] or "nan") for k in keys} | occupancy(spans, users)
+            | {"verdict": row["verdict"], "verdict_reasons": row["verdict_reasons"]})
 
 
 def requests_for(args: argparse.Namespace, users: int) -> int:
@@ -203,6 +227,11 @@ def compare_at(url: str, args: argparse.Namespace, api: str, model: str, users: 
                   f"{result['verdict']} {result.get('verdict_reasons', '')}", flush=True)
     if not args.reference:
         return all(r["verdict"] == "valid" for r in runs["rig"])
+    return judge(users, runs)
+
+
+def judge(users: int, runs: dict[str, list[dict]]) -> bool:
+    """Print the paired ratios at one user count and whether the rig passes."""
     # Paired ratios: each round's rig run against the reference run next to it, so slow drift of
     # this shared machine cancels; the verdict is on their median.
     pairs = list(zip(runs["rig"], runs["reference"]))
@@ -216,16 +245,46 @@ def compare_at(url: str, args: argparse.Namespace, api: str, model: str, users: 
               f" client CPU {statistics.median(r['client_cpu_mean_pct'] for r in runs[name]):.0f}%"
               f" of a core; invalid runs {stalled} of {len(runs[name])}")
     print(f"rig/reference output tok/s per round: {', '.join(f'{r:.3f}' for r in tps_ratios)}; "
-          f"median {tps_ratio:.3f}x {_spread(tps_ratios)} (goal >= 0.95)")
+          f"median {tps_ratio:.3f}x {_spread(tps_ratios)}, geometric mean "
+          f"{_geomean(tps_ratios):.3f}x {_spread(tps_ratios, _geomean)} (goal >= 0.95)")
     print(f"rig/reference TTFT p50 per round:     {', '.join(f'{r:.3f}' for r in ttft_ratios)}; "
           f"median {ttft_ratio:.3f}x {_spread(ttft_ratios)} (goal 0.90-1.10)")
     for name in ("rig", "reference"):
         excess = statistics.median(r["ttft_mean_ms"] - r["server_ttft_mean_ms"] for r in runs[name])
-        print(f"{name:>9} TTFT mean minus the server's own TTFT mean: {excess:+.1f} ms (median)")
+        if not math.isnan(excess):  # only an engine with vLLM's TTFT histogram has its own
+            print(f"{name:>9} TTFT mean minus the server's own TTFT mean: {excess:+.1f} ms (median)")
+    share = _client_share(pairs)
     clean = all(r["verdict"] == "valid" for r in runs["rig"])
-    ok = tps_ratio >= 0.95 and 0.90 <= ttft_ratio <= 1.10 and clean
+    ok = tps_ratio >= 0.95 and 0.90 <= ttft_ratio <= 1.10 and clean and share
     print(f"{users} users: {'pass' if ok else 'FAIL'}", flush=True)
     return ok
+
+
+def _client_share(pairs: list[tuple[dict, dict]]) -> bool:
+    """Split each tok/s ratio into the clients' occupancy ratio (the measurer's share; goal within
+    2%) and the engine's seconds per request; True when the first is within 2% (or unknown:
+    bench.csv files from before these columns)."""
+    known = [(rig, ref) for rig, ref in pairs
+             if not (math.isnan(rig.get("occupancy", math.nan))
+                     or math.isnan(ref.get("occupancy", math.nan)))]
+    if not known:
+        print("split of the tok/s ratios: no occupancy in these runs (bench.csv from before it)")
+        return True
+    occupancy = [rig["occupancy"] / ref["occupancy"] for rig, ref in known]
+    speed = [ref["request_s_mean"] / rig["request_s_mean"] for rig, ref in known]
+    tokens = [rig["output_tokens"] / ref["output_tokens"] for rig, ref in known]
+    low, high = _interval(occupancy, _geomean)
+    print(f"split of each tok/s ratio = occupancy ratio x engine speed ratio x tokens ratio "
+          f"({len(known)} rounds):")
+    print(f"  occupancy, the clients' share (mean in flight per user: rig "
+          f"{statistics.median(rig['occupancy'] for rig, _ in known):.4f}, reference "
+          f"{statistics.median(ref['occupancy'] for _, ref in known):.4f}): geometric mean "
+          f"{_geomean(occupancy):.4f}x (90% interval {low:.4f}-{high:.4f}; goal within 2%)")
+    print(f"  engine speed, its seconds per request (reference / rig): geometric mean "
+          f"{_geomean(speed):.3f}x {_spread(speed, _geomean)}, rounds "
+          f"{min(speed):.2f}-{max(speed):.2f}: the engine's own change between the two runs")
+    print(f"  output tokens: {min(tokens):.3f}-{max(tokens):.3f}")
+    return 0.98 <= low and high <= 1.02
 
 
 def _as_client(args: argparse.Namespace, run: Callable[[], dict]) -> dict:
@@ -243,7 +302,7 @@ def _as_client(args: argparse.Namespace, run: Callable[[], dict]) -> dict:
 _BENCH_COLUMNS = ["users", "round", "client", "output_tok_per_s", "ttft_p50_ms", "ttft_mean_ms",
                   "server_ttft_mean_ms", "completion_time_s", "output_tokens", "completed",
                   "client_cpu_mean_pct", "buffered_requests", "reconnects", "verdict",
-                  "verdict_reasons"]
+                  "verdict_reasons", "occupancy", "request_s_mean"]
 
 
 def _log_run(path: Path, row: dict) -> None:
@@ -255,11 +314,63 @@ def _log_run(path: Path, row: dict) -> None:
         writer.writerow(row)
 
 
-def _spread(ratios: list[float]) -> str:
-    """A bootstrap 90% interval of the median: how far this machine's noise leaves it uncertain."""
-    resampled = np.random.default_rng(0).choice(ratios, size=(10_000, len(ratios)))
-    low, high = np.percentile(np.median(resampled, axis=1), [5, 95])
+def _spread(ratios: list[float], center: Callable = np.median) -> str:
+    """A bootstrap 90% interval of the center: how far this machine's noise leaves it uncertain."""
+    low, high = _interval(ratios, center)
     return f"(90% interval {low:.2f}-{high:.2f})"
+
+
+def _interval(ratios: list[float], center: Callable = np.median) -> tuple[float, float]:
+    resampled = np.random.default_rng(0).choice(ratios, size=(10_000, len(ratios)))
+    low, high = np.percentile(center(resampled, axis=1), [5, 95])
+    return float(low), float(high)
+
+
+def _geomean(ratios, axis=None):
+    return np.exp(np.mean(np.log(ratios), axis=axis))
+
+
+def summarize(paths: list[Path]) -> int:
+    """The ratios again from kept bench.csv files, their rounds pooled per user count."""
+    pooled: dict[int, dict[str, list[dict]]] = {}
+    for path in paths:
+        try:
+            with path.open(newline="") as file:
+                rows = list(csv.DictReader(file))
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            print(f"error: cannot read {path}: {exc}", file=sys.stderr)
+            return 2
+        if not rows or not {"users", "round", "client"} <= set(rows[0]):
+            print(f"error: {path} is not a bench.csv (no users, round, client columns)",
+                  file=sys.stderr)
+            return 2
+        rounds: dict[tuple[str, str], dict[str, dict]] = {}
+        for row in rows:
+            rounds.setdefault((row["users"], row["round"]), {})[row["client"]] = _numbers(row)
+        for (users, _), clients in rounds.items():
+            if {"rig", "reference"} <= set(clients):
+                runs = pooled.setdefault(int(users), {"rig": [], "reference": []})
+                for name in runs:
+                    runs[name].append(clients[name])
+    if not pooled:
+        print("error: no round with both a rig and a reference run", file=sys.stderr)
+        return 2
+    verdicts = []
+    for users, runs in sorted(pooled.items()):
+        print(f"== {users} users: {len(runs['rig'])} paired rounds from {len(paths)} file(s)")
+        verdicts.append(judge(users, runs))
+    print("PASS" if all(verdicts) else "FAIL")
+    return 0 if all(verdicts) else 1
+
+
+def _numbers(row: dict) -> dict:
+    def number(text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            return math.nan
+    return {k: (v if k in ("client", "verdict", "verdict_reasons") else number(v or "nan"))
+            for k, v in row.items()}
 
 
 def main() -> int:
@@ -291,7 +402,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path,
                         default=REPO / "results" / "bench-client" / time.strftime("%Y%m%dT%H%M%SZ",
                                                                                  time.gmtime()))
+    parser.add_argument("--summarize", type=Path, nargs="+", metavar="BENCH_CSV",
+                        help="no runs: the ratios again from kept bench.csv files")
     args = parser.parse_args()
+    if args.summarize:
+        return summarize(args.summarize)
     try:
         args.user_counts = [int(u) for u in args.users.split(",")]
     except ValueError:
