@@ -66,7 +66,7 @@ def test_two_gpu_replicas_behind_nginx(layouts: dict[str, tuple[ComposeService, 
     assert "server llamacpp-gpu0:8080 " in conf and "server llamacpp-gpu1:8080 " in conf
 
 
-@pytest.mark.parametrize("mode", ["layer", "row"])
+@pytest.mark.parametrize("mode", ["layer", "tensor"])
 def test_one_server_split_over_both_gpus(mode: str,
                                          layouts: dict[str, tuple[ComposeService, dict[str, Any]]]) -> None:
     (slug,) = [s for s in layouts if f"split_mode_{mode}" in s]
