@@ -1,0 +1,46 @@
+"""scripts/bench_client.py --summarize on the kept GPU evidence: each rig/reference ratio split into
+the clients' occupancy and the engine's seconds per request, pooled over files; bad input is one
+line. (The runs themselves need an engine and minutes: the GPU evidence is how they ran.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "evidence" / "gpu-2026-11-25" / "bench-h100" / "bench-unpinned.csv"
+OLDER = REPO / "evidence" / "gpu-2026-11-24" / "bench-h100" / "bench-unpinned.csv"
+
+
+def _summarize(*paths: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "scripts" / "bench_client.py"), "--summarize",
+                           *map(str, paths)], capture_output=True, text=True, timeout=120)
+
+
+def test_the_split_names_the_clients_share_and_the_engines():
+    result = _summarize(BENCH)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "== 32 users: 22 paired rounds from 1 file(s)" in out
+    assert "occupancy, the clients' share" in out and "geometric mean 1.0002x" in out
+    assert "engine speed, its seconds per request (reference / rig): geometric mean 0.975x" in out
+    assert "output tokens: 1.000-1.000" in out and out.rstrip().endswith("PASS")
+
+
+def test_files_are_pooled_and_older_ones_without_records_say_so():
+    pooled = _summarize(OLDER, BENCH)
+    assert pooled.returncode == 0, pooled.stderr
+    assert "== 32 users: 40 paired rounds from 2 file(s)" in pooled.stdout
+    assert "(22 rounds)" in pooled.stdout  # the split: only the rounds with occupancy
+    older = _summarize(OLDER)
+    assert "no occupancy in these runs" in older.stdout
+
+
+def test_bad_files_are_one_error_line(tmp_path: Path):
+    for path, message in ((tmp_path / "missing.csv", "cannot read"),
+                          (REPO / "README.md", "is not a bench.csv")):
+        result = _summarize(path)
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert [line for line in result.stderr.splitlines() if line.startswith("error: ")] \
+            and message in result.stderr
