@@ -9,8 +9,9 @@
 #   the mixed prompts, 64 output tokens (--ignore-eos), REQUESTS requests per run (default: 4
 #   per user, at least 96 (56 for one user), at most 256 or 2 per user: 56, 96, 128, 256 for
 #   the default users). Where a run lasted under 5 s (invalid: too short to rank; a machine faster
-#   than those counts were tuned for), every engine runs that user count again with more
-#   requests, and a re-run into the same DIR starts from those counts.
+#   than those counts were tuned for), its engine runs that user count again at once with more
+#   requests, the engines after it run that count, those before it run it again at the end, and
+#   a re-run into the same DIR starts from those counts.
 #   Engine and client never share a core: by default the client (Locust) runs on the first core
 #   and each engine on the rest (--engine-cpus / --client-cpus change it, the other side gets the
 #   remaining cores; --no-pin lets both use every core; README, "How good the measurer is").
@@ -20,7 +21,7 @@
 #   Exit: 0 every engine ran every request, 1 an engine did not start or requests failed, 2 bad
 #   arguments.
 set -euo pipefail
-usage() { sed -n '2,23s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,24s/^# \{0,1\}//p' "$0"; }
 die() { echo "error: $*" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 
@@ -136,13 +137,14 @@ did_not_run() {
   out_of_race+=("$engine")
   status=1
 }
-race() {  # every engine, one after another, at the user counts given, plan[users] requests each
-  local engine users code
+plural() { if [[ $1 == 1 ]]; then echo "1 user"; else echo "$1 users"; fi; }
+race() {  # every engine, one after another, at the user counts given
+  local engine
   for engine in "${engines[@]}"; do
     [[ " ${out_of_race[*]} " == *" $engine "* ]] || race_engine "$@"
   done
 }
-race_engine() {
+race_engine() {  # $engine: start, warm up, a run at each user count given, stop
   echo "== $engine" >&2
   if [[ -n $known && " $known " != *" $engine "* ]]; then
     did_not_run "no local recipe in servers/local/"
@@ -160,7 +162,7 @@ race_engine() {
   fi
   echo "$started" >&2
   # Warm-up: first requests pay one-off costs; measured, kept in its folder, never in runs.csv.
-  code=0
+  local code=0 users try rows more
   locust --users 8 --requests 16 --warmup > "$out/warmup-$engine.log" 2>&1 || code=$?
   if [[ $code -eq 2 ]]; then
     did_not_run "the warm-up could not run ($(grep -m1 '^error:' "$out/warmup-$engine.log" \
@@ -168,38 +170,60 @@ race_engine() {
     stop_engine
     return
   fi
+  # User counts in rising order from a fresh start, for every engine: what a run follows
+  # matters (llama.cpp ran one user 1.5x slower right after 128 users than after a warm-up).
+  # A run under 5 s is invalid and never ranked (a machine faster than the default counts were
+  # tuned on): its heat gets enough requests for it to last 6.5 s (rerun_plan), this engine runs
+  # that at once, before its next user count, the engines after it run it from the start, and
+  # those before it run it at the end (catch_up). Not when REQUESTS was given: that is as asked.
   for users in "$@"; do
-    code=0
-    locust --users "$users" --requests "${plan[$users]}" --tag demo || code=$?
-    if [[ $code -eq 1 ]]; then
-      echo "** $engine: some requests failed at $users users (counted in its row)" >&2
-      status=1
-    elif [[ $code -ne 0 ]]; then
-      did_not_run "its run at $users users could not run (exit $code)"
-      break
-    fi
+    for try in 1 2 3; do
+      rows=$(.venv/bin/python -m loadtest.report.rerun_plan "$out/runs.csv" --count)
+      code=0
+      locust --users "$users" --requests "${plan[$users]}" --tag demo || code=$?
+      if [[ $code -eq 1 ]]; then
+        echo "** $engine: some requests failed at $users users (counted in its row)" >&2
+        status=1
+      elif [[ $code -ne 0 ]]; then
+        did_not_run "its run at $users users could not run (exit $code)"
+        stop_engine
+        return
+      fi
+      ran[$engine@$users]=${plan[$users]}
+      [[ -z $requests && $try -lt 3 ]] || break
+      more=$(.venv/bin/python -m loadtest.report.rerun_plan "$out/runs.csv" --after "$rows" \
+               --tag demo)
+      [[ -n $more ]] || break
+      more=${more#* }
+      echo "** $engine's run at $(plural "$users") lasted under 5 s: that heat now has $more" \
+           "requests, not ${plan[$users]}; $engine runs it again" >&2
+      plan[$users]=$more
+    done
   done
   stop_engine
 }
-rows_before=$(.venv/bin/python -m loadtest.report.rerun_plan "$out/runs.csv" --count)
-race "${users_list[@]}"
-# A run under 5 s is invalid and never ranked: where one was (a machine faster than the default
-# counts were tuned on), that heat is run again, by every engine, with enough requests for its
-# shortest run to last 6.5 s. Not when REQUESTS was given: then that count is what was asked.
-if [[ -z $requests ]]; then
-  declare -A again=()
-  while read -r users more; do again[$users]=$more; done < <(.venv/bin/python -m \
-    loadtest.report.rerun_plan "$out/runs.csv" --after "$rows_before" --tag demo)
-  if (( ${#again[@]} )); then
-    mapfile -t longer < <(printf '%s\n' "${!again[@]}" | sort -n)
-    for users in "${longer[@]}"; do
-      echo "** runs at $users user$( ((users == 1)) || echo s) lasted under 5 s: every engine runs" \
-           "that user count again with ${again[$users]} requests, not ${plan[$users]}" >&2
-      plan[$users]=${again[$users]}
+catch_up() {  # engines that ran a heat before a later engine raised its count run it again
+  local engine users behind any
+  for _ in 1 2; do  # twice at most: a count raised while catching up is caught up once more
+    any=false
+    for engine in "${engines[@]}"; do
+      [[ " ${out_of_race[*]} " != *" $engine "* ]] || continue
+      behind=()
+      for users in "${users_list[@]}"; do
+        if (( ${ran[$engine@$users]:-0} < plan[$users] )); then behind+=("$users"); fi
+      done
+      (( ${#behind[@]} )) || continue
+      echo "** $engine ran $(plural "$(IFS=,; echo "${behind[*]}")") with fewer requests than" \
+           "a later engine needed: it runs them again with the heats' counts" >&2
+      race_engine "${behind[@]}"
+      any=true
     done
-    race "${longer[@]}"
-  fi
-fi
+    $any || break
+  done
+}
+declare -A ran=()  # ENGINE@USERS -> the requests of its last run at that user count
+race "${users_list[@]}"
+catch_up
 
 # The race of these heats: every demo run of them in $out (earlier demos count as repeats).
 heats=()

@@ -324,3 +324,32 @@ def test_demo_races_the_local_engines_on_a_short_workload(tmp_path: Path):
     assert not (out / ".engine.pid").exists()  # every engine was stopped
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+@pytest.mark.engine
+def test_demo_gives_every_engine_the_heat_that_a_short_run_raised(tmp_path: Path):
+    """The default count at one user is 56 requests. Here llama.cpp runs them in about 2 s
+    (short_run): it runs the heat again at once with more, and transformers, which ran 56 before
+    it (about 18 s, valid), runs the larger count at the end. On any machine, every engine ends
+    with a valid run of the one heat the race reports, and only smaller counts were short."""
+    engines = ["transformers", "llamacpp-cpu"]
+    assert set(engines) <= set(_READY), _READY
+    out = tmp_path / "results"
+    done = _demo("--engines", ",".join(engines), "--out", str(out), "--port", str(free_port()),
+                 "1", timeout_s=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with (out / "runs.csv").open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    heat = max(int(r["requests"]) for r in rows)
+    for engine in engines:
+        assert [r["verdict"] for r in rows
+                if r["engine"] == engine and r["requests"] == str(heat)] == ["valid"], engine
+    short = [r for r in rows if "short_run" in r["verdict_reasons"].split(";")]
+    assert all(int(r["requests"]) < heat for r in short)
+    if short:  # the engine that ran short, and any engine before it, ran the heat again
+        assert heat > 56 and "runs it again" in done.stderr
+    # the race is that heat alone, each engine once, all its requests done
+    race_rows = _tables(done.stdout)[0]
+    assert sorted((r["platform"], r["failed"]) for r in race_rows) == [
+        (engine, f"0/{heat}") for engine in sorted(engines)]
+    assert "at 1 user: " in done.stdout
