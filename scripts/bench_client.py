@@ -14,7 +14,7 @@ engine is larger than any gap sought (paired rounds keep only its slow drift out
 
 usage: python scripts/bench_client.py [--url URL] [--engine vllm-cpu] [--requests 256]
            [--max-tokens 128] [--users 8,32,128] [--rounds 11] [--out DIR]
-           [--engine-cpus LIST] [--compute-cpus LIST] [--client-cpus LIST]
+           [--engine-cpus LIST] [--compute-cpus LIST] [--client-cpus LIST] [--untelemetered-rig]
        python scripts/bench_client.py --summarize BENCH_CSV [BENCH_CSV ...]
 Without --url it starts the local engine (--engine, default the embedded vLLM CPU) on a free port,
 pinned as asked, and stops it. Every run's per-request records are kept in --out (default
@@ -129,12 +129,13 @@ def reference(url: str, bodies: list[bytes], users: int, records: Path | None = 
     return result | {"client_cpu_mean_pct": 100 * cpu_s / result["completion_time_s"]}
 
 
-def rig(url: str, args: argparse.Namespace, users: int) -> dict:
+def rig(url: str, args: argparse.Namespace, users: int, telemetry_interval: str = "") -> dict:
     cmd = [*_pin(args.client_cpus), *shlex.split(args.locust), "-f", str(REPO / "loadtest/engines.py"),
            "--headless", "--only-summary", "--engine", args.engine, "--host", url,
            "--users", str(users), "--requests", str(requests_for(args, users)),
            "--max-tokens", str(args.max_tokens), "--out", str(args.out),
-           "--telemetry-interval", args.rig_telemetry_interval, "--tag", "bench-client",
+           "--telemetry-interval", telemetry_interval or args.rig_telemetry_interval,
+           "--tag", "bench-client",
            *(["--ignore-eos"] if args.ignore_eos else []), *(["--gpu", args.gpu] if args.gpu else []),
            *(["--model", args.model] if args.model else []), *(["--api", args.api] if args.api else [])]
     subprocess.run(cmd, check=True, capture_output=True)
@@ -206,16 +207,19 @@ def compare_at(url: str, args: argparse.Namespace, api: str, model: str, users: 
     path = workload.specs[0].path
     print(f"== {users} users: {workload.name}{', ignore_eos' if args.ignore_eos else ''}", flush=True)
     _as_client(args, lambda: reference(url + path, bodies[:32], min(users, 32)))  # warm-up
-    runs: dict[str, list[dict]] = {"reference": [], "rig": []}
-    clients = ("reference", "rig") if args.reference else ("rig",)
+    clients = ["reference", "rig"] if args.reference else ["rig"]
+    if args.untelemetered_rig:
+        clients.append(QUIET)
+    runs: dict[str, list[dict]] = {name: [] for name in clients}
     for round_no in range(1, args.rounds + 1):
-        for name in clients if round_no % 2 else clients[::-1]:
+        for name in _order(clients, round_no):
             if name == "reference":
                 records = args.out / f"reference-u{users}-{round_no}.jsonl"
                 result = with_server_ttft(url, lambda: _as_client(
                     args, lambda: reference(url + path, bodies, users, records)))
             else:
-                result = with_server_ttft(url, lambda: rig(url, args, users))
+                interval = "0" if name == QUIET else ""
+                result = with_server_ttft(url, lambda: rig(url, args, users, interval))
             runs[name].append(result)
             _log_run(args.out / "bench.csv", {"users": users, "round": round_no, "client": name,
                                               **result})
@@ -228,6 +232,17 @@ def compare_at(url: str, args: argparse.Namespace, api: str, model: str, users: 
     if not args.reference:
         return all(r["verdict"] == "valid" for r in runs["rig"])
     return judge(users, runs)
+
+
+QUIET = "rig-untelemetered"  # the rig with its telemetry sampler off (--telemetry-interval 0)
+
+
+def _order(clients: list[str], round_no: int) -> list[str]:
+    """Each round starts with another client, so none always follows the same one."""
+    if len(clients) == 2:
+        return clients if round_no % 2 else clients[::-1]
+    shift = (round_no - 1) % len(clients)
+    return clients[shift:] + clients[:shift]
 
 
 def judge(users: int, runs: dict[str, list[dict]]) -> bool:
@@ -254,10 +269,21 @@ def judge(users: int, runs: dict[str, list[dict]]) -> bool:
         if not math.isnan(excess):  # only an engine with vLLM's TTFT histogram has its own
             print(f"{name:>9} TTFT mean minus the server's own TTFT mean: {excess:+.1f} ms (median)")
     share = _client_share(pairs)
+    if runs.get(QUIET):
+        _telemetry_cost(runs)
     clean = all(r["verdict"] == "valid" for r in runs["rig"])
     ok = tps_ratio >= 0.95 and 0.90 <= ttft_ratio <= 1.10 and clean and share
     print(f"{users} users: {'pass' if ok else 'FAIL'}", flush=True)
     return ok
+
+
+def _telemetry_cost(runs: dict[str, list[dict]]) -> None:
+    """The rig with and without its telemetry sampler, each against the reference of its round."""
+    for name, against in ((QUIET, "reference"), ("rig", QUIET)):
+        ratios = [a["output_tok_per_s"] / b["output_tok_per_s"]
+                  for a, b in zip(runs[name], runs[against])]
+        print(f"{name} / {against} output tok/s: geometric mean {_geomean(ratios):.3f}x "
+              f"{_spread(ratios, _geomean)}, rounds {min(ratios):.2f}-{max(ratios):.2f}")
 
 
 def _client_share(pairs: list[tuple[dict, dict]]) -> bool:
@@ -347,16 +373,19 @@ def summarize(paths: list[Path]) -> int:
         rounds: dict[tuple[str, str], dict[str, dict]] = {}
         for row in rows:
             rounds.setdefault((row["users"], row["round"]), {})[row["client"]] = _numbers(row)
+        names = {"rig", "reference"} | ({QUIET} if any(r["client"] == QUIET for r in rows) else set())
         for (users, _), clients in rounds.items():
-            if {"rig", "reference"} <= set(clients):
-                runs = pooled.setdefault(int(users), {"rig": [], "reference": []})
-                for name in runs:
-                    runs[name].append(clients[name])
+            if names <= set(clients):  # whole rounds only: the runs of a round are paired
+                runs = pooled.setdefault(int(users), {})
+                for name in names:
+                    runs.setdefault(name, []).append(clients[name])
     if not pooled:
         print("error: no round with both a rig and a reference run", file=sys.stderr)
         return 2
     verdicts = []
     for users, runs in sorted(pooled.items()):
+        if len(runs.get(QUIET, runs["rig"])) != len(runs["rig"]):  # files with and without it
+            del runs[QUIET]
         print(f"== {users} users: {len(runs['rig'])} paired rounds from {len(paths)} file(s)")
         verdicts.append(judge(users, runs))
     print("PASS" if all(verdicts) else "FAIL")
@@ -393,6 +422,9 @@ def main() -> int:
     parser.add_argument("--gpu", default="", help="the rig's --gpu (GPU telemetry)")
     parser.add_argument("--rig-telemetry-interval", default="2",
                         help="the rig's --telemetry-interval (its default 2; 0 = off)")
+    parser.add_argument("--untelemetered-rig", action="store_true",
+                        help="a third client each round: the rig with its telemetry off, to see "
+                        "what its sampler costs the engine")
     parser.add_argument("--locust", default=str(REPO / ".venv/bin/locust")
                         if (REPO / ".venv/bin/locust").exists() else f"{sys.executable} -m locust",
                         help="how to run Locust (default .venv/bin/locust)")
