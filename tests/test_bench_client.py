@@ -44,3 +44,11 @@ def test_bad_files_are_one_error_line(tmp_path: Path):
         assert result.returncode == 2 and "Traceback" not in result.stderr
         assert [line for line in result.stderr.splitlines() if line.startswith("error: ")] \
             and message in result.stderr
+
+
+def test_the_untelemetered_rig_is_compared_with_both():
+    result = _summarize(BENCH.with_name("bench-telemetry-8-users.csv"))
+    assert result.returncode == 0, result.stderr
+    assert "== 8 users: 17 paired rounds" in result.stdout
+    assert "rig-untelemetered / reference output tok/s: geometric mean 1.004x" in result.stdout
+    assert "rig / rig-untelemetered output tok/s: geometric mean 0.986x" in result.stdout
