@@ -19,8 +19,9 @@ usage: python scripts/bench_client.py [--url URL] [--engine vllm-cpu] [--request
 Without --url it starts the local engine (--engine, default the embedded vLLM CPU) on a free port,
 pinned as asked, and stops it. Every run's per-request records are kept in --out (default
 results/bench-client/UTC-STAMP): the rig's runs as usual (runs.csv, runs/*/requests.jsonl), the
-reference's as reference-uU-N.jsonl, and one line per run in bench.csv. --summarize prints the ratios again from kept bench.csv files,
-pooling their rounds (e.g. from several calls on a lent GPU).
+reference's as reference-uU-N.jsonl, and one line per run in bench.csv. --summarize prints the
+ratios again from kept bench.csv files, pooling their rounds (e.g. from several calls on a lent
+GPU).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from loadtest.client.probe import probe_engine  # noqa: E402
 from loadtest.client.protocols.openai import parse_line  # noqa: E402
 from loadtest.client.targets import TARGETS  # noqa: E402
 from loadtest.client.workload import build_workload  # noqa: E402
+from loadtest.results.files import read_records, read_runs  # noqa: E402
 
 
 async def _one(session: aiohttp.ClientSession, url: str, body: bytes) -> dict:
@@ -139,13 +141,11 @@ def rig(url: str, args: argparse.Namespace, users: int, telemetry_interval: str 
            *(["--ignore-eos"] if args.ignore_eos else []), *(["--gpu", args.gpu] if args.gpu else []),
            *(["--model", args.model] if args.model else []), *(["--api", args.api] if args.api else [])]
     subprocess.run(cmd, check=True, capture_output=True)
-    with open(args.out / "runs.csv", newline="") as file:
-        row = list(csv.DictReader(file))[-1]
+    row = read_runs(args.out / "runs.csv")[-1]
     keys = ("output_tok_per_s", "ttft_p50_ms", "ttft_mean_ms", "completion_time_s", "output_tokens",
             "completed", "client_cpu_mean_pct", "buffered_requests", "reconnects")
-    with open(args.out / "runs" / row["run_id"] / "requests.jsonl") as file:
-        spans = [(r["sent_ns"], r["done_ns"]) for r in map(json.loads, file)
-                 if r.get("sent_ns") and r.get("done_ns")]
+    records = read_records(args.out / "runs" / row["run_id"] / "requests.jsonl")
+    spans = [(r.sent_ns, r.done_ns) for r in records if r.done_ns is not None]
     return ({k: float(row[k] or "nan") for k in keys} | occupancy(spans, users)
             | {"verdict": row["verdict"], "verdict_reasons": row["verdict_reasons"]})
 

@@ -4,6 +4,7 @@ line. (The runs themselves need an engine and minutes: the GPU evidence is how t
 
 from __future__ import annotations
 
+import csv
 import subprocess
 import sys
 from pathlib import Path
@@ -52,3 +53,15 @@ def test_the_untelemetered_rig_is_compared_with_both():
     assert "== 8 users: 17 paired rounds" in result.stdout
     assert "rig-untelemetered / reference output tok/s: geometric mean 1.004x" in result.stdout
     assert "rig / rig-untelemetered output tok/s: geometric mean 0.986x" in result.stdout
+
+
+def test_the_split_multiplies_back_to_each_runs_own_tok_per_s():
+    """Occupancy and seconds per request come from the per-request records; the rig's
+    output_tok_per_s from its own summary (the reference's from its span): tokens x users x
+    occupancy / (requests x seconds per request) must give it back, for every kept run."""
+    for path in sorted(BENCH.parent.glob("*.csv")):
+        with path.open(newline="") as file:
+            for row in csv.DictReader(file):
+                product = (float(row["output_tokens"]) * int(row["users"]) * float(row["occupancy"])
+                           / (float(row["completed"]) * float(row["request_s_mean"])))
+                assert abs(product / float(row["output_tok_per_s"]) - 1) < 1e-3, (path.name, row)

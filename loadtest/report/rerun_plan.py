@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = [row for row in rows[args.after:] if not args.tag or row.get("tag") == args.tag]
     if args.earlier:
         prompts, _, max_tokens = args.earlier.rpartition(":")
+        if not (prompts and max_tokens.isdigit()):
+            parser.error(f"--earlier wants PROMPTS:MAX_TOKENS, e.g. mixed:64, got {args.earlier!r}")
         plan = earlier_counts(rows, prompts, int(max_tokens))
     else:
         plan = rerun_plan(rows, args.seconds)
