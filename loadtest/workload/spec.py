@@ -1,0 +1,62 @@
+"""What a workload is, once built: the contract between workload sources and the client.
+
+A source (prompt set, synthetic lengths, dataset, shared prefixes, trace, conversations) is
+read and checked before anything is sent; what it yields is turned into these frozen values,
+bodies serialized once, so the client's hot path only writes bytes.
+
+- Single-turn workloads: `Workload.specs`, one RequestSpec per request, sent in order.
+- Trace replay: the same, plus `Workload.schedule_ns` (each request's send offset from the
+  schedule's origin, ns): the open-loop schedule, exactly like --rate's.
+- Conversations: `Workload.sessions`; the unit of the fixed workload is a session, whose turns
+  are sent one after another by one user, each carrying the conversation so far with the
+  engine's actual answers (built at run time by the client: loadtest/client/conversation.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["RequestSpec", "SessionSpec", "TurnSpec", "Workload", "WorkloadError"]
+
+
+class WorkloadError(ValueError):
+    """A workload that cannot be built; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    request_id: int
+    prompt_id: str
+    path: str
+    body: bytes
+    # What the source built the prompt to (token-exact sources): checked against the engine's
+    # usage.prompt_tokens; None when the source does not know (plain text prompts).
+    prompt_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class TurnSpec:
+    user: str  # this turn's user message (the conversation so far is prepended at run time)
+    max_tokens: int
+    think_time_s: float = 0.0  # the pause before this turn is sent (0 for the first turn)
+    prompt_tokens: int | None = None  # this turn's own message, in tokens, where known
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    session_id: int
+    conversation_id: str
+    turns: tuple[TurnSpec, ...]
+    system: str = ""  # a system message sent first in every turn, when the source has one
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str  # short and readable: "synthetic-2048x32-256", "mixed-256x128", ...
+    specs: list[RequestSpec]
+    sha256: str  # engine-independent: the same source, seed and counts give the same hash
+    schedule_ns: list[int] | None = None  # trace replay: send offsets, one per spec
+    sessions: list[SessionSpec] = field(default_factory=list)
+    source: str = "prompts"  # prompts | synthetic | dataset | prefix | trace | conversation
+    # Columns the source adds to the run's row (lengths asked, groups, turns, speedup, ...)
+    columns: dict[str, object] = field(default_factory=dict)
