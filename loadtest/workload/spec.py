@@ -14,6 +14,7 @@ bodies serialized once, so the client's hot path only writes bytes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 __all__ = ["RequestSpec", "SessionSpec", "TurnSpec", "Workload", "WorkloadError"]
@@ -53,7 +54,9 @@ class SessionSpec:
 @dataclass(frozen=True)
 class Workload:
     name: str  # short and readable: "synthetic-2048x32-256", "mixed-256x128", ...
-    specs: list[RequestSpec]
+    # A list, or for large sources a lazy Sequence that builds each body when it is taken (a
+    # 100,000-request trace would not fit in memory serialized): indexing must stay O(1).
+    specs: Sequence[RequestSpec]
     sha256: str  # engine-independent: the same source, seed and counts give the same hash
     schedule_ns: list[int] | None = None  # trace replay: send offsets, one per spec
     sessions: list[SessionSpec] = field(default_factory=list)

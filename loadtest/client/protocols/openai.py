@@ -22,16 +22,21 @@ PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 _DONE = StreamEvent(finished=True)
 
 
-def build_body(api: str, model: str, prompt: str, max_tokens: int, *, ignore_eos: bool,
-               temperature: float, ignore_eos_as: str = "ignore_eos",
+def build_body(api: str, model: str, prompt: str | list[dict[str, str]], max_tokens: int, *,
+               ignore_eos: bool, temperature: float, ignore_eos_as: str = "ignore_eos",
                token_ids: bool = False) -> bytes:
+    """`prompt` is a text, or for --api chat the whole message list (system prompt, earlier
+    turns with the engine's own answers, this turn's user message)."""
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True,
                             "stream_options": {"include_usage": True},
                             "temperature": temperature}
     if api == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
-    else:
+        body["messages"] = ([{"role": "user", "content": prompt}] if isinstance(prompt, str)
+                            else prompt)
+    elif isinstance(prompt, str):
         body["prompt"] = prompt
+    else:
+        raise ValueError("a workload of chat messages needs --api chat")
     if ignore_eos and ignore_eos_as == "generation_config":
         # transformers serve: a per-request GenerationConfig (it replaces the model's own) whose
         # EOS id -1 matches no token, so generation stops only at max_tokens.

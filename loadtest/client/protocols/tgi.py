@@ -18,9 +18,11 @@ TOKENS_SOURCE = "details"
 PATHS = {"generate": "/generate_stream"}
 
 
-def build_body(api: str, model: str, prompt: str, max_tokens: int, *, ignore_eos: bool,
-               temperature: float, ignore_eos_as: str = "ignore_eos",
+def build_body(api: str, model: str, prompt: str | list[dict[str, str]], max_tokens: int, *,
+               ignore_eos: bool, temperature: float, ignore_eos_as: str = "ignore_eos",
                token_ids: bool = False) -> bytes:
+    if not isinstance(prompt, str):
+        raise ValueError("tgi's /generate_stream takes one text, not chat messages; use --api chat")
     if ignore_eos:
         raise ValueError("tgi's /generate_stream has no ignore_eos; drop --ignore-eos")
     if token_ids:
