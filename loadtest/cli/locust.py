@@ -1,0 +1,46 @@
+"""The one place the Locust command line for a rig run is assembled.
+
+Calibration, sweeps, the rate sweep, the overhead and latency presets, the client bench, the race
+and the tests all start the locustfile the same way, so a change to how it is started (the
+interpreter, pinning, headless mode) is made here once.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["LOCUSTFILE", "REPO", "default_python", "locust_command"]
+
+REPO = Path(__file__).resolve().parents[2]
+LOCUSTFILE = REPO / "loadtest" / "engines.py"
+
+
+def default_python() -> str:
+    """The rig's own interpreter (`.venv/bin/python`, where `scripts/install.sh` installs Locust)
+    when it exists, else the running one."""
+    venv = REPO / ".venv" / "bin" / "python"
+    return str(venv) if venv.exists() else sys.executable
+
+
+def locust_command(*, host: str, users: int, rig_options: Sequence[str] = (),
+                   processes: int | None = None, headless: bool = True, cpus: str | None = None,
+                   python: str | None = None, spawn_rate: float | None = None) -> list[str]:
+    """`[taskset -c CPUS] PY -m locust -f loadtest/engines.py [--headless] --host H --users N
+    [--spawn-rate R] [--processes P] ...rig_options`.
+
+    `rig_options` are the locustfile's own options (`--engine`, `--requests`, ...), passed as
+    given; `cpus` pins the client (and every worker Locust forks) to a Linux CPU list.
+    """
+    cmd = ["taskset", "-c", cpus] if cpus else []
+    cmd += [python or default_python(), "-m", "locust", "-f", str(LOCUSTFILE)]
+    if headless:
+        cmd.append("--headless")
+    cmd += ["--host", host, "--users", str(users)]
+    if spawn_rate is not None:
+        cmd += ["--spawn-rate", f"{spawn_rate:g}"]
+    if processes is not None:
+        cmd += ["--processes", str(processes)]
+    cmd += list(rig_options)
+    return cmd
