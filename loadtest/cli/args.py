@@ -1,0 +1,34 @@
+"""The argparse base every command of the rig uses.
+
+Bad input must end in ONE `error: ...` line on stderr and exit 2 (nothing sent, nothing written),
+whatever the command; argparse's own error prints the whole usage first. `--help` exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+__all__ = ["RigParser", "fail"]
+
+
+def fail(message: str) -> NoReturn:
+    """One `error:` line (the first line of `message`) and exit 2."""
+    print(f"error: {message.splitlines()[0] if message else 'bad input'}", file=sys.stderr)
+    sys.exit(2)
+
+
+class RigParser(argparse.ArgumentParser):
+    """`argparse.ArgumentParser` whose `error()` prints one line and exits 2.
+
+    Subparsers made through `add_subparsers()` are RigParsers too (argparse builds them with
+    the parent's class), so `rig run --bad` fails in one line as `rig --bad` does.
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def error(self, message: str) -> NoReturn:
+        fail(f"{message} (see {self.prog} --help)")

@@ -1,0 +1,169 @@
+"""The option types every command of the rig shares.
+
+Each type is a function from the option's text to its value that raises `BadValue` with a
+message that reads after the option's name ("must be a positive integer, got '0'"). `BadValue`
+is both argparse's `ArgumentTypeError` (so argparse prints the message as is, on one line) and a
+`ValueError` (so code outside argparse, such as the locustfile's options, can catch it and raise
+its own error type with the option's name in front).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from loadtest.cpus import checked_cpus
+
+__all__ = ["BadValue", "cpu_list", "duration", "existing_file", "non_negative_int",
+           "non_negative_number", "number_in", "port", "positive_int", "positive_int_list",
+           "positive_number", "url", "writable_folder"]
+
+
+class BadValue(argparse.ArgumentTypeError, ValueError):
+    """A malformed option value; str() is one line that follows the option's name."""
+
+
+def _whole(text: object, minimum: int, what: str) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise BadValue(f"must be {what}, got {text!r}") from None
+    if value < minimum:
+        raise BadValue(f"must be {what}, got {text!r}")
+    return value
+
+
+def positive_int(text: object) -> int:
+    """A whole number of at least 1 (requests, users, tokens, repeats)."""
+    return _whole(text, 1, "a positive integer")
+
+
+def non_negative_int(text: object) -> int:
+    """A whole number of at least 0 (warm-up requests, seeds)."""
+    return _whole(text, 0, "a whole number of 0 or more")
+
+
+def _finite(text: object) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise BadValue(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise BadValue(f"must be a finite number, got {text!r}")
+    return value
+
+
+def non_negative_number(text: object) -> float:
+    """A finite number of at least 0 (temperature, seconds between samples)."""
+    value = _finite(text)
+    if value < 0:
+        raise BadValue(f"must be at least 0, got {text!r}")
+    return value
+
+
+def positive_number(text: object) -> float:
+    """A finite number above 0 (rates, timeouts)."""
+    value = _finite(text)
+    if value <= 0:
+        raise BadValue(f"must be above 0, got {text!r}")
+    return value
+
+
+def number_in(low: float, high: float) -> Callable[[object], float]:
+    """A type for a finite number from `low` to `high`, both included (shares, fractions)."""
+    def in_range(text: object) -> float:
+        value = _finite(text)
+        if not low <= value <= high:
+            raise BadValue(f"must be from {low:g} to {high:g}, got {text!r}")
+        return value
+    in_range.__name__ = f"number_in_{low:g}_{high:g}"
+    return in_range
+
+
+def positive_int_list(text: object) -> list[int]:
+    """A comma list of distinct positive integers, e.g. `1,8,32` (user counts, batch sizes)."""
+    parts = str(text).split(",")
+    try:
+        values = [positive_int(part) for part in parts]
+    except BadValue:
+        raise BadValue(f"must be a comma list of positive integers like 1,8,32, got {text!r}") from None
+    if len(set(values)) != len(values):
+        raise BadValue(f"names a value twice: {text!r}")
+    return values
+
+
+def port(text: object) -> int:
+    """A TCP port, 1-65535."""
+    value = _whole(text, 1, "a port number (1-65535)")
+    if value > 65535:
+        raise BadValue(f"must be a port number (1-65535), got {text!r}")
+    return value
+
+
+def url(text: object) -> str:
+    """An http(s) URL with a host, e.g. `http://127.0.0.1:8000`; returned without a trailing /."""
+    value = str(text).strip()
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError on a port out of range or not a number
+    except ValueError:
+        raise BadValue(f"must be an http(s) URL like http://127.0.0.1:8000, got {text!r}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in value):
+        raise BadValue(f"must be an http(s) URL like http://127.0.0.1:8000, got {text!r}")
+    return value.rstrip("/")
+
+
+def existing_file(text: object) -> Path:
+    """A path to a file that exists and can be read."""
+    path = Path(str(text))
+    if not str(text) or not path.is_file():
+        raise BadValue(f"must be an existing file, got {str(text)!r}")
+    if not os.access(path, os.R_OK):
+        raise BadValue(f"{str(text)!r} cannot be read")
+    return path
+
+
+def writable_folder(text: object) -> Path:
+    """A folder that exists and is writable, or could be created (its nearest existing parent is a
+    writable folder). Nothing is created here: a command that then fails on another option must
+    leave nothing behind."""
+    path = Path(str(text))
+    if not str(text) or "\0" in str(text):
+        raise BadValue(f"must be a folder, got {str(text)!r}")
+    probe = path.absolute()
+    while not probe.exists():
+        if probe.is_symlink() or probe == probe.parent:
+            raise BadValue(f"{str(text)!r} cannot be created")
+        probe = probe.parent
+    if not probe.is_dir():
+        raise BadValue(f"{str(text)!r} is not a folder ({str(probe)!r} is a file)")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise BadValue(f"{str(text)!r} is not writable")
+    return path
+
+
+def cpu_list(text: object) -> str:
+    """A Linux CPU list (`1`, `0-3`, `0,2-3`) of cores this process may use."""
+    try:
+        checked_cpus(str(text), "the")
+    except ValueError as exc:
+        raise BadValue(str(exc).removeprefix("the cores ")) from None
+    return str(text)
+
+
+_DURATION = re.compile(r"(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|m|h|)")
+_SECONDS = {"ms": 0.001, "": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: object) -> float:
+    """Seconds above 0, as a number or with a unit: `90`, `90s`, `1.5m`, `2h`, `500ms`."""
+    match = _DURATION.fullmatch(str(text).strip())
+    seconds = float(match["number"]) * _SECONDS[match["unit"]] if match else 0.0
+    if not match or not 0 < seconds < math.inf:
+        raise BadValue(f"must be a duration above 0 like 90, 90s, 5m or 1h, got {text!r}")
+    return seconds
