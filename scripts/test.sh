@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# usage: scripts/test.sh [PYTEST_ARGS...]
+# usage: scripts/test.sh [--fast] [PYTEST_ARGS...]
+#   --fast: only the tests that start no engine, no Docker and no build (pytest -m "not engine
+#   and not docker"), after installing the rig alone (.venv); a few minutes. Without it:
 #   Installs what the tests need (the rig, the embedded vLLM CPU engine and its tiny model, the
 #   in-process engines (scripts/install_inprocess.sh), and a real Docker engine with Compose v2
 #   where one can start, with the images built locally) and runs every test, integration tests
@@ -45,6 +47,12 @@ install_nginx() {
   fi
   if [[ -s /run/nginx.pid ]]; then /usr/sbin/nginx -s quit 2>/dev/null || true; fi
 }
+
+if [[ ${1:-} == --fast ]]; then
+  shift
+  scripts/install.sh --rig
+  exec .venv/bin/python -m pytest -rs -m "not engine and not docker" "$@"
+fi
 
 scripts/install.sh
 scripts/install_inprocess.sh

@@ -17,6 +17,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtest.local_engine import LocalEngine, _healthy  # noqa: E402
 from rig_helpers import free_port  # noqa: E402
+from tiers import ENGINE_FIXTURES, EngineWatch  # noqa: E402
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """An engine fixture makes its test an engine test, whatever its markers say."""
+    for item in items:
+        if ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.engine)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A test in the fast tier that starts an engine fails, naming the marker it needs."""
+    if item.get_closest_marker("engine") or item.get_closest_marker("docker"):
+        return (yield)
+    with EngineWatch() as watch:
+        result = yield
+    if watch.seen:
+        pytest.fail(f"this test starts an engine, {watch.seen}, but is not marked "
+                    "@pytest.mark.engine (or docker): scripts/test.sh --fast would run it",
+                    pytrace=False)
+    return result
 
 
 @pytest.fixture(scope="session")

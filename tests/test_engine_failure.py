@@ -13,6 +13,8 @@ from rig_helpers import assert_every_request_accounted, crash_under_run, free_po
 from loadtest.local_engine import LocalEngine
 from servers.local import LOCAL
 
+pytestmark = pytest.mark.engine  # every test here starts a real engine
+
 
 def test_engine_killed_mid_run_leaves_complete_records_and_a_row(tmp_path: Path):
     out = tmp_path / "out"

@@ -62,6 +62,7 @@ def check_run(row: dict[str, str], records: list[dict], engine: str, batch: int,
     assert bool(row["ttft_p50_ms"]) == streamed
 
 
+@pytest.mark.engine
 def test_workload_hash_matches_a_server_run_of_the_same_workload(tmp_path: Path) -> None:
     """In-process rows carry the workload_sha256 a server run of the same prompts, requests,
     length and sampling carries, so the two sides are known to have had the same work."""
@@ -79,12 +80,14 @@ def test_workload_hash_matches_a_server_run_of_the_same_workload(tmp_path: Path)
     assert row["workload_sha256"] == server.sha256
 
 
+@pytest.mark.engine
 def test_ctranslate2_float32_batched(tmp_path: Path) -> None:
     row, records = run_and_read(tmp_path, "ctranslate2:float32", 4, 8)
     check_run(row, records, "ctranslate2", 4, 8, streamed=True)
     assert json.loads(row["engine_settings"])["compute_type"] == "float32"
 
 
+@pytest.mark.engine
 def test_transformers_generate_without_a_streamer_batched(tmp_path: Path) -> None:
     row, records = run_and_read(tmp_path, "transformers-generate", 4, 8)
     check_run(row, records, "transformers-generate", 4, 8, streamed=False)
@@ -93,6 +96,7 @@ def test_transformers_generate_without_a_streamer_batched(tmp_path: Path) -> Non
     assert len({done for _, done in waves}) == 2
 
 
+@pytest.mark.engine
 def test_transformers_generate_with_a_streamer(tmp_path: Path) -> None:
     row, records = run_and_read(tmp_path, "transformers-generate:streamer", 1, 4)
     check_run(row, records, "transformers-generate", 1, 4, streamed=True)
@@ -100,6 +104,7 @@ def test_transformers_generate_with_a_streamer(tmp_path: Path) -> None:
     assert all(r["output_chunks"] == MAX_TOKENS for r in records)  # one put() per step
 
 
+@pytest.mark.engine
 def test_llama_cpp_python(tmp_path: Path) -> None:
     row, records = run_and_read(tmp_path, "llama-cpp-python", 1, 4)
     check_run(row, records, "llama-cpp-python", 1, 4, streamed=True)
@@ -107,6 +112,7 @@ def test_llama_cpp_python(tmp_path: Path) -> None:
     assert "cpu-shared" in json.loads(row["engine_settings"])["lib"]  # llama-server's tree
 
 
+@pytest.mark.engine
 def test_vllm_offline_keeps_the_batch_in_flight(tmp_path: Path) -> None:
     row, records = run_and_read(tmp_path, "vllm-offline", 4, 8)
     check_run(row, records, "vllm-offline", 4, 8, streamed=True)
@@ -160,6 +166,7 @@ def test_a_runs_csv_a_row_would_corrupt_is_refused_before_the_run(tmp_path: Path
     assert "has 3 cells for 2 columns" in done.stderr and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.engine
 def test_several_batch_sizes_on_one_engine(tmp_path: Path) -> None:
     """--batch 1,4: each size its own run and row, on the engine loaded once, at least 4
     requests per sequence; each size warmed up first, warm-ups never recorded."""
@@ -186,6 +193,7 @@ def test_install_script_help_and_unknown_engine() -> None:
     assert done.returncode == 0 and "present" in done.stderr, done.stderr
 
 
+@pytest.mark.engine
 def test_sigterm_mid_run_stops_the_worker_and_adds_no_row(tmp_path: Path) -> None:
     import signal
     import time

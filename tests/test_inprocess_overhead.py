@@ -26,6 +26,7 @@ def overhead(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[
                           capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
 
 
+@pytest.mark.engine
 def test_llamacpp_server_against_llama_cpp_python(tmp_path: Path) -> None:
     port = free_port()
     done = overhead("--pairs", "llamacpp", "--batches", "1,2", "--requests", "4", "--max-tokens",

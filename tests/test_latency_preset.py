@@ -20,6 +20,7 @@ def latency(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[s
                           text=True, timeout=timeout_s, cwd=REPO)
 
 
+@pytest.mark.engine
 def test_a_table_over_a_server_and_in_process_engines(tmp_path: Path) -> None:
     done = latency("--out", str(tmp_path), "--requests", "3", "--repeats", "2", "--max-tokens",
                    "16", "--port", str(free_port()), "llamacpp-cpu", "llama-cpp-python",
