@@ -111,3 +111,19 @@ def assert_every_request_accounted(requests_log: Path, out: Path, requests: int 
     assert int(row["output_tokens"]) == max_tokens * len(ok)
     assert row["verdict"] == "invalid" and "failed_requests" in row["verdict_reasons"]
     return records
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout_s: float = 120,
+             poll_s: float = 0.1) -> None:
+    """Wait until `condition()` is true (instead of sleeping a guessed time before a signal)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s:g} s"
+        time.sleep(poll_s)
+
+
+def records_written(out: Path, at_least: int = 1) -> bool:
+    """At least `at_least` requests of a run under `out` have their record written."""
+    return any(len(log.read_text().splitlines()) >= at_least
+               for log in out.rglob("runs/*/requests.jsonl"))
+

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rig_helpers import REPO  # noqa: E402
+from rig_helpers import REPO, wait_for  # noqa: E402
 
 MAX_TOKENS = 24
 
@@ -209,9 +209,8 @@ def test_sigterm_mid_run_stops_the_worker_and_adds_no_row(tmp_path: Path) -> Non
         for line in process.stderr:
             if "loaded in" in line:
                 break
-        time.sleep(1)
+        wait_for(lambda: psutil.Process(process.pid).children(recursive=True), "a worker started")
         workers = psutil.Process(process.pid).children(recursive=True)
-        assert workers
         process.send_signal(signal.SIGTERM)
         rest = process.stderr.read()
         assert process.wait(timeout=60) == 130

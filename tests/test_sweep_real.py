@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from loadtest.results.files import read_runs
+from rig_helpers import records_written, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.engine
@@ -97,7 +98,8 @@ def test_interrupted_sweep_stops_its_engine(tmp_path: Path) -> None:
     while time.monotonic() < deadline and not _engine_processes(port):
         time.sleep(0.5)
     assert _engine_processes(port), "the engine did not start"
-    time.sleep(3)
+    wait_for(lambda: (tmp_path / "sweeps/threads-vllm-cpu/sweep.json").exists(),
+             "the sweep wrote its state")
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 130, err
@@ -141,7 +143,7 @@ def test_engine_crash_mid_run_fails_its_cells_and_the_sweep_goes_on(tmp_path: Pa
     for line in process.stderr:
         if line.startswith("run vllm-cpu/u1-r1"):
             break
-    time.sleep(3)
+    wait_for(lambda: records_written(tmp_path), "the measured run answered a request")
     killed = _engine_processes(port)
     for pid in killed:  # the sweep's own engine (its API server alone), by its pid
         os.kill(pid, signal.SIGKILL)
