@@ -43,7 +43,7 @@ def test_schedules_are_seeded_and_shaped():
 @pytest.mark.parametrize("args, message", [
     (["--rate", "0"], "--rate must be above 0"),
     (["--rate", "fast"], "--rate must be a number"),
-    (["--rate", "2", "--arrival", "bursty"], "--arrival must be one of constant, poisson"),
+    (["--rate", "2", "--arrival", "bursty"], "--arrival must be one of constant, poisson, gamma"),
     (["--arrival", "constant"], "give --rate too"),
 ])
 def test_bad_open_loop_options_are_one_error_line(args: list[str], message: str):

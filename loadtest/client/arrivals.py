@@ -9,7 +9,14 @@ a schedule fixed before the run: request i at offset t_i from the moment dispatc
 - constant: t_i = i / R;
 - poisson: t_0 = 0 and the gaps t_i - t_(i-1) are drawn from an exponential distribution of
   mean 1/R by Python's Mersenne Twister seeded with --arrival-seed (default 0), so the same
-  options give the same schedule on every process and in every run.
+  options give the same schedule on every process and in every run;
+- gamma (--burstiness B): the gaps are drawn from Gamma(shape=B, scale=1/(R*B)), seeded the
+  same way: their mean stays 1/R and their coefficient of variation is 1/sqrt(B), so B < 1
+  sends in bursts with lulls between (the same mean rate), B = 1 is Poisson and B > 1 is
+  smoother than Poisson, tending to constant.
+
+Conversations (Workload.sessions): the schedule gives each session's start, its first turn;
+its later turns follow their previous answer and think time (loadtest/client/conversation.py).
 
 --users is then the cap on requests in flight: a free user takes the next request in schedule
 order and sleeps until its time; a request whose time comes while every user is busy waits
@@ -29,46 +36,56 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 __all__ = ["ARRIVALS", "OpenLoop", "add_arrival_options", "open_loop_from_options",
            "send_offsets_ns"]
 
-ARRIVALS = ("constant", "poisson")
+ARRIVALS = ("constant", "poisson", "gamma")
 
 
 @dataclass(frozen=True)
 class OpenLoop:
-    rate: float  # requests per second, offered
-    arrival: str  # constant | poisson
+    rate: float  # requests (or sessions) per second, offered
+    arrival: str  # constant | poisson | gamma
     seed: int
+    burstiness: float = 1.0  # gamma's shape; 1 for the others (Poisson's own)
 
     def offsets_ns(self, requests: int) -> list[int]:
-        return send_offsets_ns(requests, self.rate, self.arrival, self.seed)
+        return send_offsets_ns(requests, self.rate, self.arrival, self.seed, self.burstiness)
 
     def digest(self, requests: int) -> str:
         """Names the schedule, so every process can check it built the same one."""
-        text = json.dumps([self.rate, self.arrival, self.seed, requests])
+        shape = [self.burstiness] if self.arrival == "gamma" else []  # older digests unchanged
+        text = json.dumps([self.rate, self.arrival, self.seed, requests, *shape])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def columns(self, requests: int) -> dict[str, Any]:
         """The run's open-loop settings, for run.json and runs.csv."""
         offsets = self.offsets_ns(requests)
-        return {"rate": self.rate, "arrival": self.arrival, "arrival_seed": self.seed,
-                "schedule_s": offsets[-1] / 1e9 if offsets else 0.0}
+        columns: dict[str, Any] = {"rate": self.rate, "arrival": self.arrival,
+                                   "arrival_seed": self.seed}
+        if self.arrival == "gamma":
+            columns["burstiness"] = self.burstiness
+        columns["schedule_s"] = offsets[-1] / 1e9 if offsets else 0.0
+        return columns
 
 
-def send_offsets_ns(requests: int, rate: float, arrival: str, seed: int = 0) -> list[int]:
+def send_offsets_ns(requests: int, rate: float, arrival: str, seed: int = 0,
+                    burstiness: float = 1.0) -> list[int]:
     """Each request's send time, in ns from the schedule's origin; the first at 0."""
     if arrival not in ARRIVALS:
         raise ValueError(f"unknown arrival {arrival!r}")
     if arrival == "constant":
         return [round(i * 1e9 / rate) for i in range(requests)]
     rng = random.Random(seed)
+    gap = (partial(rng.expovariate, rate) if arrival == "poisson"
+           else partial(rng.gammavariate, burstiness, 1 / (rate * burstiness)))
     offsets, t = [], 0.0
     for i in range(requests):
         if i:
-            t += rng.expovariate(rate)
+            t += gap()
         offsets.append(round(t * 1e9))
     return offsets
 
@@ -80,11 +97,14 @@ def add_arrival_options(parser: Any) -> None:
                             "whatever the answers do; --users caps the requests in flight "
                             "(default: closed loop, each user sends when its last answer ended)")
     group.add_argument("--arrival", default="poisson",
-                       help="with --rate: constant (evenly spaced) or poisson (exponential gaps, "
-                            "seeded; default)")
+                       help="with --rate: constant (evenly spaced), poisson (exponential gaps, "
+                            "seeded; default) or gamma (gamma gaps of shape --burstiness, seeded)")
+    group.add_argument("--burstiness", type=str, default="",
+                       help="with --arrival gamma: the gaps' shape B > 0, the mean rate kept at "
+                            "--rate: B < 1 bursts and lulls, 1 Poisson, > 1 smoother (default 1)")
     group.add_argument("--arrival-seed", type=str, default="0",
-                       help="with --rate poisson: the schedule's seed (default 0: the same "
-                            "schedule every run)")
+                       help="with --rate poisson or gamma: the schedule's seed (default 0: the "
+                            "same schedule every run)")
 
 
 def open_loop_from_options(options: Any) -> OpenLoop | None:
@@ -92,10 +112,11 @@ def open_loop_from_options(options: Any) -> OpenLoop | None:
     rate_text = str(getattr(options, "rate", "") or "").strip()
     arrival = getattr(options, "arrival", "poisson")
     seed_text = str(getattr(options, "arrival_seed", "0"))
+    burstiness_text = str(getattr(options, "burstiness", "") or "").strip()
     if not rate_text:
-        if arrival != "poisson" or seed_text != "0":
-            raise ValueError("--arrival and --arrival-seed shape an open-loop schedule: "
-                             "give --rate too")
+        if arrival != "poisson" or seed_text != "0" or burstiness_text:
+            raise ValueError("--arrival, --arrival-seed and --burstiness shape an open-loop "
+                             "schedule: give --rate too")
         return None
     try:
         rate = float(rate_text)
@@ -109,4 +130,22 @@ def open_loop_from_options(options: Any) -> OpenLoop | None:
         seed = int(seed_text)
     except ValueError:
         raise ValueError(f"--arrival-seed must be a whole number, got {seed_text!r}") from None
-    return OpenLoop(rate, arrival, seed)
+    return OpenLoop(rate, arrival, seed, _burstiness(burstiness_text, arrival, rate))
+
+
+def _burstiness(text: str, arrival: str, rate: float) -> float:
+    """--burstiness as gamma's shape: a finite number above 0 (and, with --rate, one whose
+    gaps' scale 1/(R*B) is a number), only for --arrival gamma."""
+    if not text:
+        return 1.0
+    if arrival != "gamma":
+        raise ValueError(f"--burstiness shapes --arrival gamma, not {arrival}")
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"--burstiness must be a number above 0, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise ValueError(f"--burstiness must be a number above 0, got {text!r}")
+    if not 0 < rate * value < float("inf"):
+        raise ValueError(f"--burstiness {text} with --rate {rate:g} leaves no gap to draw")
+    return value
