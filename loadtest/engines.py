@@ -11,6 +11,7 @@ come from those raw records (loadtest/results/summary.py), not from Locust's rou
 Locust's own stats and web UI still show every request (response time = end-to-end).
 Results: OUT/runs.csv and OUT/runs/RUN_ID/{run.json,requests.jsonl} (loadtest/results/files.py).
 Exit codes: 0 all requests ok, 1 some failed (recorded), 2 the rig could not run.
+The rig's options: `rig run --help` (Locust prints its --help before it loads a locustfile).
 """
 
 from __future__ import annotations
@@ -25,15 +26,13 @@ from locust.runners import MasterRunner, WorkerRunner
 import gevent
 from gevent.event import Event
 
-from loadtest.client.options import ConfigError, add_options, config_from_options, ensure_writable
+from loadtest.client.options import ConfigError, config_from_options, ensure_writable
 from loadtest.client.probe import (EngineInfo, ProbeError, check_prompts_fit, check_request_fits,
                                    probe_engine)
 from loadtest.results.record import RequestRecord
 from loadtest.results.files import ResultsError, check_runs_file
-from loadtest.client.arrivals import add_arrival_options
 from loadtest.client.run import Run, run_options
-from loadtest.results.equivalence import add_keep_outputs_option
-from loadtest.results.goodput import add_slo_option
+from loadtest.cli.run import add_rig_options
 from loadtest.client.transport import new_client, open_connection, send
 from loadtest.client.workload import WorkloadError
 
@@ -48,10 +47,7 @@ def _refuse(message: str) -> None:
 
 @events.init_command_line_parser.add_listener
 def _add_options(parser: Any) -> None:
-    add_options(parser)
-    add_arrival_options(parser)
-    add_slo_option(parser)
-    add_keep_outputs_option(parser)
+    add_rig_options(parser)  # the same function builds `rig run --help`, which lists them
 
 
 @events.init.add_listener

@@ -8,9 +8,19 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextvars import ContextVar
 from typing import NoReturn
 
-__all__ = ["RigParser", "fail"]
+__all__ = ["RigParser", "command_prog", "fail", "invoked_as"]
+
+invoked_as: ContextVar[str | None] = ContextVar("invoked_as", default=None)
+"""The command line a module's parser runs under when `rig` delegates to it ("rig sweep
+threads"), so its usage and error hints name the command the user typed."""
+
+
+def command_prog(default: str) -> str:
+    """The prog for a module's top parser: `rig ...` when run through `rig`, else `default`."""
+    return invoked_as.get() or default
 
 
 def fail(message: str) -> NoReturn:

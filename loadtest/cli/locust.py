@@ -31,13 +31,16 @@ def locust_command(*, host: str, users: int, rig_options: Sequence[str] = (),
     [--spawn-rate R] [--processes P] ...rig_options`.
 
     `rig_options` are the locustfile's own options (`--engine`, `--requests`, ...), passed as
-    given; `cpus` pins the client (and every worker Locust forks) to a Linux CPU list.
+    given; an empty `host` leaves `--host` out (the locustfile then uses the engine's default
+    URL); `cpus` pins the client (and every worker Locust forks) to a Linux CPU list.
     """
     cmd = ["taskset", "-c", cpus] if cpus else []
     cmd += [python or default_python(), "-m", "locust", "-f", str(LOCUSTFILE)]
     if headless:
         cmd.append("--headless")
-    cmd += ["--host", host, "--users", str(users)]
+    if host:  # "": the locustfile picks the engine's default URL
+        cmd += ["--host", host]
+    cmd += ["--users", str(users)]
     if spawn_rate is not None:
         cmd += ["--spawn-rate", f"{spawn_rate:g}"]
     if processes is not None:

@@ -1,0 +1,100 @@
+"""`rig run`: one fixed workload against one engine (the locustfile, loadtest/engines.py).
+
+The rig's options are registered on Locust's parser by the locustfile through
+`add_rig_options`, and on `rig run`'s parser by the same function, so `rig run --help` lists
+exactly what `locust -f loadtest/engines.py` accepts. (Locust prints its `--help` before it
+imports a locustfile, so `locust ... --help` cannot show them.) `rig run` checks every option
+the way the locustfile will (one `error:` line, exit 2, nothing started), then replaces itself
+with the Locust process, so signals and the exit code are Locust's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from loadtest.cli.args import RigParser, command_prog
+from loadtest.cli.locust import locust_command
+from loadtest.cli.types import cpu_list, positive_int, positive_number, url
+from loadtest.client.arrivals import add_arrival_options
+from loadtest.client.options import ConfigError, add_options, config_from_options
+from loadtest.client.run import run_options
+from loadtest.results.equivalence import add_keep_outputs_option
+from loadtest.results.goodput import add_slo_option
+
+__all__ = ["add_rig_options", "main", "parser", "rig_arguments"]
+
+RIG_GROUP_PREFIX = "llm-load-rig"  # every group the rig's option functions add is titled so
+
+
+def add_rig_options(parser: Any) -> None:
+    """Every option the locustfile adds to Locust's parser (and `rig run` to its own)."""
+    add_options(parser)
+    add_arrival_options(parser)
+    add_slo_option(parser)
+    add_keep_outputs_option(parser)
+
+
+def parser() -> RigParser:
+    p = RigParser(
+        prog=command_prog("rig run"),
+        description="Run one fixed workload against one engine and record every request "
+                    "(the locustfile loadtest/engines.py under Locust, headless).",
+        epilog="example:\n  rig run --engine vllm-cpu --host http://127.0.0.1:8000 --users 32 "
+               "--requests 256 --max-tokens 128\n\n"
+               "Locust's own options go after --:  rig run --engine vllm-cpu --users 8 -- --loglevel DEBUG\n"
+               "exit: 0 every request ok, 1 some failed (recorded), 2 bad input or the rig could not run")
+    locust = p.add_argument_group("Locust")
+    locust.add_argument("--host", type=url, default=None,
+                        help="the engine's base URL (default: the engine's own port on 127.0.0.1, "
+                             "or its base URL variable for hosted engines)")
+    locust.add_argument("--users", type=positive_int, default=1,
+                        help="concurrent users, closed loop; with --rate the cap on requests in "
+                             "flight (default 1)")
+    locust.add_argument("--spawn-rate", type=positive_number, default=None,
+                        help="users started per second (Locust's default 1)")
+    locust.add_argument("--processes", type=positive_int, default=None,
+                        help="Locust worker processes (the client's cores)")
+    locust.add_argument("--client-cpus", type=cpu_list, default=None,
+                        help="pin the client to these cores (taskset list, e.g. 0)")
+    add_rig_options(p)
+    return p
+
+
+def rig_arguments(p: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The rig's options of `args` that differ from their defaults, as Locust arguments."""
+    out: list[str] = []
+    for group in p._action_groups:
+        if not (group.title or "").startswith(RIG_GROUP_PREFIX):
+            continue
+        for action in group._group_actions:
+            value = getattr(args, action.dest)
+            if value == action.default:
+                continue
+            flag = action.option_strings[-1]
+            out.append(flag if action.nargs == 0 else f"{flag}={value}")  # "=": a value may start with "-"
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    locust_extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, locust_extra = argv[:cut], argv[cut + 1:]
+    p = parser()
+    args = p.parse_args(argv)
+    args.num_users = args.users  # the name Locust gives it, which the checks read
+    try:
+        config_from_options(args, args.host)
+        run_options(args)
+    except ConfigError as exc:
+        p.error(str(exc))
+    cmd = locust_command(host=args.host or "", users=args.users,
+                         rig_options=rig_arguments(p, args) + locust_extra, processes=args.processes,
+                         cpus=args.client_cpus, spawn_rate=args.spawn_rate)
+    sys.stdout.flush()
+    os.execvp(cmd[0], cmd)
+    return 0  # not reached
