@@ -22,25 +22,29 @@ from typing import Any
 from servers.local import LOCAL
 
 from servers.gpus import gpu_count
+from loadtest.cli.args import RigParser, command_prog
+from loadtest.cli.types import (non_negative_int, positive_int, positive_int_list, url,
+                                writable_folder)
 from loadtest.sweep.matrix import MatrixError, default_warmup_requests, parse_matrix
 from loadtest.sweep.runner import run_sweep
 
-__all__ = ["main"]
+__all__ = ["main", "parser"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m loadtest.sweep.threads",
-                                description="How many client threads saturate this engine?")
+def parser() -> RigParser:
+    p = RigParser(prog=command_prog("python -m loadtest.sweep.threads"),
+                  description="How many client threads saturate this engine?",
+                  epilog="example:\n  rig sweep threads vllm-cpu --users 1,4,16,64 --repeats 2 --requests 64")
     p.add_argument("engine", help="engine slug (vllm-cpu, vllm, tgi, ...)")
-    p.add_argument("--users", default="24,64,128,256", help="user counts, comma-separated")
-    p.add_argument("--repeats", default="3", help="runs per user count (default 3)")
-    p.add_argument("--requests", default="256", help="fixed workload size (default 256)")
-    p.add_argument("--max-tokens", default="128", help="output tokens per request (default 128)")
+    p.add_argument("--users", type=positive_int_list, default="24,64,128,256", help="user counts, comma-separated")
+    p.add_argument("--repeats", type=positive_int, default="3", help="runs per user count (default 3)")
+    p.add_argument("--requests", type=positive_int, default="256", help="fixed workload size (default 256)")
+    p.add_argument("--max-tokens", type=positive_int, default="128", help="output tokens per request (default 128)")
     p.add_argument("--prompts", default="mixed", help="prompt set name or .jsonl file")
     p.add_argument("--ignore-eos", action="store_true", help="ask for exactly --max-tokens")
     p.add_argument("--api", default="", help="completions | chat | generate (engine default)")
     p.add_argument("--slo", default="", help="latency targets for goodput, e.g. ttft_ms=500,itl_ms=50")
-    p.add_argument("--host", default="", help="an engine already running at this URL: not started")
+    p.add_argument("--host", type=url, default=None, help="an engine already running at this URL: not started")
     p.add_argument("--flags", default="", help="with --host: the engine's flags, to record")
     p.add_argument("--gpu", default="", help="with --host: the engine's GPUs, to record")
     p.add_argument("--launch", choices=["local", "compose"], default=None,
@@ -50,22 +54,19 @@ def _parser() -> argparse.ArgumentParser:
                    help="engine setting for the started engine (servers/settings.py), repeatable")
     p.add_argument("--gpus", default="", help="GPU set for the started engine, e.g. 0 or 0,1")
     p.add_argument("--network", choices=["host"], default=None, help="compose: host networking")
-    p.add_argument("--warmup-requests", default=None,
+    p.add_argument("--warmup-requests", type=non_negative_int, default=None,
                    help="requests in the warm-up run (default 2 x the largest user count, >= 16; 0 = none)")
     p.add_argument("--name", default="", help="sweep name: tag and folder (default threads-ENGINE)")
-    p.add_argument("--out", type=Path, default=Path("results"), help="results folder (default results/)")
-    p.add_argument("--health-timeout", default="900", help="seconds to wait for a started engine")
-    p.add_argument("--run-timeout", default="1800", help="seconds one run may take")
+    p.add_argument("--out", type=writable_folder, default=Path("results"), help="results folder (default results/)")
+    p.add_argument("--health-timeout", type=positive_int, default="900", help="seconds to wait for a started engine")
+    p.add_argument("--run-timeout", type=positive_int, default="1800", help="seconds one run may take")
     p.add_argument("--dry-run", action="store_true", help="print every cell and command; start nothing")
     return p
 
 
 def matrix_data(args: argparse.Namespace) -> dict[str, Any]:
     """The one-configuration matrix these options describe."""
-    try:
-        users = [int(u) for u in args.users.split(",")]
-    except ValueError:
-        raise MatrixError(f"--users must be whole numbers separated by commas, got {args.users!r}") from None
+    users = args.users
     if args.host:
         if args.set or args.launch or args.gpus or args.network:
             raise MatrixError("--host measures an engine already running: drop --set/--launch/--gpus/--network")
@@ -101,16 +102,12 @@ def _settings(pairs: list[str]) -> dict[str, str]:
     return settings
 
 
-def _warmup(value: str | None, users: list[int]) -> int:
-    if value is None:
-        return default_warmup_requests(tuple(users))
-    if not value.isdigit():
-        raise MatrixError(f"--warmup-requests must be a whole number (0 = none), got {value!r}")
-    return int(value)
+def _warmup(value: int | None, users: list[int]) -> int:
+    return default_warmup_requests(tuple(users)) if value is None else value
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     try:
         data = matrix_data(args)
         launched = "host" not in data["engines"][0]
