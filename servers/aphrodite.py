@@ -6,9 +6,11 @@ takes vLLM-style flags, except speculation, which v0.6 spells
 """
 
 from servers.engine import Engine
-from servers.vllm import VLLM_FLAGS, VLLM_REFUSED
+from servers.prefix_cache import vllm_reset
+from servers.spec import EngineSpec, PrefixCache, Target
+from servers.vllm import VLLM_FLAGS, VLLM_REFUSED, vllm_metric_names
 
-__all__ = ["ENGINE"]
+__all__ = ["ENGINE", "SPEC"]
 
 ENGINE = Engine(
     slug="aphrodite",
@@ -28,4 +30,13 @@ ENGINE = Engine(
     refused={"MAX_INPUT_TOKENS": VLLM_REFUSED["MAX_INPUT_TOKENS"].replace("vLLM", "Aphrodite")},
     defaults={"MODEL": "Qwen/Qwen2.5-0.5B-Instruct"},
     service={"ipc": "host"},
+)
+
+SPEC = EngineSpec(
+    slug="aphrodite",
+    container=ENGINE,
+    target=Target(ENGINE.host_port),
+    metrics=vllm_metric_names("aphrodite"),
+    # vLLM's route; unverified on the v0.6 image (no registry here): a 404 reads "none"
+    prefix_cache=PrefixCache(vllm_reset),
 )

@@ -80,11 +80,11 @@ def refusal_expr(eng: Engine) -> str:
     return "".join(refusal_parts(eng))
 
 
-def _fold(text: str) -> str:
+def _fold(text: str, engines: dict[str, Engine]) -> str:
     """Each service's one-line ``command`` and ``stdin_open`` rewritten one setting per line,
     their values unchanged: ``command`` as a folded block (lines joined by one space),
     ``stdin_open`` double-quoted with escaped line breaks (joined by nothing)."""
-    for eng in ENGINES.values():
+    for eng in engines.values():
         text = _replace_line(text, "command", command_expr(eng),
                              "command: >-\n      " + "\n      ".join(command_lines(eng)))
         parts = refusal_parts(eng)
@@ -134,15 +134,16 @@ def service(eng: Engine) -> dict[str, Any]:
     return svc
 
 
-def render_compose() -> str:
-    """docker-compose.yml as text."""
+def render_compose(engines: dict[str, Engine] | None = None) -> str:
+    """docker-compose.yml as text, for the registry's engines (or those given)."""
+    engines = ENGINES if engines is None else engines
     doc = {
         "name": "llm-load-rig",
-        "services": {slug: service(eng) for slug, eng in ENGINES.items()},
+        "services": {slug: service(eng) for slug, eng in engines.items()},
         "volumes": {"model-cache": {"name": "llm-load-rig-model-cache"}},
     }
     text = yaml.safe_dump(doc, sort_keys=False, width=10_000, default_flow_style=False)
-    return HEADER + _fold(text)
+    return HEADER + _fold(text, engines)
 
 
 def _env_block(eng: Engine) -> list[str]:

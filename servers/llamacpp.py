@@ -3,11 +3,26 @@
 The model is a GGUF file under ``/models`` (the mounted MODELS_DIR); its
 quantization and dtype live in the file. ``--ctx-size`` is shared by all
 slots, so it is not the per-request MAX_TOTAL_TOKENS and is refused as such.
+
+Locally (``RECIPE``) it is the CUDA build of llamacpp-cpu's vendored tree
+(``scripts/build_llamacpp.sh --cuda 90``), every layer on the GPU, with llamacpp-cpu's slots and
+per-slot context so the two builds race with the same settings:
+
+    RIG_LLAMA_SERVER    the binary (default: the newest build/llama.cpp/cuda-*/bin/llama-server)
+    RIG_LLAMACPP_MODEL  the GGUF file (default models/tiny-llama.gguf); served under its stem
 """
 
-from servers.engine import Engine
+import os
+import tempfile
+from pathlib import Path
 
-__all__ = ["ENGINE"]
+from servers.engine import Engine
+from servers.llamacpp_cpu import DEFAULT_SLOTS, LLAMACPP_METRICS, PREFIX_CACHE, SLOT_TOKENS, with_defaults
+from servers.spec import REPO, EngineSpec, LocalRecipe, Target
+
+__all__ = ["ENGINE", "RECIPE", "SPEC"]
+
+GGUF = Path(os.environ.get("RIG_LLAMACPP_MODEL", REPO / "models" / "tiny-llama.gguf"))
 
 ENGINE = Engine(
     slug="llamacpp",
@@ -15,7 +30,8 @@ ENGINE = Engine(
     image_source="build b11206, pinned by digest in other public projects",
     host_port=8081,
     container_port=8080,
-    args=("--host", "0.0.0.0", "--port", "8080", "--n-gpu-layers", "999", "--metrics"),
+    args=("--host", "0.0.0.0", "--port", "8080", "--n-gpu-layers", "999", "--metrics",
+          "--slot-save-path", "/tmp"),
     flags={
         "MODEL": ("--model", "{}"),
         "SERVED_MODEL_NAME": ("--alias", "{}"),
@@ -33,4 +49,39 @@ ENGINE = Engine(
     },
     defaults={"MODEL": "/models/model.gguf"},
     health_cmd="curl",
+)
+
+
+def _binary() -> Path:
+    if os.environ.get("RIG_LLAMA_SERVER"):
+        return Path(os.environ["RIG_LLAMA_SERVER"])
+    builds = sorted((REPO / "build" / "llama.cpp").glob("cuda-*/bin/llama-server"))
+    return builds[-1] if builds else REPO / "build" / "llama.cpp" / "cuda-90" / "bin" / "llama-server"
+
+
+def command(port: int, extra_args: list[str]) -> list[str]:
+    argv = [str(_binary()), "--model", str(GGUF), "--host", "127.0.0.1", "--port", str(port),
+            "--alias", GGUF.stem, "--metrics", "--n-gpu-layers", "999",
+            "--slot-save-path", tempfile.gettempdir()]
+    defaults = {("--parallel", "-np"): str(DEFAULT_SLOTS), ("--kv-unified-per-slot",): str(SLOT_TOKENS)}
+    return with_defaults(argv, defaults, extra_args)
+
+
+def missing() -> str | None:
+    if not _binary().exists():
+        return f"no CUDA llama-server at {_binary()}: run scripts/build_llamacpp.sh --cuda ARCH"
+    if not GGUF.exists():
+        return f"no model at {GGUF}: set RIG_LLAMACPP_MODEL to a GGUF file"
+    return None
+
+
+RECIPE = LocalRecipe(slug="llamacpp", command=command, missing=missing, model_name=GGUF.stem)
+
+SPEC = EngineSpec(
+    slug="llamacpp",
+    container=ENGINE,
+    target=Target(ENGINE.host_port),
+    local=RECIPE,
+    metrics=LLAMACPP_METRICS,
+    prefix_cache=PREFIX_CACHE,
 )

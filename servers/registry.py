@@ -1,4 +1,4 @@
-"""The engines the rig can start, and the two functions a sweep needs.
+"""The one list of engines: every ``SPEC`` in ``servers/``, and the two functions a sweep needs.
 
     translate("tgi", {"SPECULATE": "2"})[-2:]    -> ['--speculate', '2']
     validate("textgen", {"DTYPE": "float16"})   -> SettingError: textgen does not support DTYPE
@@ -8,36 +8,61 @@
 (``"MAX_TOTAL_TOKENS"``), not the prefixed ``.env`` names; an empty value
 means "not set". ``translate`` gives the same argv as ``docker compose config``
 shows for the engine's service with the same ``.env`` (tests check this).
+
+``SPECS`` holds every engine's ``EngineSpec`` (servers/spec.py), found by ``discover``: a module
+of ``servers/`` that assigns ``SPEC`` is an engine, so adding one is that module alone.
+``ENGINES`` is the view Compose needs: the specs that have a container.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import re
 import shlex
+from pathlib import Path
 
-from servers import aphrodite, llamacpp, llamacpp_cpu, sglang, textgen, tgi, transformers, vllm, vllm_cpu
 from servers.engine import Engine
 from servers.settings import SETTINGS, SettingError, check_value, env_name, parse_gpus
+from servers.spec import EngineSpec
 
-__all__ = ["ENGINES", "IMAGES_CHECKED", "engine", "from_env", "refusal", "translate", "validate"]
+__all__ = ["ENGINES", "IMAGES_CHECKED", "SPECS", "discover", "engine", "from_env", "refusal", "spec",
+           "translate", "validate"]
+
+_ASSIGNS_SPEC = re.compile(r"^SPEC\s*[:=]", re.MULTILINE)
+
+
+def discover(package: str = "servers") -> dict[str, EngineSpec]:
+    """Every ``SPEC`` in ``package``'s modules, by slug, in module-name order.
+
+    A module is read as text first and imported only when it assigns ``SPEC`` at top level:
+    importing every module would import the ones that use this registry (compose, balancer,
+    check) while it is still being built."""
+    found: dict[str, EngineSpec] = {}
+    folder = Path(importlib.import_module(package).__file__ or "").parent
+    for module in sorted(pkgutil.iter_modules([str(folder)]), key=lambda m: m.name):
+        source = folder / f"{module.name}.py"
+        if module.ispkg or not source.exists() or not _ASSIGNS_SPEC.search(source.read_text()):
+            continue
+        one = importlib.import_module(f"{package}.{module.name}").SPEC
+        if one.slug in found:
+            raise ValueError(f"engine {one.slug!r} is defined twice in {package}")
+        found[one.slug] = one
+    return found
 
 # The day each engine's pinned image tag (``Engine.image``) was last checked
 # against public sources; no registry is reachable from the rig's CI.
 IMAGES_CHECKED = "2026-11-22"
 
-ENGINES: dict[str, Engine] = {
-    e.slug: e
-    for e in (
-        tgi.ENGINE,
-        vllm.ENGINE,
-        aphrodite.ENGINE,
-        textgen.ENGINE,
-        llamacpp.ENGINE,
-        sglang.ENGINE,
-        vllm_cpu.ENGINE,
-        transformers.ENGINE,
-        llamacpp_cpu.ENGINE,
-    )
-}
+SPECS: dict[str, EngineSpec] = discover()
+ENGINES: dict[str, Engine] = {slug: s.container for slug, s in SPECS.items() if s.container is not None}
+
+
+def spec(slug: str) -> EngineSpec:
+    """The spec of ``slug`` (hosted APIs included), or SettingError naming the known ones."""
+    if slug not in SPECS:
+        raise SettingError(f"unknown engine {slug!r}; known: {', '.join(SPECS)}")
+    return SPECS[slug]
 
 
 def engine(slug: str) -> Engine:

@@ -5,8 +5,10 @@ per-request MAX_TOTAL_TOKENS maps to ``--context-length`` instead.
 """
 
 from servers.engine import Engine
+from servers.prefix_cache import sglang_flush
+from servers.spec import EngineSpec, PrefixCache, Target
 
-__all__ = ["ENGINE"]
+__all__ = ["ENGINE", "SPEC"]
 
 ENGINE = Engine(
     slug="sglang",
@@ -32,4 +34,17 @@ ENGINE = Engine(
     },
     defaults={"MODEL": "Qwen/Qwen2.5-0.5B-Instruct"},
     service={"ipc": "host", "ulimits": {"memlock": -1, "stack": 67108864}},
+)
+
+SPEC = EngineSpec(
+    slug="sglang",
+    container=ENGINE,
+    target=Target(ENGINE.host_port),
+    metrics={"running": ["sglang:num_running_reqs"], "waiting": ["sglang:num_queue_reqs"],
+             "kv_cache": ["sglang:token_usage"], "queue_time": [],
+             "ttft": ["sglang:time_to_first_token_seconds"],
+             "e2e": ["sglang:e2e_request_latency_seconds"],
+             # a gauge: the radix cache's recent hit rate, a fraction
+             "prefix_hit_rate": ["sglang:cache_hit_rate"]},
+    prefix_cache=PrefixCache(sglang_flush),
 )

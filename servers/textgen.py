@@ -7,8 +7,9 @@ rather than mapped to flags that mean something else per loader.
 """
 
 from servers.engine import Engine
+from servers.spec import EngineSpec, PrefixCache, Target
 
-__all__ = ["ENGINE"]
+__all__ = ["ENGINE", "SPEC"]
 
 _LOADER = "text-generation-webui has no loader-independent flag for this; pass the loader's flag in TEXTGEN_EXTRA_ARGS"
 
@@ -36,4 +37,13 @@ ENGINE = Engine(
     health_path="/v1/models",
     cache_dir="/root/.cache/huggingface",
     service={"init": True},
+)
+
+SPEC = EngineSpec(
+    slug="textgen",
+    container=ENGINE,
+    target=Target(ENGINE.host_port),
+    metrics_none="text-generation-webui has no Prometheus endpoint",
+    prefix_cache=PrefixCache(None, "text-generation-webui's cache belongs to its loader and has "
+                                   "no endpoint to empty it"),
 )

@@ -1,8 +1,9 @@
 """Hugging Face Text Generation Inference: launcher flags, port 80 in its image."""
 
 from servers.engine import Engine
+from servers.spec import EngineSpec, PrefixCache, Target
 
-__all__ = ["ENGINE"]
+__all__ = ["ENGINE", "SPEC"]
 
 ENGINE = Engine(
     slug="tgi",
@@ -34,4 +35,15 @@ ENGINE = Engine(
     health_cmd="curl",
     cache_dir="/data",
     service={"shm_size": "1g"},
+)
+
+SPEC = EngineSpec(
+    slug="tgi",
+    container=ENGINE,
+    target=Target(ENGINE.host_port, api="generate", apis=("generate", "chat")),
+    metrics={"running": ["tgi_batch_current_size"], "waiting": ["tgi_queue_size"],
+             "kv_cache": [], "queue_time": ["tgi_request_queue_duration"],
+             "e2e": ["tgi_request_duration"]},
+    prefix_cache=PrefixCache(None, "TGI 3.x caches prefixes but has no endpoint to empty the "
+                                   "cache: restart the container"),
 )

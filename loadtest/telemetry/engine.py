@@ -1,12 +1,15 @@
 """The engine's own view, scraped from its Prometheus /metrics: running and waiting requests,
-KV-cache use, and its own queue time, TTFT and end-to-end latency, under one set of names for
-every engine.
+KV-cache use, its own queue time, TTFT and end-to-end latency, and its prefix-cache hits, under
+one set of names for every engine.
 
-Names per engine (see /work/shared/research/engines.md, "Metrics"): a gauge present under
-several label sets (data-parallel ranks, models) is summed for counts and maxed for KV cache.
-Queue time, TTFT and end-to-end latency are histograms: their running `_sum` (s) and `_count`
-are kept, so any interval's mean is d(sum)/d(count) (the run's verdict compares the engine's
-TTFT with the client's over the run's window). KV cache is a fraction in every engine here; it is stored in percent.
+The names per engine are its spec's (``EngineSpec.metrics``, servers/<slug>.py): a gauge present
+under several label sets (data-parallel ranks, models) is summed for counts and maxed for KV
+cache. Queue time, TTFT and end-to-end latency are histograms: their running `_sum` (s) and
+`_count` are kept, so any interval's mean is d(sum)/d(count) (the run's verdict compares the
+engine's TTFT with the client's over the run's window). KV cache is a fraction in every engine
+here; it is stored in percent. Prefix-cache counters (prompt tokens found in the cache, and
+looked up or missed) are kept as running totals, so a run's hits are their change over its
+window; SGLang exports only a recent hit rate (a gauge), kept as a fraction.
 """
 
 from __future__ import annotations
@@ -14,37 +17,25 @@ from __future__ import annotations
 import urllib.request
 from typing import Any
 
-__all__ = ["ENGINE_METRICS", "HISTOGRAMS", "engine_sample", "metric_names_for", "parse_prometheus", "scrape"]
+from servers.registry import SPECS
 
-_VLLM = {"running": ["num_requests_running"], "waiting": ["num_requests_waiting"],
-         "kv_cache": ["kv_cache_usage_perc", "gpu_cache_usage_perc"],
-         "queue_time": ["request_queue_time_seconds"], "ttft": ["time_to_first_token_seconds"],
-         "e2e": ["e2e_request_latency_seconds"]}
+__all__ = ["ENGINE_METRICS", "HISTOGRAMS", "PREFIX_COUNTERS", "engine_sample", "metric_names_for",
+           "parse_prometheus", "scrape"]
+
 HISTOGRAMS = ("queue_time", "ttft", "e2e")
+# canonical counter -> the sample field holding its running total (prompt tokens)
+PREFIX_COUNTERS = {"prefix_hits": "prefix_hit_tokens", "prefix_queries": "prefix_query_tokens",
+                   "prefix_misses": "prefix_miss_tokens"}
 
-# canonical field -> metric names, first found wins (newer name first)
+# canonical field -> metric names, first found wins (newer name first); a view of the specs
 ENGINE_METRICS: dict[str, dict[str, list[str]]] = {
-    "vllm": {k: [f"vllm:{n}" for n in v] for k, v in _VLLM.items()},
-    "aphrodite": {k: [f"aphrodite:{n}" for n in v] for k, v in _VLLM.items()},
-    "lmdeploy": {k: [f"lmdeploy:{n}" for n in v] for k, v in _VLLM.items()},
-    "tgi": {"running": ["tgi_batch_current_size"], "waiting": ["tgi_queue_size"],
-            "kv_cache": [], "queue_time": ["tgi_request_queue_duration"],
-            "e2e": ["tgi_request_duration"]},
-    "sglang": {"running": ["sglang:num_running_reqs"], "waiting": ["sglang:num_queue_reqs"],
-               "kv_cache": ["sglang:token_usage"], "queue_time": [],
-               "ttft": ["sglang:time_to_first_token_seconds"],
-               "e2e": ["sglang:e2e_request_latency_seconds"]},
-    "llamacpp": {"running": ["llamacpp:requests_processing"],
-                 "waiting": ["llamacpp:requests_deferred"],
-                 "kv_cache": ["llamacpp:kv_cache_usage_ratio"], "queue_time": []},
-}
-_ALIASES = {"vllm-cpu": "vllm"}
+    slug: s.metrics for slug, s in SPECS.items() if s.metrics is not None}
 _TIMEOUT_S = 2.0
 
 
 def metric_names_for(engine: str) -> dict[str, list[str]] | None:
     """The metric names of `engine`, or None for an engine with no Prometheus endpoint."""
-    return ENGINE_METRICS.get(_ALIASES.get(engine, engine))
+    return ENGINE_METRICS.get(engine)
 
 
 def parse_prometheus(text: str) -> dict[str, list[float]]:
@@ -79,12 +70,19 @@ def engine_sample(samples: dict[str, list[float]], names: dict[str, list[str]]) 
     """The canonical fields found in one scrape (a field the engine does not export is absent)."""
     row: dict[str, Any] = {}
     for field in ("running", "waiting"):
-        values = _first(samples, names[field])
+        values = _first(samples, names.get(field, []))
         if values is not None:
             row[field] = sum(values)
-    kv = _first(samples, names["kv_cache"])
+    kv = _first(samples, names.get("kv_cache", []))
     if kv is not None:
         row["kv_cache_pct"] = 100 * max(kv)
+    for field, column in PREFIX_COUNTERS.items():
+        values = _first(samples, names.get(field, []))
+        if values is not None:
+            row[column] = sum(values)
+    rate = _first(samples, names.get("prefix_hit_rate", []))
+    if rate is not None:
+        row["prefix_hit_rate"] = max(rate)
     for field in HISTOGRAMS:
         for histogram in names.get(field, []):
             if f"{histogram}_count" in samples:

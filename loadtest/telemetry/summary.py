@@ -10,6 +10,11 @@
   one scrape (running + waiting at the same moment: the two peaks need not coincide); engine_queue_time_mean_ms, engine_ttft_mean_ms,
   engine_e2e_mean_ms: the engine's own means over the requests it finished (queueing, first
   token, whole request) during the window, from its histograms' sums and counts.
+- engine_prefix_cache_hit_tokens, engine_prefix_cache_query_tokens: prompt tokens the engine
+  found in its prefix cache, and looked up there, during the window (its counters' change;
+  llama.cpp counts misses, so its lookups are hits + misses); engine_prefix_cache_hit_pct is
+  their ratio. SGLang exports only a recent hit rate: its pct is that gauge's mean over the
+  window, with no token counts.
 
 Beside the row, telemetry_summary.json keeps ``telemetry_per_gpu`` (per_gpu_summary): each GPU's
 mean and peak utilization, peak memory and mean power, so a layout that leaves one GPU idle
@@ -23,7 +28,7 @@ from itertools import pairwise
 from statistics import fmean
 from typing import Any
 
-from loadtest.telemetry.engine import HISTOGRAMS
+from loadtest.telemetry.engine import HISTOGRAMS, PREFIX_COUNTERS
 
 __all__ = ["per_gpu_summary", "per_token_columns", "summarize_telemetry"]
 
@@ -121,6 +126,7 @@ def _engine_columns(engine: list[Sample]) -> dict[str, Any]:
     held = [s["running"] + s.get("waiting", 0) for s in engine if s.get("running") is not None]
     if held:
         row["engine_held_peak"] = max(held)
+    row.update(_prefix_cache_columns(engine))
     for field in HISTOGRAMS:
         seen = [s for s in engine if s.get(f"{field}_count") is not None]
         if len(seen) >= 2:
@@ -129,4 +135,27 @@ def _engine_columns(engine: list[Sample]) -> dict[str, Any]:
             if d_count > 0:
                 row[f"engine_{field}_mean_ms"] = 1000 * d_sum / d_count
                 row[f"engine_{field}_count"] = int(d_count)
+    return row
+
+
+def _prefix_cache_columns(engine: list[Sample]) -> dict[str, Any]:
+    change: dict[str, float] = {}
+    for field in PREFIX_COUNTERS.values():
+        seen = [s[field] for s in engine if s.get(field) is not None]
+        if len(seen) >= 2:
+            change[field] = seen[-1] - seen[0]
+    row: dict[str, Any] = {}
+    hits = change.get("prefix_hit_tokens")
+    queries = change.get("prefix_query_tokens")
+    if queries is None and hits is not None and "prefix_miss_tokens" in change:
+        queries = hits + change["prefix_miss_tokens"]
+    if hits is not None and queries is not None:
+        row["engine_prefix_cache_hit_tokens"] = int(hits)
+        row["engine_prefix_cache_query_tokens"] = int(queries)
+        if queries > 0:
+            row["engine_prefix_cache_hit_pct"] = 100 * hits / queries
+        return row
+    rates = [s["prefix_hit_rate"] for s in engine if s.get("prefix_hit_rate") is not None]
+    if rates:
+        row["engine_prefix_cache_hit_pct"] = 100 * fmean(rates)
     return row

@@ -1,15 +1,15 @@
-"""Engines the rig can start as local processes, one recipe module per engine.
+"""The engines the rig can start as local processes: a view of the engine specs' recipes.
 
     LOCAL["vllm-cpu"].command(8000, [])  -> the argv that serves the tiny model on port 8000
+
+Each recipe lives in its engine's module (``servers/vllm_cpu.py``'s ``RECIPE``, ...).
 """
 
 from __future__ import annotations
 
-from servers.local import llamacpp, llamacpp_cpu, transformers, vllm_cpu
-from servers.local.recipe import LocalRecipe
+from servers.registry import SPECS
+from servers.spec import LocalRecipe
 
 __all__ = ["LOCAL", "LocalRecipe"]
 
-LOCAL: dict[str, LocalRecipe] = {
-    r.slug: r for r in (vllm_cpu.RECIPE, llamacpp_cpu.RECIPE, transformers.RECIPE, llamacpp.RECIPE)
-}
+LOCAL: dict[str, LocalRecipe] = {slug: s.local for slug, s in SPECS.items() if s.local is not None}
