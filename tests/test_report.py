@@ -1,10 +1,12 @@
-"""python -m loadtest.report: content of the tables and plots, on hand-made rows and real runs."""
+"""python -m loadtest.report: its sections are heats, on kept evidence from real races, on
+hand-made rows for single rules, and on real runs of the embedded engine."""
 
 from __future__ import annotations
 
 import csv
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +16,14 @@ import pytest
 from rig_helpers import REPO, run_locust
 
 from loadtest.report.build import main
+from loadtest.report.runset import MODEL, load_runs
 
 _SHA_A, _SHA_B = "a" * 64, "b" * 64
+# A race kept from an H100 (llama.cpp against transformers, 1 to 128 users): transformers named
+# the model by its path, llama.cpp by its alias, and only transformers recorded its digest.
+_GPU_RACE = REPO / "evidence" / "gpu-race-h100-2026-11-23"
+# One engine under six flag sets at 24-256 users, the request count rising with the users.
+_LAYOUTS = REPO / "evidence" / "gpu-2026-11-24" / "one-gpu-layouts-h100"
 
 
 def _row(run_id: str, **fields: object) -> dict[str, object]:
@@ -45,6 +53,46 @@ def _write(folder: Path, rows: list[dict[str, object]]) -> Path:
 def _report(folder: Path, *args: str) -> tuple[int, str]:
     code = main([str(folder), *args])
     return code, (folder / "report" / "report.md").read_text()
+
+
+def _tables(markdown: str) -> list[list[dict[str, str]]]:
+    """Every Markdown table in `markdown`, each as one dict per row keyed by its header."""
+    tables, lines = [], markdown.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("|---") and index:
+            header = [c.strip() for c in lines[index - 1].strip()[1:-1].split(" | ")]
+            rows = []
+            for body in lines[index + 1:]:
+                if not body.startswith("| "):
+                    break
+                rows.append(dict(zip(header, [c.strip() for c in body.strip()[1:-1].split(" | ")])))
+            tables.append(rows)
+    return tables
+
+
+def _sections(markdown: str) -> dict[str, str]:
+    """The report's level-2 sections by title, each with its text up to the next one."""
+    parts = re.split(r"^## ", markdown, flags=re.M)[1:]
+    return {part.split("\n", 1)[0]: part.split("\n", 1)[1] for part in parts}
+
+
+def _heat_rows(markdown: str) -> list[dict[str, str]]:
+    """The rows of every heat's table, in the report's order."""
+    return [row for title, text in _sections(markdown).items() if title.startswith("Heat: ")
+            for row in _tables(text)[0]]
+
+
+def _evidence(tmp_path: Path, folder: Path) -> Path:
+    """A results folder holding a copy of a kept runs.csv (the report writes beside it)."""
+    results = tmp_path / folder.name
+    results.mkdir()
+    shutil.copy(folder / "runs.csv", results / "runs.csv")
+    return results
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as file:
+        return list(csv.DictReader(file))
 
 
 def _first_table(markdown: str) -> list[dict[str, str]]:
@@ -95,7 +143,7 @@ def test_table_is_mean_and_sd_of_repeats(tmp_path: Path):
 def test_single_repeat_has_no_spread_and_no_verdict(tmp_path: Path):
     _write(tmp_path, [_row("r1"), _row("r2", flags="--max-num-seqs=8", output_tok_per_s=200.0)])
     _, md = _report(tmp_path)
-    assert "±" not in md.split("### Completion")[0].split("|---")[1]
+    assert "±" not in md.split("### Flag effects")[0].split("|---")[1]
     assert "not significant (one repeat: no spread)" in md
     assert "2.00x" in md  # tok/s ratio against the baseline
 
@@ -110,15 +158,22 @@ def test_flag_effects_against_named_baseline(tmp_path: Path):
     assert "1.49x slower" in effects  # 150.5 / 101.5, well outside the spread
 
 
-def test_mismatched_workloads_are_separate_groups(tmp_path: Path):
-    _write(tmp_path, [_row("r1"), _row("r2", workload_sha256=_SHA_B, workload="story-32x32",
-                                      users=8)])
+def test_different_workloads_at_one_user_count_are_two_heats(tmp_path: Path):
+    _write(tmp_path, [_row("r1"), _row("r2", workload_sha256=_SHA_B, workload="story-32x32")])
     _, md = _report(tmp_path)
-    assert "Not comparable as a whole" in md
-    assert "## Group 1:" in md and "## Group 2:" in md
-    assert "(sha256 bbbbbbbbbbbb)" in md
-    assert (tmp_path / "report" / "users.png").exists()
-    assert (tmp_path / "report" / "users-g2.png").exists()
+    heats = [title for title in _sections(md) if title.startswith("Heat: ")]
+    assert heats == ["Heat: mixed-32x32 at 4 users", "Heat: story-32x32 at 4 users"]
+    assert "Not comparable" not in md  # one model: heats are the only split
+    assert not (tmp_path / "report" / "users.png").exists()  # one user count: no curve
+
+
+def test_models_with_different_digests_are_never_compared(tmp_path: Path):
+    _write(tmp_path, [_row("r1", model_sha256=_SHA_A), _row("r2", model_sha256=_SHA_B)])
+    _, md = _report(tmp_path)
+    assert "**Not comparable as a whole:** these runs served 2 models" in md
+    heats = [title for title in _sections(md) if title.startswith("Heat: ")]
+    assert heats == ["Heat: mixed-32x32 at 4 users (m (sha256 aaaaaaaaaaaa))",
+                     "Heat: mixed-32x32 at 4 users (m (sha256 bbbbbbbbbbbb))"]
 
 
 def test_saturated_client_is_called_out(tmp_path: Path):
@@ -132,7 +187,7 @@ def test_engine_holding_more_than_the_run_sent_is_called_shared(tmp_path: Path):
     _write(tmp_path, [_row("r1", users=8, engine_running_peak=128, engine_waiting_peak=9),
                       _row("r2", users=4, engine_running_peak=4, engine_waiting_peak=1)])
     _, md = _report(tmp_path)
-    notes = {row["users"]: row["notes"] for row in _first_table(md)}
+    notes = {row["users"]: row["notes"] for row in _heat_rows(md)}
     assert notes["8"].startswith("**engine shared**: it held 137 requests at once")
     assert "shared" not in notes["4"]
 
@@ -162,8 +217,77 @@ def test_runs_under_subfolders_are_all_read(tmp_path: Path):
     _write(tmp_path / "u1-r1", [_row("r1", users=1)])
     _write(tmp_path / "u4-r1", [_row("r2", users=4)])
     _, md = _report(tmp_path)
-    users = [row["users"] for row in _first_table(md)]
+    users = [row["users"] for row in _heat_rows(md)]
     assert users == ["1", "4"]
+
+
+# --- kept evidence from real races -------------------------------------------------------------
+
+def test_the_sections_of_a_real_race_are_its_heats_with_every_engine_in_each(tmp_path: Path):
+    results = _evidence(tmp_path, _GPU_RACE)
+    code, md = _report(results)
+    assert code == 0
+    rows = _csv(results / "runs.csv")
+    expected: dict[str, set[str]] = {}
+    for row in rows:
+        users = int(row["users"])
+        title = f"Heat: {row['workload']} at {users} user{'' if users == 1 else 's'}"
+        expected.setdefault(title, set()).add(row["engine"])
+    sections = _sections(md)
+    heats = {title: text for title, text in sections.items() if title.startswith("Heat: ")}
+    assert set(heats) == set(expected)
+    for title, text in heats.items():
+        assert {row["platform"] for row in _tables(text)[0]} == expected[title], title
+    users_in_order = [int(title.split(" at ")[1].split()[0]) for title in heats]
+    assert users_in_order == sorted(users_in_order)
+    assert "Not comparable" not in md and "Group" not in md
+    assert list(sections)[:2] == ["Race: the fastest engine at each user count",
+                                  "Across user counts"]
+
+
+def test_engines_serving_one_model_under_two_names_share_its_heats(tmp_path: Path):
+    results = _evidence(tmp_path, _GPU_RACE)
+    runs = load_runs(results)
+    names = set(runs["model"])
+    assert names == {"tinyllama-1.1b", "/work/main/models/tinyllama-1.1b"}
+    digests = set(runs["model_sha256"]) - {""}
+    assert len(digests) == 1 and set(runs[MODEL]) == digests  # the alias takes the digest
+    _, md = _report(results)
+    heat = _sections(md)["Heat: mixed-64x128 at 8 users"]
+    assert [row["platform"] for row in _tables(heat)[0]] == ["llamacpp", "transformers"]
+
+
+def test_the_curves_across_user_counts_are_drawn_once(tmp_path: Path):
+    results = _evidence(tmp_path, _GPU_RACE)
+    _report(results)
+    pngs = sorted(p.name for p in (results / "report").glob("*.png"))
+    assert pngs == ["frontier.png", "race.png", "users.png"]  # no requests.jsonl kept
+    html = (results / "report" / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 3
+
+
+def test_a_race_at_one_user_count_has_no_against_users_plot(tmp_path: Path):
+    results = _evidence(tmp_path, _GPU_RACE)
+    assert main([str(results), "--where", "users=32"]) == 0
+    md = (results / "report" / "report.md").read_text()
+    assert "## Race" in md and "## Across user counts" not in md
+    assert not list((results / "report").glob("*.png"))
+    heats = [title for title in _sections(md) if title.startswith("Heat: ")]
+    assert heats == ["Heat: mixed-128x128 at 32 users", "Heat: mixed-256x128 at 32 users"]
+
+
+def test_a_flags_sweep_is_reported_by_heats_with_flag_effects_in_each(tmp_path: Path):
+    results = _evidence(tmp_path, _LAYOUTS)
+    _, md = _report(results)
+    rows = _csv(results / "runs.csv")
+    heats = {title: text for title, text in _sections(md).items() if title.startswith("Heat: ")}
+    assert len(heats) == len({(r["workload_sha256"], r["users"]) for r in rows})
+    flag_sets = {r["flags"] for r in rows}
+    for title, text in heats.items():
+        assert len(_tables(text)[0]) == len(flag_sets), title  # every configuration, each heat
+        assert "### Flag effects" in text
+    assert "## Race" not in md  # one engine: no race unless asked
+    assert (results / "report" / "users.png").exists()
 
 
 # --- real runs of the embedded engine ---------------------------------------------------------
@@ -180,11 +304,6 @@ def real_results(engine_url: str, tmp_path_factory: pytest.TempPathFactory) -> P
     return out
 
 
-def _csv_rows(folder: Path) -> list[dict[str, str]]:
-    with (folder / "runs.csv").open(newline="") as file:
-        return list(csv.DictReader(file))
-
-
 @pytest.mark.engine
 def test_real_report_tables_match_runs_csv(real_results: Path):
     out = real_results / "rep"
@@ -193,10 +312,10 @@ def test_real_report_tables_match_runs_csv(real_results: Path):
     assert done.returncode == 0, done.stderr
     md = (out / "report.md").read_text()
     assert _first_table(done.stdout) == _first_table(md)  # stdout prints the report's table
-    rows = _csv_rows(real_results)
+    rows = _csv(real_results / "runs.csv")
     assert len(rows) == 5
     one = next(r for r in rows if r["flags"] == "--max-num-seqs=2")  # a one-repeat cell
-    table = {(r["options"], r["users"]): r for r in _first_table(md)}
+    table = {(r["options"], r["users"]): r for r in _heat_rows(md)}
     cell = table[("`--max-num-seqs=2`", "4")]
     assert cell["avg tok/s"] == f"{float(one['output_tok_per_s']):,.1f}"
     assert cell["avg time (s)"] == f"{float(one['completion_time_s']):,.2f}"
@@ -212,20 +331,21 @@ def test_real_report_plots_are_valid_pngs(real_results: Path):
     out = real_results / "rep-png"
     assert main([str(real_results), "--out", str(out)]) == 0
     names = {p.name for p in out.glob("*.png")}
-    assert names == {"users.png", "frontier.png", "distributions.png"}
+    # the curves once; each heat (1 and 4 users) its distributions
+    assert names == {"users.png", "frontier.png", "distributions-h1.png", "distributions-h2.png"}
     timelines = list((out / "timelines").glob("*.png"))
     assert len(timelines) == 2  # one per configuration
     for path in [*out.glob("*.png"), *timelines]:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert matplotlib.image.imread(path).shape[0] > 100
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 5
+    assert html.count("data:image/png;base64,") == 6
     assert not re.search(r'src="(?!data:)', html)  # nothing outside the one file
 
 
 @pytest.mark.engine
 def test_real_runs_carry_engine_telemetry(real_results: Path):
-    rows = _csv_rows(real_results)
+    rows = _csv(real_results / "runs.csv")
     assert {r["telemetry_engine"] for r in rows} == {"sampled"}
     assert {r["telemetry_gpu"] for r in rows} <= {"absent", "sampled"}
     for row in rows:

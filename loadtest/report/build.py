@@ -6,12 +6,16 @@
     python -m loadtest.report results/ --race --where tag=demo --failed "transformers=why"
 
 Reads every runs.csv under RESULTS and each run's requests.jsonl / telemetry.jsonl; never runs
-anything. Prints the comparison table to stdout and writes report.md, report.html (images
-embedded, one file to send) and the PNGs beside them. Runs of different workloads, models or
-output-token sources are reported as separate groups and never ranked against each other.
+anything. Prints each heat's table to stdout and writes report.md, report.html (images
+embedded, one file to send) and the PNGs beside them.
+The sections are heats: one workload (by workload_sha256, named by `workload`) at one user count,
+each with every engine and configuration that ran it; nothing is compared across heats. Curves
+across user counts (race.png, users.png, frontier.png) are drawn once, and only where some
+configuration ran more than one user count. Engines that served one model under different names
+are one model (by its digest, see runset.py); runs of different models are reported apart.
 Where a workload was run by more than one engine (or with --race), the report opens with the
-race (loadtest/report/race.py): one table of every engine at every user count naming the fastest of
-each workload and user count, and race.png; with --race, stdout prints only the race.
+race (loadtest/report/race.py): one table of every heat naming its fastest engine, and race.png;
+with --race, stdout prints only the race.
 Open-loop runs (--rate) get their own section (loadtest/report/goodput.py): one line per
 offered rate with latency from the schedule and from the send, the knee and, with --slo, the
 highest rate at which --slo-share percent (default 99) of requests met the targets; goodput is
@@ -38,6 +42,7 @@ from loadtest.report.goodput import (DEFAULT_SLO_SHARE_PCT, equivalence_table, i
 from loadtest.report.gpus import gpu_cells, gpus_markdown, per_gpu_rows, plot_gpus
 from loadtest.report.plots import (
     config_label,
+    curves,
     plot_distributions,
     plot_frontier,
     plot_race,
@@ -54,9 +59,11 @@ from loadtest.report.race import (
 )
 from loadtest.report.runset import (
     CONFIG,
-    GROUP,
-    group_label,
+    HEAT,
+    MODEL,
+    heat_label,
     load_runs,
+    model_label,
     read_requests,
     read_telemetry,
     run_files,
@@ -68,6 +75,7 @@ from loadtest.report.tables import (
     comparison_markdown,
     flag_effects,
     flag_effects_markdown,
+    heat_cells,
     markdown_table,
 )
 
@@ -192,30 +200,41 @@ def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
                  source: Path | None = None, race: bool = False,
                  failed: dict[str, str] | None = None,
                  slo_share: float = DEFAULT_SLO_SHARE_PCT) -> Report:
+    """The report's sections: per model, the race and the curves across user counts (drawn
+    once), then one section per heat with every engine in it; then open loop and warnings."""
     report = Report(out)
     everything, open_loop = runs, runs[is_open_loop(runs)]
     runs = runs[~is_open_loop(runs)]  # closed loop: the cells below are engine x users
-    groups = list(runs.groupby(GROUP, sort=False, dropna=False))
+    models = list(runs.groupby(MODEL, sort=False))
     report.heading(1, "llm-load-rig report")
     report.text(f"{len(everything)} run{'' if len(everything) == 1 else 's'} of "
                 f"{', '.join(sorted(everything['engine'].unique()))}"
                 f"{f' from `{source}`' if source else ''}, "
                 f"{everything['timestamp'].min()} to {everything['timestamp'].max()}; "
                 f"written {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}.")
-    report.text("Each cell is one engine, options (flags), gpu and user count; `±` is the sample "
-                "standard deviation over its repeats (none with one run). Latency percentiles are "
-                "the mean of each run's own percentile, computed from its raw requests.")
-    if len(groups) > 1:
-        report.text(f"**Not comparable as a whole:** these runs fall into {len(groups)} groups "
-                    "with a different workload (workload_sha256), model or output-token source. "
-                    "Each group is shown on its own; nothing is ranked across groups.")
+    report.text("A heat is one workload at one user count: every engine in it ran the same "
+                "requests, and nothing is compared across heats. Each cell is one engine, "
+                "options (flags), gpu and user count; `±` is the sample standard deviation over "
+                "its repeats (none with one run). Latency percentiles are the mean of each run's "
+                "own percentile, computed from its raw requests.")
+    if len(models) > 1:
+        report.text(f"**Not comparable as a whole:** these runs served {len(models)} models ("
+                    + "; ".join(model_label(m) for _, m in models) + "). Each model is reported "
+                    "on its own; nothing is ranked across models.")
     _client_section(report, everything)
-    if not runs.empty:
-        _race_section(report, runs, race, failed or {})
-    for number, (_, group) in enumerate(groups, start=1):
-        suffix = "" if number == 1 else f"-g{number}"
-        title = f"Group {number}: {group_label(group)}" if len(groups) > 1 else group_label(group)
-        _group_section(report, group, title, suffix, baseline)
+    for number, (_, model) in enumerate(models, start=1):
+        suffix = "" if number == 1 else f"-m{number}"
+        about = f" ({model_label(model)})" if len(models) > 1 else ""
+        _race_section(report, model, race, failed or {}, suffix, about)
+        _curves_section(report, model, suffix, about)
+        heats = sorted(model.groupby(HEAT, sort=False),
+                       key=lambda item: (item[0][2], str(item[1]["workload"].iloc[0])))
+        several_shas = len({sha for (_, sha, _), _ in heats}) > len(
+            {str(h["workload"].iloc[0]) for _, h in heats})
+        for index, (_, heat) in enumerate(heats, start=1):
+            _heat_section(report, heat, f"{suffix}-h{index}", about, baseline, several_shas)
+        _timeline_section(report, model, about)
+        _runs_section(report, model, about)
     _open_loop_section(report, everything, open_loop, slo_share)
     _equivalence_section(report, everything, baseline)
     _warnings_section(report, everything)
@@ -280,9 +299,10 @@ def _client_section(report: Report, runs: pd.DataFrame) -> None:
                 f"delay; add --processes): {names}.")
 
 
-def _race_section(report: Report, runs: pd.DataFrame, force: bool,
-                  failed: dict[str, str]) -> None:
-    """The race, when a workload was run by more than one engine (always when `force`)."""
+def _race_section(report: Report, runs: pd.DataFrame, force: bool, failed: dict[str, str],
+                  suffix: str = "", about: str = "") -> None:
+    """The race, when a workload was run by more than one engine (always when `force`): one
+    table of every heat, and the engines' curves across user counts drawn once (race.png)."""
     if not force and runs.groupby("workload_sha256")["engine"].nunique().max() < 2:
         return
     valid, invalid = split_invalid(runs)
@@ -293,7 +313,7 @@ def _race_section(report: Report, runs: pd.DataFrame, force: bool,
     names = ", ".join(f"`{w['workload']}` (sha256 {str(w['workload_sha256'])[:12] or '?'}, "
                       f"{_users_list(runs[runs['workload_sha256'] == w['workload_sha256']])})"
                       for _, w in workloads.iterrows())
-    report.heading(2, "Race: the fastest engine at each user count")
+    report.heading(2, f"Race: the fastest engine at each user count{about}")
     report.text(f"Engines race in heats: one workload at one user count, the same requests for "
                 f"every engine; nothing is compared across heats. Workload{'s' if several else ''}: "
                 f"{names}. The fastest in a heat has the highest mean output tok/s; it is called "
@@ -314,11 +334,12 @@ def _race_section(report: Report, runs: pd.DataFrame, force: bool,
     report.table(table)
     if lines:
         report.text("\n".join(f"- {line}" for line in lines))
-    path = report.out / "race.png"
-    stars = {heat: w.name for heat, w in leaders.items() if w.significant}
-    plot_race(cells, stars, path, "Output tok/s against users (star: fastest in its heat)",
-              invalid)
-    report.image(path, "output tok/s against users, one line per engine")
+    if runs["users"].nunique() > 1:  # one user count: one point per engine, no curve
+        path = report.out / f"race{suffix}.png"
+        stars = {heat: w.name for heat, w in leaders.items() if w.significant}
+        plot_race(cells, stars, path, "Output tok/s against users (star: fastest in its heat)",
+                  invalid)
+        report.image(path, "output tok/s against users, one line per engine")
     printed = f"Race: the fastest engine at each user count\n{table}" + "".join(
         f"\n{line}" for line in lines)
     if not invalid.empty:
@@ -334,11 +355,15 @@ def _users_list(runs: pd.DataFrame) -> str:
     return f"{', '.join(f'{v:g}' for v in values)} user{'s' if values != [1] else ''}"
 
 
-def _race_notes(runs: pd.DataFrame) -> str:
-    """What differs between the engines beyond the engine itself: model names, token counts."""
+def _race_notes(runs: pd.DataFrame, columns: tuple[str, ...] = ("model", "output_tokens_source"),
+                ) -> str:
+    """What differs between the engines beyond the engine itself: the names they served the
+    model under, where output tokens were counted from."""
     notes = []
-    for column, what in (("model", "served models named"),
-                         ("output_tokens_source", "output tokens counted from")):
+    for column, what in (("model", "served the model as"),
+                         ("output_tokens_source", "counted output tokens from")):
+        if column not in columns:
+            continue
         if column in runs and runs[column].nunique() > 1:
             pairs = runs.drop_duplicates(["engine", column])
             notes.append(f"{what} " + ", ".join(f"`{r[column]}` ({r['engine']})"
@@ -346,25 +371,40 @@ def _race_notes(runs: pd.DataFrame) -> str:
     return ("The engines " + "; ".join(notes) + ".") if notes else ""
 
 
-def _group_section(report: Report, runs: pd.DataFrame, title: str, suffix: str,
-                   baseline: str | None) -> None:
-    out = report.out
-    cells = cell_table(runs)
+def _curves_section(report: Report, runs: pd.DataFrame, suffix: str, about: str) -> None:
+    """Each configuration's curve across user counts, drawn once for every heat; left out where
+    no configuration ran more than one user count (a plot of one point per engine says nothing)."""
+    cells = heat_cells(runs)
+    if not any(len(line) > 1 for _, line in curves(cells)):
+        return
+    report.heading(2, f"Across user counts{about}")
+    report.text("One line per configuration through its heats. Completion time follows the "
+                "request count, which may differ from heat to heat; tok/s and the frontier do "
+                "not depend on it.")
+    plot_users(cells, report.out / f"users{suffix}.png")
+    report.image(report.out / f"users{suffix}.png",
+                 "completion time and output tok/s against users")
+    plot_frontier(cells, report.out / f"frontier{suffix}.png")
+    report.heading(3, "Throughput-latency frontier")
+    report.image(report.out / f"frontier{suffix}.png", "output tok/s against TTFT p99 and ITL p99")
+
+
+def _heat_section(report: Report, heat: pd.DataFrame, suffix: str, about: str,
+                  baseline: str | None, name_sha: bool) -> None:
+    """One heat: every engine's cell in one table, their latency distributions, flag effects."""
+    title = f"Heat: {heat_label(heat)}{about}"
     report.heading(2, title)
-    table = comparison_markdown(cells)
+    engines = sorted(set(heat["engine"].astype(str)))
+    sha = str(heat["workload_sha256"].iloc[0])[:12] or "?"
+    report.text(f"{len(heat)} run{'' if len(heat) == 1 else 's'} of {', '.join(engines)}"
+                f"{f' (workload sha256 {sha})' if name_sha else ''}. "
+                f"{_race_notes(heat, ('output_tokens_source',))}".strip())
+    table = comparison_markdown(cell_table(heat))
     report.table(table)
     report.tables.append(f"{title}\n{table}")
-    plot_users(cells, out / f"users{suffix}.png")
-    report.heading(3, "Completion time and output tok/s against users")
-    report.image(out / f"users{suffix}.png", "completion time and output tok/s against users")
-    plot_frontier(cells, out / f"frontier{suffix}.png")
-    report.heading(3, "Throughput-latency frontier")
-    report.image(out / f"frontier{suffix}.png", "output tok/s against TTFT p99 and ITL p99")
-    _gpus_section(report, runs, suffix)
-    _flags_section(report, runs, baseline)
-    _distribution_section(report, runs, suffix)
-    _timeline_section(report, runs)
-    _runs_section(report, runs)
+    _gpus_section(report, heat, suffix)
+    _flags_section(report, heat, baseline)
+    _distribution_section(report, heat, suffix)
 
 
 def _gpus_section(report: Report, runs: pd.DataFrame, suffix: str) -> None:
@@ -406,6 +446,9 @@ def _distribution_section(report: Report, runs: pd.DataFrame, suffix: str) -> No
         folder = run_files(run)
         if folder is not None:
             samples.append((_run_label(run), read_requests(folder)))
+    if not samples:
+        report.text("No run of this heat has its requests.jsonl here: no distributions.")
+        return
     path = report.out / f"distributions{suffix}.png"
     plot_distributions([(label, frame) for label, frame in samples if not frame.empty], path)
     report.heading(3, "Per-run TTFT and ITL distributions")
@@ -417,15 +460,20 @@ def _distribution_section(report: Report, runs: pd.DataFrame, suffix: str) -> No
     report.image(path, "TTFT and ITL per run")
 
 
-def _timeline_section(report: Report, runs: pd.DataFrame) -> None:
+def _timeline_section(report: Report, runs: pd.DataFrame, about: str = "") -> None:
     """One timeline per configuration: its run with the most users (the most queueing)."""
-    report.heading(3, "Request timelines")
+    chosen = [config.sort_values(["users", "timestamp"]).iloc[-1]
+              for _, config in runs.groupby(CONFIG, sort=True, dropna=False)]
+    found = [(run, run_files(run)) for run in chosen]
+    report.heading(2, f"Request timelines{about}")
+    if all(folder is None for _, folder in found):
+        report.text("No run has its requests.jsonl here (runs.csv was kept without its runs/ "
+                    "folder): no timelines.")
+        return
     report.text("Per configuration, the run with the most users (its last repeat): one bar per "
                 "request, orange while it waits for its first token, blue while it decodes; "
                 "the engine's and GPUs' telemetry, where recorded, on the same time axis.")
-    for _, config in runs.groupby(CONFIG, sort=True, dropna=False):
-        run = config.sort_values(["users", "timestamp"]).iloc[-1]
-        folder = run_files(run)
+    for run, folder in found:
         if folder is None:
             report.text(f"`{run['run_id']}`: no requests.jsonl found.")
             continue
@@ -435,16 +483,17 @@ def _timeline_section(report: Report, runs: pd.DataFrame) -> None:
         report.image(path, f"timeline of {run['run_id']}")
 
 
-def _runs_section(report: Report, runs: pd.DataFrame) -> None:
-    report.heading(3, "Runs")
+def _runs_section(report: Report, runs: pd.DataFrame, about: str = "") -> None:
+    report.heading(2, f"Runs{about}")
     telemetry = [c for c in ("gpu_mem_peak_mib", "gpu_util_mean_pct", "gpu_energy_j",
                              "gpu_j_per_output_token", "engine_kv_cache_peak_pct",
                              "engine_waiting_peak") if c in runs and runs[c].notna().any()]
-    header = ["run", "options", "users", "repeat", "tok/s", "time (s)", "failed", "client CPU %",
+    header = ["run", "engine", "options", "workload", "users", "repeat", "tok/s", "time (s)", "failed", "client CPU %",
               "telemetry", *telemetry, "warnings"]
     body = []
     for _, run in runs.iterrows():
-        body.append([f"`{run['run_id']}`", f"`{run['flags']}`" if run["flags"] else "(defaults)",
+        body.append([f"`{run['run_id']}`", str(run["engine"]),
+                     f"`{run['flags']}`" if run["flags"] else "(defaults)", str(run["workload"]),
                      _cell(run.get("users"), 0), _cell(run.get("repeat"), 0),
                      _cell(run.get("output_tok_per_s"), 1), _cell(run.get("completion_time_s"), 2),
                      _cell(run.get("failed"), 0), _cell(run.get("client_cpu_max_pct"), 0),

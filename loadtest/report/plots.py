@@ -20,6 +20,7 @@ from loadtest.report.runset import CONFIG
 
 __all__ = [
     "config_label",
+    "curves",
     "plot_distributions",
     "plot_frontier",
     "plot_race",
@@ -39,12 +40,24 @@ def config_label(row: pd.Series) -> str:
     return f"{label} gpu {row['gpu']}" if row["gpu"] else label
 
 
+def curves(cells: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The lines across user counts: one per configuration over every heat (heat_cells), split
+    by workload only where that configuration ran several workloads at one user count."""
+    lines = []
+    for _, config in cells.groupby(CONFIG, sort=True, dropna=False):
+        several = "workload_sha256" in config and config.groupby("users")[
+            "workload_sha256"].nunique().max() > 1
+        parts = config.groupby("workload", sort=True) if several else [("", config)]
+        for workload, part in parts:
+            label = config_label(part.iloc[0]) + (f" {workload}" if several else "")
+            lines.append((label, part.sort_values("users")))
+    return lines
+
+
 def plot_users(cells: pd.DataFrame, path: Path) -> None:
     """Completion time and output tok/s against users; error bars: sd over repeats."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for _, config in cells.groupby(CONFIG, sort=True, dropna=False):
-        config = config.sort_values("users")
-        label = config_label(config.iloc[0])
+    for label, config in curves(cells):
         left.errorbar(config["users"], config["time_s_mean"], yerr=config["time_s_sd"].fillna(0),
                       marker="o", capsize=3, label=label)
         right.errorbar(config["users"], config["tok_s_mean"], yerr=config["tok_s_sd"].fillna(0),
@@ -110,9 +123,7 @@ def plot_race(cells: pd.DataFrame, fastest: dict[tuple[str, float], str], path: 
 def plot_frontier(cells: pd.DataFrame, path: Path) -> None:
     """Output tok/s against TTFT p99 and ITL p99, one line per configuration, points = users."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for _, config in cells.groupby(CONFIG, sort=True, dropna=False):
-        config = config.sort_values("users")
-        label = config_label(config.iloc[0])
+    for label, config in curves(cells):
         for axis, column in zip(axes, ("ttft_p99_ms", "itl_p99_ms")):
             line = axis.plot(config[column], config["tok_s_mean"], marker="o", label=label)[0]
             for _, cell in config.iterrows():

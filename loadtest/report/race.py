@@ -23,7 +23,7 @@ import pandas as pd
 
 from loadtest.report.plots import config_label
 from loadtest.report.runset import CONFIG
-from loadtest.report.tables import _number, _spread, cell_table, markdown_table
+from loadtest.report.tables import _number, _spread, heat_cells, markdown_table
 
 __all__ = [
     "Winner",
@@ -68,13 +68,7 @@ def race_cells(runs: pd.DataFrame) -> pd.DataFrame:
     valid, _ = split_invalid(runs)
     if valid.empty:
         return pd.DataFrame()
-    parts = []
-    for sha, same in valid.groupby("workload_sha256", sort=False):
-        part = cell_table(same)
-        part["workload_sha256"] = sha
-        part["workload"] = ", ".join(sorted(set(same["workload"].astype(str))))
-        parts.append(part)
-    cells = pd.concat(parts, ignore_index=True)
+    cells = heat_cells(valid)
     configs = cells.drop_duplicates(CONFIG)
     by_engine = configs["engine"].value_counts()
     cells["name"] = [str(r["engine"]) if by_engine[r["engine"]] == 1 else config_label(r)

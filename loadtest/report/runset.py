@@ -5,9 +5,13 @@ every runs.csv below the folder is read; a run listed twice counts once. A run's
 for beside the runs.csv that lists it (`runs/RUN_ID/`), then at its recorded `run_dir`, so a
 results folder that was moved or copied still reports fully.
 
-Cells: runs that share engine, flags, gpu and users are repeats of one cell. Runs are comparable
-only when workload_sha256, model and output_tokens_source agree (the comparison group); nothing
-ranks runs across groups.
+Cells: runs that share engine, flags, gpu and users are repeats of one cell. A heat is one
+workload (workload_sha256, labelled by `workload`) at one user count for one model: the runs that
+may be compared, whatever engine served them. A model is known by its digest (`model_sha256`), not
+by the name its engine served it under: transformers names the tiny model by its path
+(`/.../models/tiny-llama`), vLLM and llama.cpp `tiny-llama`, and they are one model. A run
+without a digest takes the digest of a run whose model has the same name or the same last path
+part; with none, its model is that last part. Runs of different models are never compared.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ import pandas as pd
 __all__ = [
     "CELL",
     "CONFIG",
-    "GROUP",
-    "group_label",
+    "HEAT",
+    "MODEL",
+    "heat_label",
+    "model_label",
     "load_runs",
     "read_requests",
     "read_telemetry",
@@ -32,7 +38,8 @@ __all__ = [
 
 CONFIG = ["engine", "flags", "gpu"]
 CELL = [*CONFIG, "users"]
-GROUP = ["workload_sha256", "model", "output_tokens_source"]
+MODEL = "model_key"  # the model's digest, or its short name where no run recorded one
+HEAT = [MODEL, "workload_sha256", "users"]
 _TEXT = {"timestamp", "run_id", "engine", "model", "host", "flags", "gpu", "errors", "warnings",
          "workload", "workload_sha256", "api", "tag", "engine_version", "model_sha256",
          "output_tokens_source", "rig_version", "run_dir", "prompts", "client_cpu_model",
@@ -53,10 +60,31 @@ def load_runs(root: Path) -> pd.DataFrame:
     for column in runs.columns:
         if column not in _TEXT and not column.startswith("_"):
             runs[column] = _numeric(runs[column])
-    for column in {*CELL, *GROUP, "warnings", "tag", "timestamp", "workload"} - {"users"}:
+    for column in {*CELL, "model", "model_sha256", "workload_sha256", "output_tokens_source",
+                   "warnings", "tag", "timestamp", "workload"} - {"users"}:
         if column not in runs:
             runs[column] = ""
+    runs[MODEL] = _model_keys(runs)
     return runs.sort_values(["timestamp", "run_id"]).reset_index(drop=True)
+
+
+def _model_keys(runs: pd.DataFrame) -> list[str]:
+    """Each run's model identity: its digest, or the digest another run recorded for a model of
+    the same name (or last path part), or that last part."""
+    digest_of: dict[str, str] = {}
+    for name, digest in zip(runs["model"].astype(str), runs["model_sha256"].astype(str)):
+        if digest:
+            digest_of.setdefault(name, digest)
+            digest_of.setdefault(_short_name(name), digest)
+    keys = []
+    for name, digest in zip(runs["model"].astype(str), runs["model_sha256"].astype(str)):
+        keys.append(digest or digest_of.get(name) or digest_of.get(_short_name(name))
+                    or _short_name(name))
+    return keys
+
+
+def _short_name(model: str) -> str:
+    return Path(model).name or model
 
 
 def _numeric(column: pd.Series) -> pd.Series:
@@ -119,10 +147,15 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def group_label(rows: pd.DataFrame) -> str:
-    """Names a comparison group by what its runs share."""
-    first = rows.iloc[0]
-    names = ", ".join(sorted(set(rows["workload"].astype(str)))) or "?"
-    return (f"workload {names} (sha256 {str(first['workload_sha256'])[:12] or '?'}), "
-            f"model {Path(str(first['model'])).name or '?'}, "
-            f"output tokens from {first['output_tokens_source'] or '?'}")
+def heat_label(heat: pd.DataFrame) -> str:
+    """Names a heat for a person: its workload and user count, e.g. "mixed-32x128 at 8 users"."""
+    names = ", ".join(sorted(set(heat["workload"].astype(str)))) or "?"
+    users = heat["users"].iloc[0]
+    return f"{names} at {users:g} user{'' if users == 1 else 's'}"
+
+
+def model_label(runs: pd.DataFrame) -> str:
+    """Names a model by the short names it was served under, and its digest where recorded."""
+    names = ", ".join(sorted({_short_name(str(m)) for m in runs["model"]})) or "?"
+    digests = sorted({str(d) for d in runs["model_sha256"] if d})
+    return names + (f" (sha256 {digests[0][:12]})" if len(digests) == 1 else "")

@@ -1,6 +1,7 @@
 """The tables a report shows, computed from runs.csv rows only.
 
-- cell table: one row per cell (engine, flags, gpu, users) with the mean over its repeats and,
+- cell table: one row per cell (engine, flags, gpu, users) of one workload (a heat's table; for
+  several workloads, `heat_cells`) with the mean over its repeats and,
   for throughput and completion time, the spread (sample standard deviation, ddof=1; none with
   one repeat). Latency percentiles are the mean of each repeat's own percentile (each computed
   from that run's raw requests), failures are summed, client CPU is the highest peak.
@@ -28,6 +29,7 @@ __all__ = [
     "comparison_markdown",
     "flag_effects",
     "flag_effects_markdown",
+    "heat_cells",
     "markdown_table",
 ]
 
@@ -48,6 +50,18 @@ def cell_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).reset_index(drop=True)
 
 
+def heat_cells(runs: pd.DataFrame) -> pd.DataFrame:
+    """The cell tables of each workload in `runs` stacked, with `workload_sha256` and `workload`:
+    one row per cell of each heat, so repeats of different workloads are never averaged."""
+    parts = []
+    for sha, same in runs.groupby("workload_sha256", sort=False):
+        part = cell_table(same)
+        part["workload_sha256"] = sha
+        part["workload"] = ", ".join(sorted(set(same["workload"].astype(str))))
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
 def _cell_row(key: tuple[Any, ...], repeats: pd.DataFrame) -> dict[str, Any]:
     row: dict[str, Any] = dict(zip(CELL, key))
     row["runs"] = len(repeats)
@@ -63,6 +77,11 @@ def _cell_row(key: tuple[Any, ...], repeats: pd.DataFrame) -> dict[str, Any]:
     cpu = pd.to_numeric(repeats.get("client_cpu_max_pct"), errors="coerce")
     row["client_cpu_max_pct"] = cpu.max() if cpu is not None else np.nan
     row["warnings"] = _union(repeats["warnings"])
+    verdict = repeats.get("verdict", pd.Series("", index=repeats.index)).astype(str)
+    invalid = verdict.str.strip().str.lower() == "invalid"
+    row["invalid"] = int(invalid.sum())
+    row["invalid_reasons"] = _union(repeats.loc[invalid].get(
+        "verdict_reasons", pd.Series(dtype=str)))
     row["engine_load_peak"] = _engine_load_peak(repeats)
     row["unstable"] = bool(row["runs"] > 1 and row["tok_s_sd"] >= _UNSTABLE_SD_PCT / 100
                            * row["tok_s_mean"])
@@ -190,6 +209,10 @@ def _client_cpu(row: pd.Series) -> str:
 
 def _notes(row: pd.Series) -> str:
     notes = [name for name in str(row["warnings"]).split(";") if name]
+    if row.get("invalid"):
+        reasons = str(row["invalid_reasons"]).replace(";", ", ")
+        notes.insert(0, f"**{row['invalid']} of {row['runs']} runs invalid**"
+                        + (f" ({reasons})" if reasons else ""))
     if row["unstable"]:
         notes.insert(0, "unstable: repeats differ by 10% or more")
     # one request in flight per user; one more allows for a request the engine has not yet
