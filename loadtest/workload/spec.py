@@ -63,3 +63,7 @@ class Workload:
     source: str = "prompts"  # prompts | synthetic | dataset | prefix | trace | conversation
     # Columns the source adds to the run's row (lengths asked, groups, turns, speedup, ...)
     columns: dict[str, object] = field(default_factory=dict)
+    # The request (or, for sessions, the last turn) with the most tokens, prompt + output, where
+    # the source knows its counts: (prompt_id, prompt tokens, output tokens). The context check
+    # (loadtest/client/probe.py) compares it with the engine's limit without asking the engine.
+    longest: tuple[str, int, int] | None = None

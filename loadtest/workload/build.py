@@ -1,0 +1,227 @@
+"""build_workload(...): the one entry every caller uses (the locustfile's Run, sweeps, the
+in-process runner, bench scripts). It checks the options, loads what the source reads,
+builds the requests' bodies and names and hashes the workload.
+
+Bodies are serialized here, once (a trace's on take: loadtest/workload/trace.py), so the hot
+path only writes bytes. The hash is engine-independent: the source, its options, its files'
+contents, the seed, the counts and the sampling; not the tokenizer (the lengths asked are the
+same whatever text fills them; the row records tokenizer_sha256 beside it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, overload
+
+from loadtest.client.targets import dialect_for
+from loadtest.workload.conversations import conversation_name, conversation_sessions
+from loadtest.workload.datasets import dataset_items, dataset_sessions, read_dataset
+from loadtest.workload.items import Context, Item
+from loadtest.workload.options import WorkloadOptions
+from loadtest.workload.prefixes import prefix_items, prefix_name
+from loadtest.workload.prompts import prompt_items, prompts_identity
+from loadtest.workload.spec import RequestSpec, SessionSpec, Workload, WorkloadError
+from loadtest.workload.synthetic import synthetic_items, synthetic_name
+from loadtest.workload.tokens import TokenText, find_tokenizer, load_token_text
+from loadtest.workload.trace import Trace, load_trace, trace_name
+
+__all__ = ["Bodies", "LazySpecs", "build_workload", "tokenizer_for"]
+
+
+@dataclass(frozen=True)
+class Bodies:
+    """How one request item becomes an HTTP body for this run's engine and API."""
+
+    api: str
+    model: str
+    ignore_eos: bool
+    temperature: float
+    ignore_eos_as: str = "ignore_eos"
+    token_ids: bool = False
+
+    @property
+    def path(self) -> str:
+        return dialect_for(self.api).PATHS[self.api]
+
+    def body(self, item: Item) -> bytes:
+        try:
+            return dialect_for(self.api).build_body(
+                self.api, self.model, item.prompt, item.max_tokens, ignore_eos=self.ignore_eos,
+                temperature=self.temperature, ignore_eos_as=self.ignore_eos_as,
+                token_ids=self.token_ids)
+        except ValueError as exc:
+            raise WorkloadError(str(exc)) from None
+
+    def spec(self, request_id: int, item: Item) -> RequestSpec:
+        return RequestSpec(request_id, item.prompt_id, self.path, self.body(item), item.prompt_tokens)
+
+
+class LazySpecs(Sequence[RequestSpec]):
+    """RequestSpecs built when taken, from a lazy item sequence (a trace): O(1) memory per request."""
+
+    def __init__(self, items: Sequence[Item], bodies: Bodies,
+                 asked: Callable[[int], int | None]) -> None:
+        self._items = items
+        self._bodies = bodies
+        self.asked = asked  # request i's prompt tokens, without building its body
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> RequestSpec: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[RequestSpec]: ...
+
+    def __getitem__(self, index: int | slice) -> RequestSpec | Sequence[RequestSpec]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        return self._bodies.spec(index, self._items[index])
+
+
+def tokenizer_for(source: WorkloadOptions, model_dir: str, required: bool) -> TokenText | None:
+    """The tokenizer token-exact sources build with; None where the source can go without."""
+    try:
+        return load_token_text(find_tokenizer(source.tokenizer, model_dir))
+    except WorkloadError:
+        if required or source.tokenizer:
+            raise
+        return None
+
+
+def build_workload(prompts_name: str, requests: int, *, api: str, model: str, max_tokens: int,
+                   ignore_eos: bool = False, temperature: float = 0.0,
+                   ignore_eos_as: str = "ignore_eos", token_ids: bool = False,
+                   source: WorkloadOptions | None = None, model_dir: str = "") -> Workload:
+    """The run's workload: --prompts (source None or prompts) or the source's own requests.
+    `requests` counts sessions for conversation workloads. WorkloadError (one line) when the
+    options, files or tokenizer do not make a workload."""
+    if requests <= 0:
+        raise WorkloadError(f"--requests must be a positive integer, got {requests}")
+    if max_tokens <= 0:
+        raise WorkloadError(f"--max-tokens must be a positive integer, got {max_tokens}")
+    source = source or WorkloadOptions()
+    bodies = Bodies(api, model, ignore_eos, temperature, ignore_eos_as, token_ids)
+    tokens = None
+    if source.source != "prompts":
+        tokens = tokenizer_for(source, model_dir, required=source.needs_tokenizer)
+    context = Context(source, requests, max_tokens, tokens)
+    sampling = {"requests": requests, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
+                "temperature": temperature}
+    if source.source == "prompts":
+        name, sha = prompts_identity(prompts_name, requests, max_tokens, ignore_eos, temperature)
+        return _requests_workload(name, sha, prompt_items(prompts_name, context), requests,
+                                  bodies, "prompts", {})
+    if source.source == "trace":
+        return _trace_workload(context, bodies, sampling)
+    columns = _source_columns(source, tokens)
+    if source.source == "dataset":
+        conversations, fmt, file_sha = read_dataset(context)
+        columns.update(dataset_format=fmt, dataset_sha256=file_sha, dataset_mode=source.dataset_mode)
+        stem = source.dataset.stem if source.dataset else "dataset"
+        if source.dataset_mode == "conversation":
+            sessions = dataset_sessions(conversations, context)
+            return _sessions_workload(f"{stem}-conv-{requests}", sessions, source, sampling,
+                                      columns, file_sha)
+        name = f"{stem}-{requests}x{context.output_label if source.output_len else max_tokens}"
+        return _requests_workload(name, _digest(source, sampling, file_sha),
+                                  dataset_items(conversations, context), requests, bodies,
+                                  "dataset", columns)
+    if source.source == "conversation":
+        return _sessions_workload(conversation_name(context), conversation_sessions(context),
+                                  source, sampling, columns, "")
+    make, name = {"synthetic": (synthetic_items, synthetic_name),
+                  "prefix": (prefix_items, prefix_name)}[source.source]
+    return _requests_workload(name(context), _digest(source, sampling, ""), make(context),
+                              requests, bodies, source.source, columns)
+
+
+def _requests_workload(name: str, sha: str, items: list[Item], requests: int, bodies: Bodies,
+                       source: str, columns: dict[str, Any]) -> Workload:
+    """Request i is item i mod len(items): a prompt set or dataset cycles, others hold `requests`."""
+    made = [bodies.body(item) for item in items]
+    specs = [RequestSpec(i, items[i % len(items)].prompt_id, bodies.path, made[i % len(items)],
+                         items[i % len(items)].prompt_tokens) for i in range(requests)]
+    counted = [item for item in items if item.prompt_tokens is not None]
+    longest = max(counted, key=lambda it: (it.prompt_tokens or 0) + it.max_tokens, default=None)
+    if counted:
+        asked = [spec.prompt_tokens or 0 for spec in specs]
+        columns["prompt_tokens_asked_mean"] = round(sum(asked) / len(asked), 2)
+    return Workload(name, specs, sha, source=source, columns=columns,
+                    longest=(longest.prompt_id, longest.prompt_tokens or 0, longest.max_tokens)
+                    if longest else None)
+
+
+def _sessions_workload(name: str, sessions: list[SessionSpec], source: WorkloadOptions,
+                       sampling: dict[str, Any], columns: dict[str, Any], file_sha: str) -> Workload:
+    """A conversation workload; its longest is the last turn of the longest session (every
+    message before it, answers included, is part of that turn's prompt)."""
+    longest = None
+    if all(turn.prompt_tokens is not None for s in sessions for turn in s.turns):
+        def total(s: SessionSpec) -> int:
+            return sum((t.prompt_tokens or 0) + t.max_tokens for t in s.turns)
+        top = max(sessions, key=total)
+        longest = (top.conversation_id, total(top) - top.turns[-1].max_tokens, top.turns[-1].max_tokens)
+    columns.update(turns=max(len(s.turns) for s in sessions), sessions=len(sessions))
+    return Workload(name, [], _digest(source, sampling, file_sha), sessions=sessions,
+                    source=source.source if source.source == "conversation" else "dataset",
+                    columns=columns, longest=longest)
+
+
+def _trace_workload(context: Context, bodies: Bodies, sampling: dict[str, Any]) -> Workload:
+    source = context.options
+    assert source.trace is not None
+    trace: Trace = load_trace(source.trace, context)
+    totals = trace.inputs + trace.outputs
+    at = int(totals.argmax())
+    columns = {**_source_columns(source, context.tokens), "trace_sha256": trace.file_sha256,
+               "speedup": source.speedup,
+               "prompt_tokens_asked_mean": round(float(trace.inputs.mean()), 2),
+               "trace_duration_s": round(float(trace.timestamps_ms[-1] - trace.timestamps_ms[0])
+                                         / 1000 / source.speedup, 3)}
+    return Workload(trace_name(trace, context),
+                    LazySpecs(trace, bodies, lambda i: int(trace.inputs[i])),
+                    _digest(source, sampling, trace.file_sha256),
+                    schedule_ns=trace.schedule_ns(source.speedup), source="trace",
+                    columns=columns,
+                    longest=(f"t{at}", int(trace.inputs[at]), int(trace.outputs[at])))
+
+
+def _source_columns(source: WorkloadOptions, tokens: TokenText | None) -> dict[str, Any]:
+    """The row's columns that say what the source was asked for."""
+    columns: dict[str, Any] = {"workload_seed": source.seed}
+    if source.input_len is not None and source.source != "trace":
+        columns["input_len"] = source.input_len.text
+    if source.output_len is not None:
+        columns["output_len"] = source.output_len.text
+    if source.source == "prefix":
+        columns.update(prefix_groups=source.prefix_groups, prefix_len=source.prefix_len)
+    if source.source in ("conversation", "dataset") and source.think_time_s:
+        columns["think_time_s"] = source.think_time_s
+    if tokens is not None:
+        columns["tokenizer_sha256"] = tokens.sha256
+    return columns
+
+
+def _digest(source: WorkloadOptions, sampling: dict[str, Any], file_sha: str) -> str:
+    """Engine-independent: what the source was asked, its file's content, counts and sampling."""
+    described = {
+        "source": source.source, "seed": source.seed, "file_sha256": file_sha, **sampling,
+        "input_len": source.input_len.text if source.input_len else None,
+        "output_len": source.output_len.text if source.output_len else None,
+    }
+    if source.source == "prefix":
+        described.update(prefix_groups=source.prefix_groups, prefix_len=source.prefix_len)
+    if source.source in ("conversation", "dataset"):
+        described.update(turns=source.turns, think_time_s=source.think_time_s)
+    if source.source == "dataset":
+        described.update(dataset_mode=source.dataset_mode, columns=source.columns,
+                         min_input_len=source.min_input_len, max_input_len=source.max_input_len)
+    if source.source == "trace":
+        described["speedup"] = source.speedup
+    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
