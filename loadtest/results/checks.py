@@ -39,6 +39,11 @@ WARNINGS = {
     "token_text_mismatch": "--recount: some answers' token ids do not decode, with the served "
                            "model's tokenizer, to the text that arrived (recount_text_mismatches): "
                            "the engine's tokenizer or its detokenizing differs from the model's",
+    "prompt_tokens_mismatch": "the engine read some prompts as another token count than the "
+                              "workload built them to (prompt_tokens_mismatched counts them, "
+                              "prompt_tokens_mismatch_cause says why: a chat template, a BOS, "
+                              "another tokenizer); pass the served model's --tokenizer, or use "
+                              "--api completions for token-exact prompts",
 }
 
 
@@ -67,4 +72,6 @@ def check_run(row: dict[str, Any]) -> list[str]:
         found.append("engine_shared")
     if row.get("recount_text_mismatches"):
         found.append("token_text_mismatch")
+    if row.get("prompt_tokens_mismatched"):
+        found.append("prompt_tokens_mismatch")
     return found
