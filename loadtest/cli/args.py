@@ -7,6 +7,7 @@ whatever the command; argparse's own error prints the whole usage first. `--help
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from contextvars import ContextVar
 from typing import NoReturn
@@ -41,4 +42,16 @@ class RigParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
     def error(self, message: str) -> NoReturn:
-        fail(f"{message} (see {self.prog} --help)")
+        fail(f"{_sentence(message)} (see {self.prog} --help)")
+
+
+def _sentence(message: str) -> str:
+    """argparse's "argument --rates: must be ..." as the rig says it: "--rates must be ..."
+    (the option types' messages follow the option's name; argparse's own keep their colon)."""
+    match = re.fullmatch(r"argument (\S+?)(?:/\S+)?: (.*)", message, flags=re.DOTALL)
+    if not match:
+        return message
+    name, rest = match.groups()
+    if rest.startswith(name):  # a message that names its option itself
+        return rest
+    return f"{name} {rest}" if rest.startswith(("must ", "names ", "is ")) else f"{name}: {rest}"

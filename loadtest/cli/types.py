@@ -13,15 +13,16 @@ import argparse
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from loadtest.cpus import checked_cpus
 
 __all__ = ["BadValue", "cpu_list", "duration", "existing_file", "non_negative_int",
-           "non_negative_number", "number_in", "port", "positive_int", "positive_int_list",
-           "positive_number", "url", "writable_folder"]
+           "non_negative_number", "number_in", "one_of", "percent", "port", "positive_int",
+           "positive_int_list", "positive_number", "positive_number_list", "url",
+           "writable_folder"]
 
 
 class BadValue(argparse.ArgumentTypeError, ValueError):
@@ -95,6 +96,37 @@ def positive_int_list(text: object) -> list[int]:
     if len(set(values)) != len(values):
         raise BadValue(f"names a value twice: {text!r}")
     return values
+
+
+def positive_number_list(text: object) -> list[float]:
+    """A comma list of distinct finite numbers above 0, e.g. `0.5,1,2` (offered rates)."""
+    try:
+        values = [positive_number(part) for part in str(text).split(",")]
+    except BadValue:
+        raise BadValue(f"must be numbers above 0, comma-separated like 1,2,4, got {text!r}") from None
+    if len(set(values)) != len(values):
+        raise BadValue(f"names a value twice: {text!r}")
+    return values
+
+
+def percent(text: object) -> float:
+    """A share in percent, above 0 and at most 100 (the share of requests meeting an SLO)."""
+    value = _finite(text)
+    if not 0 < value <= 100:
+        raise BadValue(f"must be a percent above 0 and at most 100, got {text!r}")
+    return value
+
+
+def one_of(choices: Iterable[str], what: str) -> Callable[[object], str]:
+    """A type for one name of `choices` (engine slugs, modes); the error lists them."""
+    names = tuple(choices)
+
+    def chosen(text: object) -> str:
+        if str(text) not in names:
+            raise BadValue(f"unknown {what} {str(text)!r}; choose one of: {', '.join(names)}")
+        return str(text)
+    chosen.__name__ = what.replace(" ", "_")
+    return chosen
 
 
 def port(text: object) -> int:

@@ -22,7 +22,6 @@ the engine did not start, 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 import time
 from pathlib import Path
@@ -32,92 +31,85 @@ from loadtest.client.targets import TARGETS
 from loadtest.report.goodput import DEFAULT_SLO_SHARE_PCT, rate_table, saturated
 from loadtest.report.runset import load_runs
 from loadtest.results.goodput import parse_slo
-from loadtest.sweep.measure import ROOT, run_locust
+from loadtest.cli.args import RigParser, command_prog
+from loadtest.cli.locust import locust_command
+from loadtest.cli.processes import free_port
+from loadtest.cli.types import (BadValue, cpu_list, non_negative_int, one_of, percent, positive_int,
+                                positive_number, positive_number_list, url, writable_folder)
+from loadtest.sweep.measure import run_locust
 
-__all__ = ["main"]
+__all__ = ["main", "parser"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m loadtest.sweep.rates",
-                                description="At what request rate does this engine saturate?")
-    p.add_argument("engine", help="engine slug (vllm-cpu, vllm, tgi, ...)")
-    p.add_argument("--rates", default="1,2,4,8,16,32", help="offered rates, req/s, comma-separated")
-    p.add_argument("--users", default="64", help="cap on requests in flight (default 64)")
-    p.add_argument("--arrival", default="poisson", help="constant | poisson (default)")
-    p.add_argument("--arrival-seed", default="0", help="the Poisson schedule's seed (default 0)")
-    p.add_argument("--requests", default="128", help="fixed workload size per run (default 128)")
-    p.add_argument("--max-tokens", default="64", help="output tokens per request (default 64)")
+def parser() -> RigParser:
+    p = RigParser(prog=command_prog("python -m loadtest.sweep.rates"),
+                  description="At what request rate does this engine saturate?",
+                  epilog="example:\n  rig sweep rates vllm-cpu --rates 1,2,4,8,16 --users 64 --requests 96")
+    p.add_argument("engine", type=one_of(TARGETS, "engine"), metavar="ENGINE",
+                   help=f"engine slug: {', '.join(TARGETS)}")
+    p.add_argument("--rates", type=positive_number_list, default="1,2,4,8,16,32",
+                   help="offered rates, req/s, comma-separated")
+    p.add_argument("--users", type=_cap, default="64",
+                   help="cap on requests in flight (default 64)")
+    p.add_argument("--arrival", choices=ARRIVALS, default="poisson",
+                   help=f"{' | '.join(ARRIVALS)} (default poisson)")
+    p.add_argument("--arrival-seed", type=non_negative_int, default="0",
+                   help="the Poisson schedule's seed (default 0)")
+    p.add_argument("--requests", type=positive_int, default="128",
+                   help="fixed workload size per run (default 128)")
+    p.add_argument("--max-tokens", type=positive_int, default="64",
+                   help="output tokens per request (default 64)")
     p.add_argument("--prompts", default="mixed", help="prompt set name or .jsonl file")
     p.add_argument("--ignore-eos", action="store_true", help="ask for exactly --max-tokens")
-    p.add_argument("--slo", default="", help="latency targets, e.g. ttft_ms=500,itl_ms=50")
-    p.add_argument("--slo-share", default=str(DEFAULT_SLO_SHARE_PCT),
+    p.add_argument("--slo", type=_slo, default="", help="latency targets, e.g. ttft_ms=500,itl_ms=50")
+    p.add_argument("--slo-share", type=percent, default=str(DEFAULT_SLO_SHARE_PCT),
                    help="percent of requests that must meet --slo (default 99)")
-    p.add_argument("--repeats", default="1", help="runs per rate (default 1)")
+    p.add_argument("--repeats", type=positive_int, default="1", help="runs per rate (default 1)")
     p.add_argument("--all-rates", action="store_true", help="run every rate, even past saturation")
-    p.add_argument("--host", default="", help="an engine already running at this URL: not started")
+    p.add_argument("--host", type=url, default=None,
+                   help="an engine already running at this URL: not started")
     p.add_argument("--flags", default="", help="the engine's flags: recorded; passed to a started engine")
-    p.add_argument("--engine-cpus", default=None, help="cores for a started engine (taskset list)")
-    p.add_argument("--client-cpus", default=None, help="cores for the client (taskset list)")
+    p.add_argument("--engine-cpus", type=cpu_list, default=None,
+                   help="cores for a started engine (taskset list)")
+    p.add_argument("--client-cpus", type=cpu_list, default=None,
+                   help="cores for the client (taskset list)")
     p.add_argument("--name", default="", help="sweep name: tag and report folder (default rates-ENGINE)")
-    p.add_argument("--out", type=Path, default=Path("results"), help="results folder (default results/)")
-    p.add_argument("--run-timeout", default="900", help="seconds one run may take (default 900)")
+    p.add_argument("--out", type=writable_folder, default=Path("results"),
+                   help="results folder (default results/)")
+    p.add_argument("--run-timeout", type=positive_number, default="900",
+                   help="seconds one run may take (default 900)")
     return p
 
 
-def _numbers(name: str, text: str, kind: type = float) -> list:
+def _cap(text: str) -> int:
+    if "," in text:
+        raise BadValue(f"is one cap on requests in flight, got {text!r}")
+    return positive_int(text)
+
+
+def _slo(text: str) -> str:
+    """--slo checked as the locustfile will check it; kept as text, passed on as given."""
     try:
-        values = [kind(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise ValueError(f"{name} must be numbers separated by commas, got {text!r}") from None
-    if not values or any(v <= 0 for v in values):
-        raise ValueError(f"{name} must be numbers above 0, got {text!r}")
-    return values
+        parse_slo(text)
+    except ValueError as exc:
+        raise BadValue(str(exc)) from None
+    return text
 
 
-def _one(name: str, text: str, kind: type = float, what: str = "a number above 0") -> float:
-    try:
-        value = kind(text)
-    except ValueError:
-        raise ValueError(f"{name} must be {what}, got {text!r}") from None
-    if value <= 0:
-        raise ValueError(f"{name} must be {what}, got {text!r}")
-    return value
-
-
-def _check(args: argparse.Namespace) -> tuple[list[float], int, int, float]:
-    if args.engine not in TARGETS:
-        raise ValueError(f"unknown engine {args.engine!r}; choose one of: {', '.join(TARGETS)}")
-    rates = sorted(set(_numbers("--rates", args.rates)))
-    if "," in args.users:
-        raise ValueError(f"--users is one cap on requests in flight, got {args.users!r}")
-    users = int(_one("--users", args.users, int, "a whole number above 0"))
-    repeats = int(_one("--repeats", args.repeats, int, "a whole number above 0"))
-    share = _one("--slo-share", args.slo_share, float, "a percent (0-100]")
-    if share > 100:
-        raise ValueError(f"--slo-share must be a percent (0-100], got {args.slo_share!r}")
-    if args.arrival not in ARRIVALS:
-        raise ValueError(f"--arrival must be one of {', '.join(ARRIVALS)}, got {args.arrival!r}")
-    parse_slo(args.slo)
-    _one("--requests", args.requests, int, "a whole number above 0")
-    _one("--max-tokens", args.max_tokens, int, "a whole number above 0")
-    _one("--run-timeout", args.run_timeout, float)
+def _check(args: argparse.Namespace) -> None:
     if args.host and args.engine_cpus:
         raise ValueError("--engine-cpus pins an engine this sweep starts: drop it with --host")
-    return rates, users, repeats, share
 
 
 def _command(args: argparse.Namespace, url: str, tag: str, users: int, *extra: str,
-             requests: str = "") -> list[str]:
-    pin = ["taskset", "-c", args.client_cpus] if args.client_cpus else []
-    cmd = [*pin, sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest" / "engines.py"),
-           "--headless", "--only-summary", "--engine", args.engine, "--host", url,
-           "--users", str(users), "--requests", requests or args.requests,
-           "--max-tokens", args.max_tokens,
-           "--prompts", args.prompts, "--out", str(args.out), "--tag", tag,
-           f"--flags={args.flags}", *extra]
+             requests: int = 0) -> list[str]:
+    rig = ["--only-summary", "--engine", args.engine, "--requests", str(requests or args.requests),
+           "--max-tokens", str(args.max_tokens), "--prompts", args.prompts, "--out", str(args.out),
+           "--tag", tag, f"--flags={args.flags}", *extra]
     if args.ignore_eos:
-        cmd.append("--ignore-eos")
-    return cmd
+        rig.append("--ignore-eos")
+    return locust_command(host=url, users=users, rig_options=rig, cpus=args.client_cpus,
+                          python=sys.executable)
 
 
 def _sweep(args: argparse.Namespace, url: str, rates: list[float], users: int, repeats: int,
@@ -125,7 +117,7 @@ def _sweep(args: argparse.Namespace, url: str, rates: list[float], users: int, r
     work = args.out / "sweeps" / tag
     work.mkdir(parents=True, exist_ok=True)
     keep = ["--keep-outputs"]  # every sweep keeps the answers, to compare configurations
-    warm = _command(args, url, tag, min(users, 8), "--warmup", requests="16")
+    warm = _command(args, url, tag, min(users, 8), "--warmup", requests=16)
     print(f"+ warm-up: {' '.join(warm)}", file=sys.stderr, flush=True)
     run_locust(warm, work / "warmup.log", float(args.run_timeout))
     worst = 0
@@ -133,7 +125,7 @@ def _sweep(args: argparse.Namespace, url: str, rates: list[float], users: int, r
         past_knee = False
         for repeat in range(1, repeats + 1):
             cmd = _command(args, url, tag, users, "--rate", f"{rate:g}", "--arrival", args.arrival,
-                           "--arrival-seed", args.arrival_seed, "--repeat", str(repeat),
+                           "--arrival-seed", str(args.arrival_seed), "--repeat", str(repeat),
                            *(["--slo", args.slo] if args.slo else []), *keep)
             print(f"+ rate {rate:g} req/s, repeat {repeat}: {' '.join(cmd)}", file=sys.stderr,
                   flush=True)
@@ -161,19 +153,14 @@ def _last_row(out: Path, tag: str, rate: float, repeat: int) -> dict | None:
     return rows.iloc[-1].to_dict() if not rows.empty else None
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
     try:
-        rates, users, repeats, share = _check(args)
+        _check(args)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        p.error(str(exc))
+    rates, users, repeats, share = sorted(args.rates), args.users, args.repeats, args.slo_share
     tag = args.name or f"rates-{args.engine}"
     started = time.monotonic()
     try:
@@ -185,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             log = args.out / "sweeps" / tag / "engine.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             try:
-                engine = LocalEngine(port=_free_port(), log_path=log, engine=args.engine,
+                engine = LocalEngine(port=free_port(), log_path=log, engine=args.engine,
                                      extra_args=args.flags.split(), cpus=args.engine_cpus)
                 with engine:
                     code = _sweep(args, engine.url, rates, users, repeats, tag)
