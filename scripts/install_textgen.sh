@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# usage: scripts/install_textgen.sh [--transformers]
+#   Makes the textgen-cpu engine: text-generation-webui's API (server.py --nowebui --api) at
+#   commit 1dcde41d03d1, unpacked under build/textgen/ from the vendored source tarball
+#   (TEXTGEN_TARBALL, default ../shared/vendor/; else cloned from its public git repository),
+#   and .venv-textgen with its PyPI dependencies (requirements/portable/requirements_nowheels.txt
+#   less the GitHub wheels: no Gradio, no llama.cpp binaries) plus a llama_cpp_binaries shim
+#   that hands it the rig's own build/llama.cpp/cpu/bin/llama-server (RIG_LLAMA_SERVER at run
+#   time overrides it). --transformers adds its Transformers loader on CPU torch.
+#   Re-running reuses what is there.
+set -euo pipefail
+case "$*" in "" | --transformers) ;; *) sed -n '2,10s/^# \{0,1\}//p' "$0" >&2; exit 2 ;; esac
+cd "$(dirname "$0")/.."
+
+COMMIT=1dcde41d03d13fc768316f4d2256a8a6dd044268
+TARBALL_SHA256=aceec451f2e952c2c0e533fbbc8ce5a20341e6d72771c51e30d5cc949c015218
+TARBALL=${TEXTGEN_TARBALL:-../shared/vendor/text-generation-webui-${COMMIT:0:12}.tar.gz}
+GIT_URL=${TEXTGEN_GIT_URL:-https://github.com/oobabooga/text-generation-webui}
+SOURCE=build/textgen
+VENV=.venv-textgen
+python=${PYTHON:-python3}
+torch_spec="torch==2.13.0+cpu"  # the rig's CPU torch (scripts/install.sh)
+# The Transformers loader's own pins at this commit (requirements/full/requirements_nowheels.txt).
+transformers_specs=("transformers==5.6.*" "accelerate==1.13.*" "safetensors==0.7.*" sentencepiece)
+
+run() { echo "+ $*" >&2; "$@"; }
+fail() { echo "error: $*" >&2; exit 1; }
+
+# The source, once: the tarball checked against its digest, else a clone of the pinned commit.
+unpack_source() {
+  [[ $(cat "$SOURCE/.commit" 2>/dev/null) == "$COMMIT" ]] && return
+  local tmp="$SOURCE.tmp"
+  if [[ -f $TARBALL ]] && ! echo "$TARBALL_SHA256  $TARBALL" | sha256sum -c --status; then
+    fail "$TARBALL is not text-generation-webui ${COMMIT:0:12} (its sha256 differs): fetch it again, or remove it to clone the commit instead"
+  fi
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  if [[ -f $TARBALL ]]; then
+    tar -xzf "$TARBALL" -C "$tmp" --strip-components=1
+  elif ! { GIT_TERMINAL_PROMPT=0 timeout 300 git clone -q --filter=blob:none --no-checkout "$GIT_URL" "$tmp" \
+           && git -C "$tmp" checkout -q "$COMMIT"; } 2>/dev/null; then
+    rm -rf "$tmp"
+    fail "no text-generation-webui source: put its tarball at $TARBALL (or set TEXTGEN_TARBALL), or let git reach $GIT_URL"
+  fi
+  rm -rf "$SOURCE" && mv "$tmp" "$SOURCE"
+  echo "$COMMIT" > "$SOURCE/.commit"
+}
+
+# The API's PyPI requirements: every line but the wheels it fetches from GitHub (Gradio and
+# llama.cpp's binaries), plus Pillow, which its API imports without saying so.
+api_requirements() {
+  grep -v -e '^https://' -e '^#' -e '^[[:space:]]*$' "$SOURCE/requirements/portable/requirements_nowheels.txt"
+  echo "Pillow>=9.5.0"
+}
+
+# llama_cpp_binaries is how modules/llama_cpp_server.py finds llama-server; this one-module
+# package, written into the venv, finds the rig's build, so textgen and the bare llamacpp-cpu
+# engine run the same binary.
+install_shim() {
+  local site
+  site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  cat > "$site/llama_cpp_binaries.py" <<EOF
+"""llm-load-rig's llama-server for text-generation-webui (RIG_LLAMA_SERVER overrides it)."""
+import os
+
+
+def get_binary_path() -> str:
+    return os.environ.get("RIG_LLAMA_SERVER", "$PWD/build/llama.cpp/cpu/bin/llama-server")
+EOF
+}
+
+unpack_source
+[[ -x $VENV/bin/python ]] || run "$python" -m venv "$VENV"
+stamp="$VENV/.installed-$({ api_requirements; cat "$0"; } | sha256sum | cut -c1-16)"
+if [[ ! -f $stamp ]]; then
+  # pip's resolver needs the index: say so in one line after its own log.
+  run "$VENV/bin/pip" install -q -r <(api_requirements) \
+    || fail "pip could not install text-generation-webui's API requirements into $VENV: check that the package index is reachable, then re-run $0"
+  install_shim
+  rm -f "$VENV"/.installed-* && touch "$stamp"
+fi
+if [[ $* == --transformers ]] && ! "$VENV/bin/python" -c 'import torch, transformers, accelerate' 2>/dev/null; then
+  run "$VENV/bin/pip" install -q "$torch_spec" "${transformers_specs[@]}" \
+    || run "$VENV/bin/pip" install -q "$torch_spec" "${transformers_specs[@]}" --extra-index-url https://download.pytorch.org/whl/cpu \
+    || fail "pip could not install the Transformers loader (CPU torch) into $VENV: check the package index, then re-run $0 --transformers"
+fi
+echo "textgen-cpu installed: $SOURCE (commit ${COMMIT:0:12}), $VENV" >&2
