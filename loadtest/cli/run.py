@@ -28,9 +28,6 @@ from loadtest.results.goodput import add_slo_option
 
 __all__ = ["add_rig_options", "main", "parser", "rig_arguments"]
 
-RIG_GROUP_PREFIX = "llm-load-rig"  # every group the rig's option functions add is titled so
-
-
 def add_rig_options(parser: Any) -> None:
     """Every option the locustfile adds to Locust's parser (and `rig run` to its own)."""
     add_options(parser)
@@ -67,18 +64,18 @@ def parser() -> RigParser:
     return p
 
 
-def rig_arguments(p: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+def rig_arguments(args: argparse.Namespace) -> list[str]:
     """The rig's options of `args` that differ from their defaults, as Locust arguments."""
+    rig_only = argparse.ArgumentParser(add_help=False)
+    add_rig_options(rig_only)
     out: list[str] = []
-    for group in p._action_groups:
-        if not (group.title or "").startswith(RIG_GROUP_PREFIX):
+    for action in rig_only._actions:
+        value = getattr(args, action.dest)
+        if value == action.default:
             continue
-        for action in group._group_actions:
-            value = getattr(args, action.dest)
-            if value == action.default:
-                continue
-            flag = action.option_strings[-1]
-            out.append(flag if action.nargs == 0 else f"{flag}={value}")  # "=": a value may start with "-"
+        flag = action.option_strings[-1]
+        values = value if isinstance(value, list) else [value]  # an "append" option, repeated
+        out += [flag] if action.nargs == 0 else [f"{flag}={v}" for v in values]  # "=": "-x" values
     return out
 
 
@@ -97,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         p.error(str(exc))
     cmd = locust_command(host=args.host or "", users=args.users,
-                         rig_options=rig_arguments(p, args) + locust_extra, processes=args.processes,
+                         rig_options=rig_arguments(args) + locust_extra, processes=args.processes,
                          cpus=args.client_cpus, spawn_rate=args.spawn_rate)
     sys.stdout.flush()
     os.execvp(cmd[0], cmd)
