@@ -18,9 +18,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
-__all__ = ["allowed_cpus", "checked_cpus", "complete_layout", "cpu_set", "default_layout",
-           "format_cpus"]
+__all__ = ["add_pin_option", "allowed_cpus", "checked_cpus", "complete_layout", "cpu_set",
+           "default_layout", "format_cpus"]
 
 
 def cpu_set(cpus: str) -> set[int]:
@@ -97,6 +98,15 @@ def checked_cpus(text: str, name: str, cores: set[int] | None = None) -> set[int
         raise ValueError(f"{name} cores {text!r} name cores this machine does not offer "
                          f"(it has {format_cpus(cores)})")
     return chosen
+
+
+def add_pin_option(parser: Any) -> None:
+    """The client's --no-pin: a run against an engine the rig started on this host otherwise
+    moves itself to the cores that engine leaves free (loadtest/local_engine.py)."""
+    parser.add_argument("--no-pin", action="store_true", default=False,
+                        help="leave the client on every core even beside an engine the rig "
+                             "started on this host (default: pin it to the cores the engine "
+                             "leaves free; the row's client_pinned_by says which)")
 
 
 def main(argv: list[str] | None = None) -> int:

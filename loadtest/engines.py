@@ -35,6 +35,8 @@ from loadtest.client.run import Run, run_options
 from loadtest.cli.run import add_rig_options
 from loadtest.client.transport import new_client, open_connection, send
 from loadtest.client.workload import WorkloadError
+from loadtest.cpus import add_pin_option
+from loadtest.local_engine import pin_client_beside
 
 log = logging.getLogger("llm-load-rig")
 _run: Run | None = None  # this process's run (each --processes child has its own)
@@ -48,13 +50,17 @@ def _refuse(message: str) -> None:
 @events.init_command_line_parser.add_listener
 def _add_options(parser: Any) -> None:
     add_rig_options(parser)  # the same function builds `rig run --help`, which lists them
+    add_pin_option(parser)
 
 
 @events.init.add_listener
 def _prepare(environment: Any, runner: Any, **_: Any) -> None:
     """Master or single process: check every option and the engine before anything is sent."""
     global _run
-    if isinstance(runner, WorkerRunner) or environment.parsed_options is None:
+    if environment.parsed_options is None:
+        return
+    if isinstance(runner, WorkerRunner):
+        _pin(environment, environment.host)
         return
     options = environment.parsed_options
     try:
@@ -63,8 +69,17 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
         _refuse(str(exc))
     options.model = _run.config.model or _run.info.model  # forwarded to workers with the options
     environment.host = _run.config.url
+    _pin(environment, _run.config.url)
     if options.spawn_rate is None:  # dispatch waits for all users anyway: spawn them at once
         options.spawn_rate = max(options.num_users or 1, 1)
+
+
+def _pin(environment: Any, url: str | None) -> None:
+    """Keep this client off the cores of an engine the rig started on this host (clean by
+    default: on a small machine the two starve each other); the row says what was done."""
+    options = environment.parsed_options
+    if url:
+        options.client_pinned_by = pin_client_beside(url, bool(getattr(options, "no_pin", False)))
 
 
 def _checked_run(environment: Any) -> Run:

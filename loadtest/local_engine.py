@@ -2,29 +2,40 @@
 
     python -m loadtest.local_engine start --engine vllm-cpu --port 8000 --log F --pidfile P
     python -m loadtest.local_engine stop --pidfile P
+    python -m loadtest.local_engine list
 
 `start` returns once the engine's health path answers 200 (or exits 2 with the log's tail); the
 engine runs in its own process group so `stop` (SIGTERM, then SIGKILL after a grace period) ends
-all of it. What differs per engine (command, environment, install check) is its recipe in
-servers/local/; each engine runs from its own venv or build, apart from the rig's.
+all of it. What differs per engine (command, environment, install check) is its recipe
+(``RECIPE`` in servers/<slug>.py); each engine runs from its own venv or build, apart from the rig's.
+
+Clean by default: `start` pins the engine to every core but the first (loadtest/cpus.py's
+layout) unless given `--cpus` or `--no-pin`. Every engine started here is written down in a
+state file (``state_dir()``, one per port: pid, engine, cores), so that a run against it on this
+host pins its client to the other cores by itself (``pin_client_beside``), and `list` shows it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
 
-from loadtest.cpus import checked_cpus
+from loadtest.cpus import allowed_cpus, checked_cpus, cpu_set, default_layout, format_cpus
 from servers.local import LOCAL, LocalRecipe
-from servers.local.vllm_cpu import ENGINE_PYTHON, TINY_MODEL
+from servers.vllm_cpu import ENGINE_PYTHON, TINY_MODEL
 
-__all__ = ["ENGINE_PYTHON", "TINY_MODEL", "LocalEngine", "EngineStartError", "recipe"]
+__all__ = ["ENGINE_PYTHON", "TINY_MODEL", "LocalEngine", "EngineStartError", "pin_client_beside",
+           "recipe", "started_engine_at", "started_engines", "state_dir", "stop_group"]
 
 _STOP_GRACE_S = 20
 
@@ -93,6 +104,7 @@ class LocalEngine:
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                             env=env, start_new_session=True)
+        self._write_state()
 
     def wait_healthy(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -110,6 +122,19 @@ class LocalEngine:
         if self.process is not None:
             stop_group(self.process.pid)
             self.process.wait()
+            _state_file(self.port).unlink(missing_ok=True)
+
+    def _write_state(self) -> None:
+        """Say on this host that the rig started this engine here, on these cores; a failure to
+        write only costs the client its automatic pinning."""
+        assert self.process is not None
+        state = {"pid": self.process.pid, "engine": self.recipe.slug, "port": self.port,
+                 "url": self.url, "cpus": self.cpus or "", "log": str(self.log_path)}
+        try:
+            _state_file(self.port).parent.mkdir(parents=True, exist_ok=True)
+            _state_file(self.port).write_text(json.dumps(state) + "\n")
+        except OSError:
+            pass
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -152,6 +177,70 @@ def stop_group(pid: int) -> None:
             time.sleep(0.2)
 
 
+def state_dir() -> Path:
+    """Where engines started by the rig are written down: $RIG_STATE_DIR, else
+    $XDG_RUNTIME_DIR/llm-load-rig/engines, else a per-user folder in the temp dir."""
+    if os.environ.get("RIG_STATE_DIR"):
+        return Path(os.environ["RIG_STATE_DIR"])
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / "llm-load-rig" / "engines"
+    return Path(tempfile.gettempdir()) / f"llm-load-rig-{os.getuid()}" / "engines"
+
+
+def _state_file(port: int) -> Path:
+    return state_dir() / f"{port}.json"
+
+
+def started_engines() -> list[dict[str, Any]]:
+    """The engines the rig started on this host that still run (stale files are removed)."""
+    found = []
+    for path in sorted(state_dir().glob("*.json")):
+        try:
+            state = json.loads(path.read_text())
+            os.kill(int(state["pid"]), 0)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+            continue
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        found.append(state)
+    return found
+
+
+def started_engine_at(url: str) -> dict[str, Any] | None:
+    """The engine the rig started at ``url`` when it is on this host, else None."""
+    parsed = urlparse(url)
+    if parsed.hostname not in ("127.0.0.1", "localhost", "::1", "0.0.0.0"):
+        return None
+    return next((s for s in started_engines() if s.get("port") == parsed.port), None)
+
+
+def pin_client_beside(url: str, no_pin: bool = False) -> str:
+    """Pin this process (every thread of it) to the cores the rig's engine at ``url`` leaves
+    free, and say what was done: the row's ``client_pinned_by``. Nothing changes when there is
+    no such engine, it is not pinned, ``no_pin`` is set, or this process already keeps apart
+    from it (a taskset of the caller's is kept)."""
+    engine = started_engine_at(url)
+    if engine is None:
+        return "none: no engine the rig started at this host and port"
+    if no_pin:
+        return "none: --no-pin"
+    if not engine.get("cpus"):
+        return f"none: {engine['engine']} (pid {engine['pid']}) is not pinned"
+    engine_cores, mine = cpu_set(engine["cpus"]), allowed_cpus()
+    if not mine & engine_cores:
+        return f"already apart from {engine['engine']} on {engine['cpus']}"
+    rest = mine - engine_cores
+    if not rest:
+        return f"none: {engine['engine']} on {engine['cpus']} leaves this client no core"
+    for thread in os.listdir("/proc/self/task"):  # sched_setaffinity(0) moves one thread only
+        try:
+            os.sched_setaffinity(int(thread), rest)
+        except OSError:
+            pass
+    return f"rig: beside {engine['engine']} on {engine['cpus']} (its state file)"
+
+
 def _healthy(url: str, path: str = "/health") -> bool:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
@@ -163,32 +252,57 @@ def _healthy(url: str, path: str = "/health") -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loadtest.local_engine")
-    parser.add_argument("action", choices=["start", "stop"])
+    parser.add_argument("action", choices=["start", "stop", "list"])
     parser.add_argument("--engine", default="vllm-cpu", choices=sorted(LOCAL))
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--pidfile", type=Path, required=True)
+    parser.add_argument("--pidfile", type=Path, default=None, help="required by start and stop")
     parser.add_argument("--log", type=Path, default=None)
     parser.add_argument("--timeout", type=float, default=600)
-    parser.add_argument("--cpus", default=None, help="cores the engine may use, e.g. 1 or 2-15")
+    parser.add_argument("--cpus", default=None,
+                        help="cores the engine may use, e.g. 1 or 2-15 (default: all but the first)")
+    parser.add_argument("--no-pin", action="store_true", help="leave the engine on every core")
     parser.add_argument("--compute-cpus", default=None,
                         help="cores for its compute threads, where it binds them (default --cpus)")
-    parser.add_argument("extra", nargs="*", help="extra vLLM flags, after --")
+    parser.add_argument("extra", nargs="*", help="extra engine flags, after --")
     args = parser.parse_args(argv)
-    if args.action == "stop":
-        if args.pidfile.exists():
-            stop_group(int(args.pidfile.read_text()))
-            args.pidfile.unlink()
+    if args.action == "list":
+        for state in started_engines():
+            print(f"{state['engine']} {state['url']} pid {state['pid']} "
+                  f"cpus {state.get('cpus') or 'all'} log {state.get('log', '-')}")
         return 0
+    if args.pidfile is None:
+        parser.error(f"{args.action} needs --pidfile")
+    if args.action == "stop":
+        return _stop(args.pidfile)
+    cpus = args.cpus
+    if cpus is None and not args.no_pin:
+        cpus = default_layout()[0] or None  # fewer than two cores: nothing to keep apart
     try:
         engine = LocalEngine(args.port, extra_args=args.extra, log_path=args.log, engine=args.engine,
-                             cpus=args.cpus, compute_cpus=args.compute_cpus)
+                             cpus=cpus, compute_cpus=args.compute_cpus)
         engine.start(args.timeout)
     except EngineStartError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     assert engine.process is not None
     args.pidfile.write_text(str(engine.process.pid))
-    print(f"{args.engine} healthy at {engine.url} (pid {engine.process.pid}, log {engine.log_path})")
+    where = (f"cores {engine.cpus}; a run against it pins its client to "
+             f"{format_cpus(allowed_cpus() - cpu_set(engine.cpus))}") if engine.cpus else "every core"
+    print(f"{args.engine} healthy at {engine.url} (pid {engine.process.pid}, {where}, log {engine.log_path})")
+    return 0
+
+
+def _stop(pidfile: Path) -> int:
+    if pidfile.exists():
+        pid = int(pidfile.read_text())
+        stop_group(pid)
+        pidfile.unlink()
+        for state in state_dir().glob("*.json"):
+            try:
+                if json.loads(state.read_text()).get("pid") == pid:
+                    state.unlink()
+            except (OSError, ValueError):
+                continue
     return 0
 
 

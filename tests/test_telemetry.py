@@ -11,7 +11,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from rig_helpers import REPO
+from rig_helpers import REPO, run_locust
 
 from loadtest.telemetry import (
     gpu_selection,
@@ -231,3 +231,25 @@ def test_summary_of_real_h200_samples():
                                     for s in samples], {"gpu": "sampled", "engine": "absent"})
     assert integral["gpu_energy_source"] == "power_integral"
     assert integral["gpu_energy_j"] == pytest.approx(row["gpu_energy_j"], rel=0.02)
+
+
+@pytest.mark.engine
+def test_run_row_says_what_was_done_to_the_prefix_cache_and_counts_its_hits(engine_url: str,
+                                                                              tmp_path: Path):
+    """One long prompt sent 8 times: after the first, vLLM finds its whole blocks (128 tokens)
+    cached, and the row reads those hits from the engine's counters over this run alone."""
+    prompts = tmp_path / "same.jsonl"
+    long = " ".join(f"word{i}" for i in range(400))
+    prompts.write_text(json.dumps({"id": "same", "prompt": long}) + "\n")
+    out = tmp_path / "out"
+    result = run_locust("--engine", "vllm-cpu", "--host", engine_url, "--users", "1",
+                        "--requests", "8", "--max-tokens", "4", "--prompts", str(prompts),
+                        "--telemetry-interval", "0.2", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    run = json.loads(next((out / "runs").glob("*/run.json")).read_text())
+    # the session's engine is this repo's recipe (dev mode: reset) or one given by RIG_ENGINE_URL
+    assert run["prefix_cache_reset"] in ("reset: POST /reset_prefix_cache", "none: vLLM serves "
+                                         "/reset_prefix_cache only with VLLM_SERVER_DEV_MODE=1")
+    assert run["client_pinned_by"].startswith(("none:", "rig:", "already apart"))
+    assert run["engine_prefix_cache_hit_tokens"] >= 7 * 128  # each repeat: at least one block
+    assert 0 < run["engine_prefix_cache_hit_pct"] < 100  # the first lookup missed

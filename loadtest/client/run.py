@@ -36,6 +36,8 @@ from loadtest.telemetry import Telemetry, start_telemetry
 from loadtest.calibration.limits import faithful_event_rate
 from loadtest.results.verdict import REASONS, judge
 from loadtest.client.workload import build_workload, resolve_prompts
+from servers.prefix_cache import reset_prefix_cache
+from servers.registry import SPECS
 
 __all__ = ["Run", "RunOptions", "run_options"]
 
@@ -96,6 +98,7 @@ class Run:
         self.started = False  # start() ran: the web UI's next Start needs a new Run
         self.worker_index = 0
         self.telemetry: Telemetry | None = None
+        self.prefix_cache_reset = ""  # what start() did to the engine's prefix cache
 
     @property
     def model_dir(self) -> str:
@@ -114,6 +117,13 @@ class Run:
         self.loop_lag.start()
         if not self.owns_files:
             return
+        # Before the run's clock: its prefix-cache hits are then its own. A failed reset is
+        # said in the row (and warned about), never a reason to stop.
+        self.prefix_cache_reset = reset_prefix_cache(self.config.url, SPECS[self.config.engine],
+                                                     self.headers)
+        if self.prefix_cache_reset.startswith("failed"):
+            log.warning("warning: the engine's prefix cache was not emptied (%s)",
+                        self.prefix_cache_reset)
         users = self.environment.parsed_options.num_users or 1
         now = time.gmtime()
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", now)
@@ -148,6 +158,8 @@ class Run:
             "repeat": c.repeat, "tag": c.tag, "warmup": c.warmup,
             "engine_version": self.info.engine_version,
             "http_read_timeout_s": c.read_timeout_s, "run_dir": str(self.run_dir),
+            "prefix_cache_reset": self.prefix_cache_reset,
+            "client_pinned_by": getattr(self.environment.parsed_options, "client_pinned_by", ""),
             **self._run_options_metadata(),
             **collect_model_metadata(self.model_dir),
             **collect_rig_metadata(), **collect_client_metadata(processes),

@@ -44,6 +44,9 @@ WARNINGS = {
                               "prompt_tokens_mismatch_cause says why: a chat template, a BOS, "
                               "another tokenizer); pass the served model's --tokenizer, or use "
                               "--api completions for token-exact prompts",
+    "prefix_cache_not_reset": "the engine's prefix cache could not be emptied before the run "
+                              "(prefix_cache_reset says why), so prompts cached by earlier runs "
+                              "may have sped this one up: restart the engine for a clean cache",
 }
 
 
@@ -74,4 +77,6 @@ def check_run(row: dict[str, Any]) -> list[str]:
         found.append("token_text_mismatch")
     if row.get("prompt_tokens_mismatched"):
         found.append("prompt_tokens_mismatch")
+    if str(row.get("prefix_cache_reset") or "").startswith("failed"):
+        found.append("prefix_cache_not_reset")
     return found

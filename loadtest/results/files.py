@@ -38,7 +38,9 @@ RUN_COLUMNS = [
     "recount", "recount_count_mismatches", "recount_text_mismatches",
     "errors", "warnings", "buffered_requests", "workload", "workload_sha256", "api", "max_tokens",
     "ignore_eos", "temperature", "repeat", "tag", "engine_version", "model_sha256",
-    "client_cpu_max_pct", "loop_lag_p99_ms", "loop_lag_max_ms", "client_cpu_count", "client_cpus", "client_cpu_model", "client_hostname", "locust_version",
+    "client_cpu_max_pct", "loop_lag_p99_ms", "loop_lag_max_ms", "client_cpu_count", "client_cpus",
+    "client_pinned_by", "prefix_cache_reset", "engine_prefix_cache_hit_pct",
+    "engine_prefix_cache_hit_tokens", "engine_prefix_cache_query_tokens", "client_cpu_model", "client_hostname", "locust_version",
     "python_version", "rig_version", "schema_version", "run_dir",
 ]
 

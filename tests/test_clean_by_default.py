@@ -1,0 +1,113 @@
+"""Clean by default on one host: an engine the rig started is written down with its cores, and a
+client run against it moves itself to the other cores (loadtest/local_engine.py), saying so.
+
+Fast: the "engine" here is a sleeping process with a state file, as LocalEngine writes one; the
+client is a fresh Python process, so its affinity is its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rig_helpers import REPO
+
+from loadtest.cpus import default_layout, format_cpus
+from loadtest.local_engine import started_engine_at, started_engines
+
+CORES = sorted(os.sched_getaffinity(0))
+needs_two_cores = pytest.mark.skipif(len(CORES) < 2, reason="needs two cores to keep apart")
+PORT = 18987
+URL = f"http://127.0.0.1:{PORT}"
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("RIG_STATE_DIR", str(tmp_path / "engines"))
+    yield tmp_path / "engines"
+
+
+@pytest.fixture
+def engine(state: Path) -> Iterator[dict[str, object]]:
+    """A live process written down as an engine on the default layout's engine cores."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    record = {"pid": process.pid, "engine": "vllm-cpu", "port": PORT, "url": URL,
+              "cpus": default_layout(set(CORES))[0], "log": "-"}
+    state.mkdir(parents=True)
+    (state / f"{PORT}.json").write_text(json.dumps(record))
+    yield record
+    process.kill()
+    process.wait()
+
+
+def _client(*prefix: str, no_pin: bool = False) -> tuple[str, list[int]]:
+    """What a client process's pinning says, and the cores it then runs on."""
+    code = ("import os, sys; from loadtest.local_engine import pin_client_beside; "
+            f"print(pin_client_beside({URL!r}, {no_pin})); print(sorted(os.sched_getaffinity(0)))")
+    out = subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=REPO, env=os.environ, check=True).stdout.splitlines()
+    return out[0], json.loads(out[1])
+
+
+@needs_two_cores
+def test_client_moves_beside_an_engine_the_rig_started(engine: dict[str, object]) -> None:
+    said, cores = _client()
+    assert said == f"rig: beside vllm-cpu on {engine['cpus']} (its state file)"
+    assert cores == [CORES[0]]  # the default layout: the client alone on the lowest core
+
+
+@needs_two_cores
+def test_no_pin_leaves_the_client_where_it_was(engine: dict[str, object]) -> None:
+    assert _client(no_pin=True) == ("none: --no-pin", CORES)
+
+
+@needs_two_cores
+def test_a_callers_taskset_apart_from_the_engine_is_kept(engine: dict[str, object]) -> None:
+    said, cores = _client("taskset", "-c", str(CORES[0]))
+    assert said.startswith("already apart from vllm-cpu") and cores == [CORES[0]]
+
+
+def test_an_unpinned_engine_or_none_at_all_moves_nothing(state: Path) -> None:
+    assert _client() == ("none: no engine the rig started at this host and port", CORES)
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        state.mkdir(parents=True)
+        (state / f"{PORT}.json").write_text(json.dumps(
+            {"pid": process.pid, "engine": "llamacpp-cpu", "port": PORT, "url": URL, "cpus": ""}))
+        assert _client() == (f"none: llamacpp-cpu (pid {process.pid}) is not pinned", CORES)
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_state_of_an_engine_that_died_is_dropped(state: Path) -> None:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    state.mkdir(parents=True)
+    (state / f"{PORT}.json").write_text(json.dumps({"pid": process.pid, "port": PORT, "cpus": "1"}))
+    assert started_engines() == [] and not (state / f"{PORT}.json").exists()
+
+
+def test_only_this_hosts_loopback_engines_count(engine: dict[str, object]) -> None:
+    assert started_engine_at(URL) == engine
+    assert started_engine_at(f"http://localhost:{PORT}") == engine
+    assert started_engine_at(f"http://10.1.2.3:{PORT}") is None
+    assert started_engine_at(f"http://127.0.0.1:{PORT + 1}") is None
+
+
+def test_list_shows_the_engines_the_rig_started(engine: dict[str, object]) -> None:
+    listed = subprocess.run([sys.executable, "-m", "loadtest.local_engine", "list"], cwd=REPO,
+                            capture_output=True, text=True, check=True).stdout
+    cpus = engine["cpus"] or "all"
+    assert listed == f"vllm-cpu {URL} pid {engine['pid']} cpus {cpus} log -\n"
+
+
+def test_default_layout_leaves_the_client_the_first_core() -> None:
+    assert default_layout({0, 1}) == ("1", "0")
+    assert default_layout({2, 3, 4, 5}) == (format_cpus({3, 4, 5}), "2")
+    assert default_layout({0}) == ("", "")
