@@ -375,7 +375,7 @@ def _curves_section(report: Report, runs: pd.DataFrame, suffix: str, about: str)
     """Each configuration's curve across user counts, drawn once for every heat; left out where
     no configuration ran more than one user count (a plot of one point per engine says nothing)."""
     cells = heat_cells(runs)
-    if not any(len(line) > 1 for _, line in curves(cells)):
+    if not any(len(line) > 1 for _, line, _ in curves(cells)):
         return
     report.heading(2, f"Across user counts{about}")
     report.text("One line per configuration through its heats. Completion time follows the "

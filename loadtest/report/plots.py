@@ -40,28 +40,45 @@ def config_label(row: pd.Series) -> str:
     return f"{label} gpu {row['gpu']}" if row["gpu"] else label
 
 
-def curves(cells: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """The lines across user counts: one per configuration over every heat (heat_cells), split
-    by workload only where that configuration ran several workloads at one user count."""
+def curves(cells: pd.DataFrame, by: list[str] | None = None
+           ) -> list[tuple[str, pd.DataFrame, pd.DataFrame]]:
+    """The lines across user counts, one per configuration (`by`, default CONFIG) through every
+    heat (heat_cells), as (label, line, others). Where a configuration ran several workloads at
+    one user count, the line goes through the one with the most requests per run (the longest,
+    least noisy measurement); the others are returned apart, to be drawn as bare markers."""
+    by = by or CONFIG
     lines = []
-    for _, config in cells.groupby(CONFIG, sort=True, dropna=False):
-        several = "workload_sha256" in config and config.groupby("users")[
-            "workload_sha256"].nunique().max() > 1
-        parts = config.groupby("workload", sort=True) if several else [("", config)]
-        for workload, part in parts:
-            label = config_label(part.iloc[0]) + (f" {workload}" if several else "")
-            lines.append((label, part.sort_values("users")))
+    for _, config in cells.groupby(by, sort=True, dropna=False):
+        per_run = pd.to_numeric(config["requests"], errors="coerce") / config["runs"]
+        order = config.assign(_per_run=per_run).sort_values(["users", "_per_run"])
+        line = order.drop_duplicates("users", keep="last")
+        others = order.drop(line.index)
+        label = str(config["name"].iloc[0]) if "name" in by else config_label(config.iloc[0])
+        lines.append((label, line.drop(columns="_per_run"), others.drop(columns="_per_run")))
     return lines
+
+
+def _others(axis: plt.Axes, x: pd.Series, y: pd.Series, colour: str) -> None:
+    """Cells of a configuration's other workloads at a user count: hollow, off its line."""
+    axis.plot(x, y, linestyle="none", marker="o", markerfacecolor="none", color=colour)
 
 
 def plot_users(cells: pd.DataFrame, path: Path) -> None:
     """Completion time and output tok/s against users; error bars: sd over repeats."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for label, config in curves(cells):
-        left.errorbar(config["users"], config["time_s_mean"], yerr=config["time_s_sd"].fillna(0),
-                      marker="o", capsize=3, label=label)
+    hollow = False
+    for label, config, others in curves(cells):
+        line = left.errorbar(config["users"], config["time_s_mean"],
+                             yerr=config["time_s_sd"].fillna(0), marker="o", capsize=3,
+                             label=label)[0]
         right.errorbar(config["users"], config["tok_s_mean"], yerr=config["tok_s_sd"].fillna(0),
-                       marker="o", capsize=3, label=label)
+                       marker="o", capsize=3, label=label, color=line.get_color())
+        _others(left, others["users"], others["time_s_mean"], line.get_color())
+        _others(right, others["users"], others["tok_s_mean"], line.get_color())
+        hollow = hollow or not others.empty
+    if hollow:
+        right.plot([], [], linestyle="none", marker="o", markerfacecolor="none", color="grey",
+                   label="a shorter workload at that user count")
     for axis, title in ((left, "completion time (s)"), (right, "output tok/s")):
         _users_axis(axis, cells["users"])
         axis.set_ylabel(title)
@@ -75,27 +92,25 @@ def plot_users(cells: pd.DataFrame, path: Path) -> None:
 
 def plot_race(cells: pd.DataFrame, fastest: dict[tuple[str, float], str], path: Path,
               title: str, invalid: pd.DataFrame | None = None) -> None:
-    """Output tok/s against users, one line per engine (the race cells' `name`; per engine and
-    workload where one user count ran several workloads); error bars: sd over repeats; a star
-    on the fastest of each heat (`fastest`: (workload_sha256, users) -> name); each `invalid`
-    run a cross in its engine's colour, off the lines."""
+    """Output tok/s against users, one line per engine (the race cells' `name`, see `curves`:
+    other workloads at a user count are hollow markers); error bars: sd over repeats; a star on
+    the fastest of each heat (`fastest`: (workload_sha256, users) -> name); each `invalid` run a
+    cross in its engine's colour, off the lines."""
     invalid = invalid if invalid is not None else pd.DataFrame()
     if cells.empty and invalid.empty:
         return
     engines = sorted(set(cells.get("engine", [])) | set(invalid.get("engine", [])))
     colour = {engine: f"C{index % 10}" for index, engine in enumerate(engines)}
-    several = not cells.empty and cells.groupby("users")["workload_sha256"].nunique().max() > 1
     fig, axis = plt.subplots(figsize=(8, 4.6))
-    groups = cells.groupby(["name", "workload"] if several else ["name"], sort=True) \
-        if not cells.empty else []
-    starred = False
-    for key, engine in groups:
-        engine = engine.sort_values("users")
+    starred = hollow = False
+    for label, engine, others in (curves(cells, ["name"]) if not cells.empty else []):
         paint = colour[engine["engine"].iloc[0]]
         axis.errorbar(engine["users"], engine["tok_s_mean"], yerr=engine["tok_s_sd"].fillna(0),
-                      marker="o", capsize=3, color=paint, label=" ".join(key))
+                      marker="o", capsize=3, color=paint, label=label)
+        _others(axis, others["users"], others["tok_s_mean"], paint)
+        hollow = hollow or not others.empty
         won = engine[[fastest.get((r["workload_sha256"], r["users"])) == r["name"]
-                      for _, r in engine.iterrows()]]
+                      for _, r in engine.iterrows()]]  # stars on the line only
         starred = starred or not won.empty
         axis.plot(won["users"], won["tok_s_mean"], linestyle="none", marker="*", markersize=16,
                   color=paint, markeredgecolor="black")
@@ -115,6 +130,9 @@ def plot_race(cells: pd.DataFrame, fastest: dict[tuple[str, float], str], path: 
     if starred:
         axis.plot([], [], linestyle="none", marker="*", markersize=12, color="grey",
                   markeredgecolor="black", label="fastest at that user count")
+    if hollow:
+        axis.plot([], [], linestyle="none", marker="o", markerfacecolor="none", color="grey",
+                  label="a shorter workload at that user count")
     axis.legend(fontsize=8, loc="best")
     axis.set_title(title, fontsize=10)
     _save(fig, path)
@@ -123,7 +141,7 @@ def plot_race(cells: pd.DataFrame, fastest: dict[tuple[str, float], str], path: 
 def plot_frontier(cells: pd.DataFrame, path: Path) -> None:
     """Output tok/s against TTFT p99 and ITL p99, one line per configuration, points = users."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for label, config in curves(cells):
+    for label, config, _ in curves(cells):
         for axis, column in zip(axes, ("ttft_p99_ms", "itl_p99_ms")):
             line = axis.plot(config[column], config["tok_s_mean"], marker="o", label=label)[0]
             for _, cell in config.iterrows():
