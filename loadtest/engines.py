@@ -5,7 +5,8 @@
 Users pull requests from one shared queue (loadtest/client/dispatch.py): exactly --requests are sent
 in total, with --processes too, and the run ends by itself when the last response completes.
 With --rate (open loop, loadtest/client/arrivals.py) each request is sent at its scheduled time
-and --users caps the requests in flight.
+and --users caps the requests in flight. A conversation workload hands out sessions instead,
+each user sending a session's turns one after another (loadtest/client/conversation.py).
 Each stream is read line by line and stamped on arrival (loadtest/client/transport.py); percentiles
 come from those raw records (loadtest/results/summary.py), not from Locust's rounded buckets, though
 Locust's own stats and web UI still show every request (response time = end-to-end).
@@ -32,6 +33,7 @@ from loadtest.client.probe import (EngineInfo, ProbeError, check_prompts_fit, ch
 from loadtest.results.record import RequestRecord
 from loadtest.results.files import ResultsError, check_runs_file
 from loadtest.client.run import Run, run_options
+from loadtest.client.conversation import Conversation, run_session
 from loadtest.cli.run import add_rig_options
 from loadtest.client.transport import new_client, open_connection, send
 from loadtest.client.workload import WorkloadError
@@ -68,6 +70,7 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
     except (ConfigError, ProbeError, ResultsError, WorkloadError) as exc:
         _refuse(str(exc))
     options.model = _run.config.model or _run.info.model  # forwarded to workers with the options
+    options.max_model_len = _run.info.max_model_len  # likewise: conversations end at the context
     environment.host = _run.config.url
     _pin(environment, _run.config.url)
     if options.spawn_rate is None:  # dispatch waits for all users anyway: spawn them at once
@@ -105,7 +108,8 @@ def _start(environment: Any, **_: Any) -> None:
     if isinstance(environment.runner, WorkerRunner):
         options = environment.parsed_options
         config = config_from_options(options, environment.host)
-        _run = Run(environment, config, EngineInfo(options.model, ""))
+        max_model_len = getattr(options, "max_model_len", None)  # the master's probe read it
+        _run = Run(environment, config, EngineInfo(options.model, "", max_model_len=max_model_len))
     elif _run is not None and _run.started:  # Start pressed again in the web UI: a new run
         try:
             if isinstance(environment.runner, MasterRunner):  # workers dispatch one run each
@@ -161,23 +165,32 @@ class LLMUser(User):
         its next request first, and the bookkeeping of the last one runs after (_account)."""
         run = _run
         assert run is not None
-        while (spec := run.dispatcher.take()) is not None:
-            record = send(self.client, spec, run.parse_line, run.tokens_source, run.headers,
-                          worker=run.worker_index, keep_text=run.options.keep_outputs)
-            if not record.ok:  # its connection may be mid-stream: start clean
-                self.client.close()
-                self._connect()
-            gevent.spawn(self._account, run, record)
+        while (work := run.dispatcher.take()) is not None:
+            if isinstance(work, Conversation):  # a session: its turns, each with the answers so far
+                run_session(work, lambda spec: self._send(run, spec, keep_text=True),
+                            lambda record, last: gevent.spawn(self._account, run, record, last),
+                            open_loop=run.options.open_loop is not None)
+            else:
+                gevent.spawn(self._account, run, self._send(run, work))
         # Workload used up: wait for the runner to end the run (a user that raises StopUser
         # makes Locust log errors at quit).
         Event().wait()
 
-    def _account(self, run: Run, record: RequestRecord) -> None:
-        self.environment.events.request.fire(
-            request_type=run.config.api, name=run.request_name, response_time=record.e2e_ms,
-            response_length=record.output_tokens or 0, context={},
-            exception=None if record.ok else RuntimeError(f"{record.error_kind}: {record.error}"))
-        run.dispatcher.complete(record)
+    def _send(self, run: Run, spec: Any, keep_text: bool = False) -> RequestRecord:
+        record = send(self.client, spec, run.parse_line, run.tokens_source, run.headers,
+                      worker=run.worker_index, keep_text=keep_text or run.options.keep_outputs)
+        if not record.ok:  # its connection may be mid-stream: start clean
+            self.client.close()
+            self._connect()
+        return record
+
+    def _account(self, run: Run, record: RequestRecord, ends_unit: bool = True) -> None:
+        if not record.context_refused:  # a session's end, neither served nor failed
+            self.environment.events.request.fire(
+                request_type=run.config.api, name=run.request_name, response_time=record.e2e_ms,
+                response_length=record.output_tokens or 0, context={},
+                exception=None if record.ok else RuntimeError(f"{record.error_kind}: {record.error}"))
+        run.dispatcher.complete(record, ends_unit)
 
     def _connect(self) -> None:
         """A fresh client with its connection already open (off the clock)."""

@@ -16,6 +16,10 @@ Open loop (--rate, loadtest/client/arrivals.py): the same queue in the same orde
 takes request i sleeps until its scheduled time first; the schedule's origin is the moment
 dispatch opens (local) or the master's first hand-out (sent to workers as a wall-clock time).
 `complete` stamps each record with its scheduled time and the time it waited for a free user.
+Conversations (Workload.sessions, loadtest/client/conversation.py): the unit handed out is a
+session, not a request: the queue holds session indices, a user takes a session and sends its
+turns, and the session is done with its last record; in open loop the schedule gives each
+session's start (its first turn). Across processes the same, with session indices as the ids.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gevent
@@ -32,7 +36,7 @@ from time import perf_counter_ns
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from loadtest.results.record import RequestRecord
-from loadtest.client.workload import RequestSpec, Workload
+from loadtest.client.workload import Workload
 
 __all__ = ["Dispatcher"]
 
@@ -44,10 +48,13 @@ class Dispatcher:
     def __init__(self, environment: Any, workload: Workload,
                  on_record: Callable[[RequestRecord], None], on_finished: Callable[[], None],
                  worker_report: Callable[[], dict[str, Any]] = dict,
-                 schedule_ns: list[int] | None = None, schedule_sha: str = "") -> None:
+                 schedule_ns: list[int] | None = None, schedule_sha: str = "",
+                 units: Sequence[Any] | None = None) -> None:
         self.environment = environment
         self.runner = environment.runner
         self.workload = workload
+        # what take() hands out, by queue id: the requests, or the sessions (Conversations)
+        self._units: Sequence[Any] = workload.specs if units is None else units
         self.on_record = on_record  # master/local: called for every record of every process
         self.on_finished = on_finished  # master/local: called once, when the last request is done
         self.worker_report = worker_report  # worker: extra data sent with "done" (e.g. CPU use)
@@ -64,7 +71,7 @@ class Dispatcher:
         self._waiting = 0
         self._outgoing: list[dict[str, Any]] = []
         self._busy_workers: set[str] = set()
-        # open loop: each request's offset from the origin; per taken request (due, cap wait)
+        # open loop: each unit's offset from the origin; per taken unit (due, cap wait)
         self._schedule = schedule_ns
         self._sha = workload.sha256 + schedule_sha
         self._origin_ns: int | None = None  # this process's perf_counter_ns at offset 0
@@ -78,7 +85,7 @@ class Dispatcher:
 
     def _register(self) -> None:
         if isinstance(self.runner, MasterRunner):
-            self._queue.extend(range(len(self.workload.specs)))
+            self._queue.extend(range(len(self._units)))
             self.runner.register_message("rig_need", self._on_need)
             self.runner.register_message("rig_records", self._on_records)
             self.runner.register_message("rig_done", self._on_done)
@@ -87,7 +94,7 @@ class Dispatcher:
             self.runner.register_message("rig_work", self._on_work)
             gevent.spawn(self._send_records_periodically)
         else:
-            self._queue.extend(range(len(self.workload.specs)))
+            self._queue.extend(range(len(self._units)))
 
     # --- every process: the gate, then users take work and hand back records ---------------------
 
@@ -108,9 +115,9 @@ class Dispatcher:
                 self._origin_ns = perf_counter_ns()
             self.started.set()
 
-    def take(self) -> RequestSpec | None:
-        """The next request for a user, or None when the workload is used up (open loop: at its
-        scheduled time, or at once when that time has passed)."""
+    def take(self) -> Any:
+        """The next request (or session) for a user, or None when the workload is used up
+        (open loop: at its scheduled time, or at once when that time has passed)."""
         free_ns = perf_counter_ns()  # this user is free from now (before the gate: the origin)
         self.started.wait()
         while not self._queue:
@@ -118,27 +125,31 @@ class Dispatcher:
                 return None
             self._ask_for_work()
         self._in_flight += 1
-        request_id = self._queue.popleft()
+        unit = self._queue.popleft()
         if self._schedule is not None:
-            self._wait_until_due(request_id, free_ns)
-        return self.workload.specs[request_id]
+            self._wait_until_due(unit, free_ns)
+        return self._units[unit]
 
-    def _wait_until_due(self, request_id: int, free_ns: int) -> None:
+    def _wait_until_due(self, unit: int, free_ns: int) -> None:
         """Open loop: sleep until the request's time. A user that became free only after it
         (every user was busy: the --users cap was full) sends at once; that wait is recorded."""
         assert self._origin_ns is not None
-        due = self._origin_ns + self._schedule[request_id]
-        self._due[request_id] = (due, max(0, free_ns - due))
+        due = self._origin_ns + self._schedule[unit]
+        self._due[unit] = (due, max(0, free_ns - due))
         delay_ns = due - perf_counter_ns()
         if delay_ns > 0:
             gevent.sleep(delay_ns / 1e9)
             while perf_counter_ns() < due:  # gevent's timers may wake a little early
                 gevent.sleep(0)
 
-    def complete(self, record: RequestRecord) -> None:
-        self._in_flight -= 1
-        if record.request_id in self._due:
-            record.scheduled_ns, record.cap_wait_ns = self._due.pop(record.request_id)
+    def complete(self, record: RequestRecord, ends_unit: bool = True) -> None:
+        """A record is done; `ends_unit`: its request, or its session's last turn, is the last
+        of what its user took."""
+        if ends_unit:
+            self._in_flight -= 1
+        unit = record.request_id if record.session_id is None else record.session_id
+        if record.turn in (None, 1) and unit in self._due:  # a later turn has its own due time
+            record.scheduled_ns, record.cap_wait_ns = self._due.pop(unit)
         if self.is_worker:
             row = record.to_json()
             if record.output_text is not None:  # --keep-outputs, --recount: the master needs them

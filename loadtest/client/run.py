@@ -10,6 +10,7 @@ import logging
 import secrets
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from locust.runners import WorkerRunner
 from loadtest.client.arrivals import OpenLoop, open_loop_from_options
 from loadtest.results.checks import WARNINGS, check_run
 from loadtest.client.client_cpu import CpuSampler
+from loadtest.client.conversation import Sessions, TurnOptions
 from loadtest.client.dispatch import Dispatcher
 from loadtest.client.loop_lag import LoopLag
 from loadtest.results.metadata import collect_client_metadata, collect_model_metadata, collect_rig_metadata
@@ -89,7 +91,8 @@ class Run:
             environment, self.workload, self._on_record, self.finish,
             worker_report=self._client_report,
             schedule_ns=open_loop.offsets_ns(config.requests) if open_loop else None,
-            schedule_sha=open_loop.digest(config.requests) if open_loop else "")
+            schedule_sha=open_loop.digest(config.requests) if open_loop else "",
+            units=self._sessions())
         self.run_id = ""
         self.run_dir = Path()
         self._writer: RecordWriter | None = None
@@ -99,6 +102,18 @@ class Run:
         self.worker_index = 0
         self.telemetry: Telemetry | None = None
         self.prefix_cache_reset = ""  # what start() did to the engine's prefix cache
+
+    def _sessions(self) -> Sessions | None:
+        """A conversation workload's sessions as the dispatcher hands them out; None otherwise."""
+        sessions = getattr(self.workload, "sessions", None)
+        if not sessions:
+            return None
+        c = self.config
+        return Sessions(sessions, TurnOptions(
+            c.model or self.info.model, self.info.max_model_len, ignore_eos=c.ignore_eos,
+            temperature=c.temperature, ignore_eos_as=c.target.ignore_eos_as,
+            token_ids=bool((c.recount or self.options.keep_outputs) and c.target.token_ids),
+            keep_outputs=self.options.keep_outputs), c.api)
 
     @property
     def model_dir(self) -> str:
@@ -250,7 +265,10 @@ def _print_summary(row: dict[str, Any], status: str) -> None:
     print(f"verdict: {row['verdict'].upper()}"
           + "".join(f"\n  - {name}: {REASONS[name]}" for name in row["verdict_reasons"].split(";") if name),
           file=sys.stderr)
-    print(f"requests {row['completed']}/{row['requests']} ok, {row['failed']} failed "
+    if row.get("sessions") is not None:
+        _print_sessions(row, fmt)
+    print(f"{'turns' if row.get('sessions') is not None else 'requests'} {row['completed']}/"
+          f"{row.get('turns_sent', row['requests'])} ok, {row['failed']} failed "
           f"{('(' + row['errors'] + ')') if row['errors'] else ''}", file=sys.stderr)
     print(f"completion {fmt(row['completion_time_s'], 2)} s | output {row['output_tokens']} tokens "
           f"({row['output_tokens_source']}) | {fmt(row['output_tok_per_s'])} tok/s | "
@@ -277,3 +295,15 @@ def _print_summary(row: dict[str, Any], status: str) -> None:
         print(f"recount: {row['recount']}", file=sys.stderr)
     for name in row["warnings"]:
         print(f"warning: {name}: {WARNINGS[name]}", file=sys.stderr)
+
+
+def _print_sessions(row: dict[str, Any], fmt: Callable[..., str]) -> None:
+    """A conversation run: how its sessions ended, and first turns' TTFT against later ones'."""
+    print(f"sessions {row['sessions']}/{row['requests']}: {row['sessions_complete']} complete, "
+          f"{row['sessions_context_full']} context_full, {row['sessions_failed']} failed | turns "
+          f"{row['turns_sent']} sent ({row['context_refused']} refused for length), "
+          f"{row['turns_not_sent']} not sent", file=sys.stderr)
+    print(f"ttft ms  turn 1 p50 {fmt(row['ttft_turn1_p50_ms'])}  p90 {fmt(row['ttft_turn1_p90_ms'])}"
+          f" | later turns p50 {fmt(row['ttft_later_p50_ms'])}  p90 {fmt(row['ttft_later_p90_ms'])}"
+          f" | prompt tokens mean {fmt(row['prompt_tokens_turn1_mean'], 0)} -> "
+          f"{fmt(row['prompt_tokens_later_mean'], 0)}", file=sys.stderr)

@@ -27,6 +27,14 @@ for a free user because all --users were busy. From the schedule:
 - `ttft_sched_ms`, `e2e_sched_ms`: scheduled -> first chunk, -> stream finished: the latency a
   user arriving on schedule saw, queueing in the client included (coordinated omission).
 
+Conversations (Workload.sessions, loadtest/client/conversation.py) add `session_id` and
+`turn` (1 for the session's first turn) to each turn's record, and on the session's last
+record `session_end`, why it ended (SESSION_ENDS), and `turns_not_sent`, how many of its turns
+were never sent. A turn the engine refused because the conversation outgrew its context
+(`context_refused`: HTTP 400 naming the context) ends its session `context_full`; it was sent
+but neither served nor failed, and counts as neither. In open loop a later turn's
+`scheduled_ns` is when its think time ended: it is due then, not on the session's schedule.
+
 `error_kind` is one closed vocabulary for failed requests:
 connect (no connection), timeout (no byte within the read timeout), http_status (status >= 400),
 stream_error (the engine sent an error event), stream_protocol (a line we cannot parse),
@@ -41,10 +49,14 @@ from typing import Any
 
 from loadtest.results.redact import redact
 
-__all__ = ["ERROR_KINDS", "RequestRecord"]
+__all__ = ["ERROR_KINDS", "SESSION_ENDS", "RequestRecord"]
 
 ERROR_KINDS = ("connect", "timeout", "http_status", "stream_error", "stream_protocol", "truncated",
                "rate_limited")
+# complete: every turn sent and served; context_full: the next turn would not fit the engine's
+# context (estimated before sending, or refused by the engine); failed: a turn failed
+SESSION_ENDS = ("complete", "context_full", "failed")
+_SESSION_FIELDS = ("session_id", "turn", "session_end", "turns_not_sent")
 
 
 @dataclass
@@ -70,6 +82,10 @@ class RequestRecord:
     worker: int = 0
     scheduled_ns: int | None = None  # open loop only
     cap_wait_ns: int = 0
+    session_id: int | None = None  # conversations only
+    turn: int | None = None
+    session_end: str | None = None  # on a session's last record
+    turns_not_sent: int = 0
     # --recount and --keep-outputs only, kept in memory (never in requests.jsonl: the output
     # text is the user's; --keep-outputs writes it apart, to outputs.jsonl)
     output_ids: list[int] | None = None
@@ -107,6 +123,12 @@ class RequestRecord:
             return None
         return (self.done_ns - self.scheduled_ns) / 1e6
 
+    @property
+    def context_refused(self) -> bool:
+        """A conversation's turn the engine refused for its length: the session's end, not a
+        failed request."""
+        return self.error_kind is not None and self.session_end == "context_full"
+
     def fail(self, kind: str, message: str) -> "RequestRecord":
         assert kind in ERROR_KINDS, kind
         if self.error_kind is None:  # the first failure is the cause; keep it
@@ -122,6 +144,9 @@ class RequestRecord:
             row["ttft_sched_ms"], row["e2e_sched_ms"] = self.ttft_sched_ms, self.e2e_sched_ms
         else:
             del row["scheduled_ns"], row["cap_wait_ns"]  # closed loop: lines as before
+        if self.session_id is None:  # single requests: lines as before
+            for name in _SESSION_FIELDS:
+                del row[name]
         return row
 
     @classmethod

@@ -15,6 +15,9 @@ Open loop (records with a scheduled time) adds:
   as actually sent and as finished, each over its own span (first to last); the schedule's own
   rate differs from --rate by chance (Poisson), and an engine keeps up when its answers finish
   at the rate they were scheduled: `done_rate_per_s` is the achieved rate the knee is found on.
+Conversations add their sessions' columns (loadtest/results/sessions.py); a turn the engine
+refused because its conversation outgrew the context ended its session and is in neither
+`completed` nor `failed` (it is in `requests_sent` and `context_refused`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from loadtest.results.record import RequestRecord
+from loadtest.results.sessions import summarize_sessions
 
 __all__ = ["summarize", "percentile_columns"]
 
@@ -37,11 +41,12 @@ def percentile_columns() -> list[str]:
 
 def summarize(records: Sequence[RequestRecord]) -> dict[str, Any]:
     done = [r for r in records if r.ok]
+    failed = [r for r in records if not r.ok and not r.context_refused]
     row: dict[str, Any] = {
         "requests_sent": len(records),
         "completed": len(done),
-        "failed": len(records) - len(done),
-        "errors": _error_counts(records),
+        "failed": len(failed),
+        "errors": _error_counts(failed),
         "reconnects": sum(r.reconnects for r in records),
         "rate_limited": sum(r.rate_limited for r in records),
         "rate_limited_wait_s": sum(r.rate_limited_wait_ns for r in records) / 1e9,
@@ -70,6 +75,7 @@ def summarize(records: Sequence[RequestRecord]) -> dict[str, Any]:
     row.update(_distribution("tpot", [_tpot(r) for r in done if _tpot(r) is not None]))
     if any(r.scheduled_ns is not None for r in records):
         row.update(_schedule(records, done))
+    row.update(summarize_sessions(records))
     return row
 
 
