@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadtest.cli.locust import locust_command
+from loadtest.cli.processes import stop_process_group
 from loadtest.results.files import read_runs
 
 from loadtest.sweep.matrix import WorkloadOptions
 
-__all__ = ["Outcome", "find_row", "locust_command", "run_locust"]
+__all__ = ["Outcome", "cell_command", "find_row", "run_locust"]
 
-ROOT = Path(__file__).resolve().parents[2]
 _STOP_GRACE_S = 15
 
 
@@ -32,26 +32,25 @@ class Outcome:
     run_dir: str  # from the run's summary line, when it printed one
 
 
-def locust_command(*, engine: str, url: str, users: int, workload: WorkloadOptions, out: Path,
-                   repeat: int, tag: str, flags: str, gpu: str, warmup_requests: int = 0) -> list[str]:
+def cell_command(*, engine: str, url: str, users: int, workload: WorkloadOptions, out: Path,
+                 repeat: int, tag: str, flags: str, gpu: str, warmup_requests: int = 0) -> list[str]:
+    """The Locust command of one cell (or, with `warmup_requests`, of the warm-up run)."""
     requests = warmup_requests or workload.requests_at(users)
-    cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest" / "engines.py"), "--headless",
-           "--only-summary", "--engine", engine, "--host", url, "--users", str(users),
-           "--requests", str(requests), "--max-tokens", str(workload.max_tokens),
-           "--prompts", workload.prompts, "--temperature", str(workload.temperature),
-           "--out", str(out), "--repeat", str(repeat), "--tag", tag,
-           f"--flags={flags}", f"--gpu={gpu}"]  # "=": a value may start with "--"
+    rig = ["--only-summary", "--engine", engine, "--requests", str(requests),
+           "--max-tokens", str(workload.max_tokens), "--prompts", workload.prompts,
+           "--temperature", str(workload.temperature), "--out", str(out), "--repeat", str(repeat),
+           "--tag", tag, f"--flags={flags}", f"--gpu={gpu}"]  # "=": a value may start with "--"
     if workload.ignore_eos:
-        cmd.append("--ignore-eos")
+        rig.append("--ignore-eos")
     if workload.api:
-        cmd += ["--api", workload.api]
+        rig += ["--api", workload.api]
     if warmup_requests:
-        cmd.append("--warmup")
+        rig.append("--warmup")
     else:
         if workload.slo:
-            cmd += ["--slo", workload.slo]  # sweeps keep the answers, so configurations can be compared for equal output
-        cmd.append("--keep-outputs")  # (loadtest/results/equivalence.py, the report's section)
-    return cmd
+            rig += ["--slo", workload.slo]  # sweeps keep the answers, so configurations can be compared for equal output
+        rig.append("--keep-outputs")  # (loadtest/results/equivalence.py, the report's section)
+    return locust_command(host=url, users=users, rig_options=rig, python=sys.executable)
 
 
 def run_locust(cmd: list[str], log_path: Path, timeout_s: float) -> Outcome:
@@ -96,13 +95,4 @@ def _environ() -> dict[str, str]:
 
 def _stop(process: subprocess.Popen[str]) -> None:
     """SIGTERM the run's process group (it saves a partial run), SIGKILL after a grace period."""
-    for sig, wait_s in ((signal.SIGTERM, _STOP_GRACE_S), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    stop_process_group(process, grace_s=_STOP_GRACE_S)

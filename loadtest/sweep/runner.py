@@ -32,7 +32,7 @@ from servers.registry import ENGINES
 from loadtest.sweep.cells import Cell, config_hash, expand_cells, flags_text
 from loadtest.sweep.launch import EngineFailed, Launcher, make_launcher
 from loadtest.sweep.matrix import EngineConfig, Matrix, MatrixError
-from loadtest.sweep.measure import find_row, locust_command, run_locust
+from loadtest.sweep.measure import cell_command, find_row, run_locust
 from loadtest.sweep.state import SweepState, run_ids_in
 from loadtest.sweep.table import RULES, cell_frame, comparison_table, config_table
 
@@ -227,7 +227,7 @@ def _warm_up(matrix: Matrix, config: EngineConfig, slug: str, launcher: Launcher
         state.set_config(slug, warmup={"requests": 0})
         return
     users = max(matrix.users)
-    cmd = locust_command(engine=config.engine, url=launcher.url, users=users, workload=matrix.workload,
+    cmd = cell_command(engine=config.engine, url=launcher.url, users=users, workload=matrix.workload,
                          out=out, repeat=1, tag=matrix.name, flags=flags_text(config), gpu=config.gpus,
                          warmup_requests=matrix.warmup_requests)
     say(f"warm-up {slug}: {matrix.warmup_requests} requests at {users} users (not in runs.csv)")
@@ -245,7 +245,7 @@ def _measure(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path, state: S
     config = cell.config
     runs_csv = out / "runs.csv"
     before = run_ids_in(runs_csv)
-    cmd = locust_command(engine=config.engine, url=launcher.url, users=cell.users,
+    cmd = cell_command(engine=config.engine, url=launcher.url, users=cell.users,
                          workload=matrix.workload, out=out, repeat=cell.repeat, tag=matrix.name,
                          flags=flags_text(config), gpu=config.gpus)
     say(f"run {cell.path}")
@@ -332,13 +332,13 @@ def _print_plan(matrix: Matrix, plan: Plan, out: Path) -> None:
         print(f"\n== {slug}  [{flags_text(config) or 'engine defaults'}]  hash {config_hash(config)}")
         print(f"start: {launcher.describe(matrix.health_timeout_s)}")
         if matrix.warmup_requests:
-            warm = locust_command(engine=config.engine, url=launcher.url, users=max(matrix.users),
+            warm = cell_command(engine=config.engine, url=launcher.url, users=max(matrix.users),
                                   workload=matrix.workload, out=out, repeat=1, tag=matrix.name,
                                   flags=flags_text(config), gpu=config.gpus,
                                   warmup_requests=matrix.warmup_requests)
             print(f"warm-up: {_show(warm)}")
         for cell in cells:
-            cmd = locust_command(engine=config.engine, url=launcher.url, users=cell.users,
+            cmd = cell_command(engine=config.engine, url=launcher.url, users=cell.users,
                                  workload=matrix.workload, out=out, repeat=cell.repeat,
                                  tag=matrix.name, flags=flags_text(config), gpu=config.gpus)
             print(f"{cell.name} [{cell.cell_id}]: {_show(cmd)}")
@@ -346,7 +346,8 @@ def _print_plan(matrix: Matrix, plan: Plan, out: Path) -> None:
 
 
 def _show(cmd: list[str]) -> str:
-    return shlex.join(["locust", *cmd[3:]])
+    """The command as a user would type it: `locust -f ...`."""
+    return shlex.join(cmd[cmd.index("locust"):])
 
 
 def _project(name: str) -> str:
