@@ -22,14 +22,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import signal
-import socket
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any, Protocol
 
+from loadtest.cli.processes import free_port, stop_process_groups
 from loadtest.local_engine import EngineStartError, LocalEngine
 from servers.balancer import local_nginx_conf, nginx_binary, nginx_missing
 from servers.balancer import render as render_balancer
@@ -72,12 +71,6 @@ class Launcher(Protocol):
     def failure(self) -> str | None: ...
     def log_tail(self) -> str: ...
     def stop(self) -> None: ...
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def make_launcher(config: EngineConfig, workdir: Path, project: str) -> Launcher:
@@ -165,7 +158,7 @@ class LocalProcess:
 
     def stop(self) -> None:
         if self.engine.process is not None:  # reaped as it exits: no wait for a zombie's grace
-            _stop_groups([self.engine.process])
+            stop_process_groups([self.engine.process])
         self.engine.stop()
 
 
@@ -264,7 +257,7 @@ class LocalReplicas:
         """nginx and every replica at once (nginx's group signalled first); their logs gathered
         in engine.log."""
         started = [p for p in (self.nginx, *(r.process for r in self.replicas.values())) if p]
-        _stop_groups(started)
+        stop_process_groups(started)
         for replica in self.replicas.values():  # nothing left: returns at once
             replica.stop()
         if self._logs_saved or not any(r.process for r in self.replicas.values()):
@@ -276,36 +269,6 @@ class LocalReplicas:
                 log.write(_read(replica.log_path))
             log.write(f"--- nginx: {shlex.join(self.balancer_command())}\n")
             log.write(_read(self.workdir / "balancer.log"))
-
-
-def _stop_groups(processes: list[subprocess.Popen[bytes]], grace_s: float = 20) -> None:
-    """SIGTERM each process group, SIGKILL what is left after ``grace_s``; all of them at once.
-    Each leader is reaped as it exits (a zombie leader would keep its group alive to killpg)."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        for process in processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, sig)
-        deadline = time.monotonic() + wait_s
-        while True:
-            alive = [p for p in processes if _group_alive(p)]
-            if not alive or time.monotonic() >= deadline:
-                break
-            time.sleep(0.1)
-        if not alive:
-            break
-        processes = alive
-    for process in processes:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=5)
-
-
-def _group_alive(process: subprocess.Popen[bytes]) -> bool:
-    process.poll()  # reaps the leader once it has exited
-    try:
-        os.killpg(process.pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _distinct_ports(count: int, taken: set[int]) -> list[int]:
