@@ -36,7 +36,7 @@ from loadtest.client.run import Run, run_options
 from loadtest.client.conversation import Conversation, run_session
 from loadtest.cli.run import add_rig_options
 from loadtest.client.transport import new_client, open_connection, send
-from loadtest.client.workload import WorkloadError
+from loadtest.workload import WorkloadError, workload_options
 from loadtest.cpus import add_pin_option
 from loadtest.local_engine import pin_client_beside
 
@@ -70,6 +70,8 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
     except (ConfigError, ProbeError, ResultsError, WorkloadError) as exc:
         _refuse(str(exc))
     options.model = _run.config.model or _run.info.model  # forwarded to workers with the options
+    # likewise the tokenizer token-exact workloads were built with, found in the model's folder
+    options.tokenizer = options.tokenizer or str(_run.workload.columns.get("tokenizer", ""))
     options.max_model_len = _run.info.max_model_len  # likewise: conversations end at the context
     environment.host = _run.config.url
     _pin(environment, _run.config.url)
@@ -89,6 +91,7 @@ def _checked_run(environment: Any) -> Run:
     """A new run of the options' workload against environment.host, the engine asked first."""
     config = config_from_options(environment.parsed_options, environment.host)
     run_options(environment.parsed_options)  # open loop, --slo, --keep-outputs: refused early
+    workload_options(environment.parsed_options)  # the workload's options: refused early too
     ensure_writable(config.out)
     check_runs_file(config.out / "runs.csv")
     info = probe_engine(config.url, config.api, config.headers(),
@@ -98,7 +101,7 @@ def _checked_run(environment: Any) -> Run:
     if not config.target.hosted:  # a hosted API's list may not name every model it takes
         check_request_fits(info, config.model, config.max_tokens, config.target.pinned_model)
     run = Run(environment, config, info)
-    check_prompts_fit(config.url, config.headers(), info, run.workload.specs)
+    check_prompts_fit(config.url, config.headers(), info, run.workload)
     return run
 
 

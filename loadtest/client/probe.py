@@ -12,13 +12,19 @@ import re
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Iterable
+from pathlib import Path
+from typing import Any
 
 from loadtest.client.protocols.openai import PATHS as OPENAI_PATHS
-from loadtest.client.workload import RequestSpec
+from loadtest.workload.spec import Workload
+from loadtest.workload.tokens import load_token_text
 from loadtest.results.redact import redact_url
 
-__all__ = ["EngineInfo", "ProbeError", "check_prompts_fit", "check_request_fits", "probe_engine"]
+__all__ = ["EngineInfo", "ProbeError", "check_prompts_fit", "check_request_fits",
+           "check_tokenizer_matches", "probe_engine"]
+
+# Distinct prompts counted by the engine, at most (a dataset may hold thousands).
+_MAX_TOKENIZED = 256
 
 
 class ProbeError(RuntimeError):
@@ -69,15 +75,22 @@ def check_request_fits(info: EngineInfo, model: str, max_tokens: int, pinned_mod
                          f"takes at most {info.max_model_len} tokens per request, prompt included")
 
 
-def check_prompts_fit(url: str, headers: dict[str, str], info: EngineInfo,
-                      specs: Iterable[RequestSpec], timeout_s: float = 10.0) -> None:
-    """ProbeError, before anything is sent, when a prompt and its output length do not fit in
-    the engine's context (where it says how long that is), the prompt counted by the engine's
-    own tokenizer, chat template included (vLLM's POST /tokenize), once per distinct prompt."""
+def check_prompts_fit(url: str, headers: dict[str, str], info: EngineInfo, workload: Workload,
+                      timeout_s: float = 10.0) -> None:
+    """ProbeError, before anything is sent, when the workload's tokenizer is not the served
+    model's, or a request and its output length do not fit in the engine's context (where it
+    says how long that is). Token-exact sources know their counts (Workload.longest); other
+    prompts are counted by the engine's own tokenizer, chat template included (vLLM's POST
+    /tokenize), once per distinct prompt."""
+    check_tokenizer_matches(url, headers, workload, timeout_s)
     if info.max_model_len is None:
         return
+    if workload.longest is not None:
+        prompt_id, prompt_tokens, output_tokens = workload.longest
+        _refuse_beyond(info, prompt_id, prompt_tokens, output_tokens)
+        return
     asked: set[str] = set()
-    for spec in specs:
+    for spec in workload.specs[:_MAX_TOKENIZED] if not workload.sessions else ():
         if spec.prompt_id in asked:
             continue
         asked.add(spec.prompt_id)
@@ -88,11 +101,42 @@ def check_prompts_fit(url: str, headers: dict[str, str], info: EngineInfo,
                                timeout_s, data=json.dumps(question).encode())
         except ProbeError:
             return  # no /tokenize here: a prompt that does not fit fails its own request
-        count, wanted = answer.get("count"), body.get("max_tokens", 0)
-        if isinstance(count, int) and count + wanted > info.max_model_len:
-            raise ProbeError(f"prompt {spec.prompt_id!r} is {count} tokens; with {wanted} output "
-                             f"tokens that is {count + wanted}, beyond the engine's context of "
-                             f"{info.max_model_len} tokens per request")
+        count = answer.get("count")
+        if isinstance(count, int):
+            _refuse_beyond(info, spec.prompt_id, count, body.get("max_tokens", 0))
+
+
+def check_tokenizer_matches(url: str, headers: dict[str, str], workload: Workload,
+                            timeout_s: float = 10.0) -> None:
+    """ProbeError when the tokenizer a token-exact workload was built with encodes a probe text
+    otherwise than the engine does (vLLM's and llama.cpp's POST /tokenize); engines without
+    /tokenize are not asked (the run's prompt_tokens_mismatch check still catches it)."""
+    path = str(workload.columns.get("tokenizer") or "")
+    if not path:
+        return
+    text, ids = load_token_text(Path(path)).probe
+    question = {"prompt": text, "content": text, "add_special": True}  # vLLM's, llama.cpp's keys
+    try:
+        answer = _get_json(url + "/tokenize", {**headers, "Content-Type": "application/json"},
+                           timeout_s, data=json.dumps(question).encode())
+    except ProbeError:
+        return
+    theirs = answer.get("tokens")
+    if not isinstance(theirs, list) or not all(isinstance(t, int) for t in theirs):
+        return
+    if theirs != ids and theirs != ids[len(ids) - len(theirs):]:  # llama.cpp may add no BOS
+        raise ProbeError(f"the tokenizer {path} does not match the served model: the engine "
+                         f"encodes a probe text to {len(theirs)} tokens, the file to {len(ids)} "
+                         f"(first ids {theirs[:4]} vs {ids[:4]}); pass --tokenizer with the "
+                         "served model's tokenizer.json")
+
+
+def _refuse_beyond(info: EngineInfo, prompt_id: str, prompt_tokens: int, output_tokens: int) -> None:
+    assert info.max_model_len is not None
+    if prompt_tokens + output_tokens > info.max_model_len:
+        raise ProbeError(f"prompt {prompt_id!r} is {prompt_tokens} tokens; with {output_tokens} "
+                         f"output tokens that is {prompt_tokens + output_tokens}, beyond the "
+                         f"engine's context of {info.max_model_len} tokens per request")
 
 
 _PINNED = re.compile(r"pinned to '(.+)'; requested")

@@ -37,7 +37,8 @@ from loadtest.client.targets import dialect_for
 from loadtest.telemetry import Telemetry, start_telemetry
 from loadtest.calibration.limits import faithful_event_rate
 from loadtest.results.verdict import REASONS, judge
-from loadtest.client.workload import build_workload, resolve_prompts
+from loadtest.workload import build_workload, resolve_prompts, workload_options
+from loadtest.workload.usage import prompt_token_columns
 from servers.prefix_cache import reset_prefix_cache
 from servers.registry import SPECS
 
@@ -77,7 +78,9 @@ class Run:
                                        temperature=config.temperature,
                                        ignore_eos_as=config.target.ignore_eos_as,
                                        token_ids=((config.recount or self.options.keep_outputs)
-                                                  and config.target.token_ids))
+                                                  and config.target.token_ids),
+                                       source=workload_options(environment.parsed_options),
+                                       model_dir=self.model_dir)
         dialect = dialect_for(config.api)
         self.parse_line = dialect.parse_line
         self.tokens_source: str = dialect.TOKENS_SOURCE
@@ -90,7 +93,9 @@ class Run:
         self.dispatcher = Dispatcher(
             environment, self.workload, self._on_record, self.finish,
             worker_report=self._client_report,
-            schedule_ns=open_loop.offsets_ns(config.requests) if open_loop else None,
+            # a trace's timestamps are its schedule (--rate is refused beside a trace)
+            schedule_ns=self.workload.schedule_ns or (open_loop.offsets_ns(config.requests)
+                                                      if open_loop else None),
             schedule_sha=open_loop.digest(config.requests) if open_loop else "",
             units=self._sessions())
         self.run_id = ""
@@ -168,7 +173,8 @@ class Run:
             "model": c.model or self.info.model, "host": redact_url(c.url), "flags": c.flags,
             "gpu": c.gpu,
             "users": users, "requests": c.requests, "workload": self.workload.name,
-            "workload_sha256": self.workload.sha256, "prompts": c.prompts, "api": c.api,
+            "workload_sha256": self.workload.sha256, "workload_source": self.workload.source,
+            **self.workload.columns, "prompts": c.prompts, "api": c.api,
             "max_tokens": c.max_tokens, "ignore_eos": c.ignore_eos, "temperature": c.temperature,
             "repeat": c.repeat, "tag": c.tag, "warmup": c.warmup,
             "engine_version": self.info.engine_version,
@@ -227,6 +233,7 @@ class Run:
                 client[column] = max(client.get(column) or 0, report.get(column) or 0)
         row = {**self._meta, **summarize(self.records), **client,
                **recount(self.records, self.model_dir, self.config.recount)}
+        row.update(prompt_token_columns(self.workload, self.records, self.config.api))
         row.update(goodput(self.records, row["completion_time_s"], self.options.slo))
         if self.telemetry is not None:
             row.update(self.telemetry.stop(row["output_tokens"]))

@@ -159,14 +159,14 @@ def _requests_workload(name: str, sha: str, items: list[Item], requests: int, bo
 
 def _sessions_workload(name: str, sessions: list[SessionSpec], source: WorkloadOptions,
                        sampling: dict[str, Any], columns: dict[str, Any], file_sha: str) -> Workload:
-    """A conversation workload; its longest is the last turn of the longest session (every
-    message before it, answers included, is part of that turn's prompt)."""
+    """A conversation workload. Its `longest` is the longest single turn, message and answer:
+    a conversation that outgrows the context as it goes is ended there by the client
+    (session_end context_full), not refused; one turn that cannot fit at all is refused."""
+    turns = [(s.conversation_id, t) for s in sessions for t in s.turns]
     longest = None
-    if all(turn.prompt_tokens is not None for s in sessions for turn in s.turns):
-        def total(s: SessionSpec) -> int:
-            return sum((t.prompt_tokens or 0) + t.max_tokens for t in s.turns)
-        top = max(sessions, key=total)
-        longest = (top.conversation_id, total(top) - top.turns[-1].max_tokens, top.turns[-1].max_tokens)
+    if all(turn.prompt_tokens is not None for _, turn in turns):
+        conversation_id, top = max(turns, key=lambda pair: (pair[1].prompt_tokens or 0) + pair[1].max_tokens)
+        longest = (conversation_id, top.prompt_tokens or 0, top.max_tokens)
     columns.update(turns=max(len(s.turns) for s in sessions), sessions=len(sessions))
     return Workload(name, [], _digest(source, sampling, file_sha), sessions=sessions,
                     source=source.source if source.source == "conversation" else "dataset",
@@ -204,7 +204,7 @@ def _source_columns(source: WorkloadOptions, tokens: TokenText | None) -> dict[s
     if source.source in ("conversation", "dataset") and source.think_time_s:
         columns["think_time_s"] = source.think_time_s
     if tokens is not None:
-        columns["tokenizer_sha256"] = tokens.sha256
+        columns.update(tokenizer=str(tokens.path), tokenizer_sha256=tokens.sha256)
     return columns
 
 

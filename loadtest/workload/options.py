@@ -127,6 +127,9 @@ def workload_options(options: Any) -> WorkloadOptions:
         tokenizer=get("tokenizer"),
     )
     _check_source(chosen)
+    if source == "trace" and get("rate"):
+        raise WorkloadError("--rate and --workload trace both set the schedule: the trace's "
+                            "timestamps are it (scale them with --speedup); drop --rate")
     return chosen
 
 
