@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-BENCH = REPO / "evidence" / "gpu-2026-11-25" / "bench-h100" / "bench-unpinned.csv"
-OLDER = REPO / "evidence" / "gpu-2026-11-24" / "bench-h100" / "bench-unpinned.csv"
+BENCH = REPO / "evidence" / "2026-11-25" / "gpu" / "bench-h100" / "bench-unpinned.csv"
+OLDER = REPO / "evidence" / "2026-11-24" / "gpu" / "bench-h100" / "bench-unpinned.csv"
 
 
 def _summarize(*paths: Path) -> subprocess.CompletedProcess:

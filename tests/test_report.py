@@ -21,9 +21,9 @@ from loadtest.report.runset import MODEL, load_runs
 _SHA_A, _SHA_B = "a" * 64, "b" * 64
 # A race kept from an H100 (llama.cpp against transformers, 1 to 128 users): transformers named
 # the model by its path, llama.cpp by its alias, and only transformers recorded its digest.
-_GPU_RACE = REPO / "evidence" / "gpu-race-h100-2026-11-23"
+_GPU_RACE = REPO / "evidence" / "2026-11-23" / "gpu-race-h100"
 # One engine under six flag sets at 24-256 users, the request count rising with the users.
-_LAYOUTS = REPO / "evidence" / "gpu-2026-11-24" / "one-gpu-layouts-h100"
+_LAYOUTS = REPO / "evidence" / "2026-11-24" / "gpu" / "one-gpu-layouts-h100"
 
 
 def _row(run_id: str, **fields: object) -> dict[str, object]:
