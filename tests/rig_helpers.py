@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -17,19 +16,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from loadtest.cli.locust import locust_command
+from loadtest.cli.processes import free_port  # noqa: F401 - the tests import it from here
+
 REPO = Path(__file__).resolve().parents[1]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def run_locust(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
-    """The rig's Locust CLI exactly as a user runs it."""
-    cmd = [str(REPO / ".venv" / "bin" / "locust"), "-f", str(REPO / "loadtest" / "engines.py"),
-           "--headless", "--only-summary", *args]
+    """The rig's Locust CLI exactly as a user runs it (one user unless `args` say --users)."""
+    cmd = locust_command(host="", users=1, rig_options=["--only-summary", *args])
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
 
 
