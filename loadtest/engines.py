@@ -143,6 +143,14 @@ def _save_partial(**_: Any) -> None:
         _run.finish(status="interrupted")  # no-op when the run already finished
 
 
+def _checked_ms(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and 0 <= value < float("inf") else 0.0
+
+
+def _checked_count(value: Any) -> int:
+    return value if type(value) is int and value >= 0 else 0
+
+
 class LLMUser(User):
     """One client thread: one connection, one request at a time, no think time."""
 
@@ -181,19 +189,27 @@ class LLMUser(User):
 
     def _send(self, run: Run, spec: Any, keep_text: bool = False) -> RequestRecord:
         record = send(self.client, spec, run.parse_line, run.tokens_source, run.headers,
-                      worker=run.worker_index, keep_text=keep_text or run.options.keep_outputs)
+                      worker=run.worker_index, keep_text=keep_text or run.options.keep_outputs,
+                      bounds=run.bounds)
         if not record.ok:  # its connection may be mid-stream: start clean
             self.client.close()
             self._connect()
         return record
 
     def _account(self, run: Run, record: RequestRecord, ends_unit: bool = True) -> None:
-        if not record.context_refused:  # a session's end, neither served nor failed
-            self.environment.events.request.fire(
-                request_type=run.config.api, name=run.request_name, response_time=record.e2e_ms,
-                response_length=record.output_tokens or 0, context={},
-                exception=None if record.ok else RuntimeError(f"{record.error_kind}: {record.error}"))
-        run.dispatcher.complete(record, ends_unit)
+        """Locust's statistics get only numbers the rig checked (its own clock's time, a count
+        the dialect validated); the record is completed even if a listener raises, so the run
+        still ends."""
+        try:
+            if not record.context_refused:  # a session's end, neither served nor failed
+                self.environment.events.request.fire(
+                    request_type=run.config.api, name=run.request_name,
+                    response_time=_checked_ms(record.e2e_ms),
+                    response_length=_checked_count(record.output_tokens), context={},
+                    exception=None if record.ok else RuntimeError(
+                        f"{record.error_kind}: {(record.error or '')[:200]}"))
+        finally:
+            run.dispatcher.complete(record, ends_unit)
 
     def _connect(self) -> None:
         """A fresh client with its connection already open (off the clock)."""

@@ -46,6 +46,13 @@ def running_fault_proxy(upstream: str, *args: str, timeout_s: float = 30) -> Ite
 
 
 @contextmanager
+def running_fuzz_engine(timeout_s: float = 30) -> Iterator[str]:
+    """tests/fuzz_engine.py, a misbehaving engine, on a free port; yields its URL."""
+    with _listening([sys.executable, str(REPO / "tests" / "fuzz_engine.py")], timeout_s) as url:
+        yield url
+
+
+@contextmanager
 def _listening(cmd: list[str], timeout_s: float) -> Iterator[str]:
     """Start `cmd --port P` and wait for the "listening" line it prints once it accepts."""
     port = free_port()

@@ -18,7 +18,8 @@ from typing import Any
 from locust.runners import WorkerRunner
 
 from loadtest.client.arrivals import OpenLoop, open_loop_from_options
-from loadtest.results.checks import WARNINGS, check_run
+from loadtest.results.checks import WARNINGS, check_run, error_remedies
+from loadtest.client.bounds import flaw_columns, parse_request_deadline, run_bounds
 from loadtest.client.client_cpu import CpuSampler
 from loadtest.client.conversation import Sessions, TurnOptions
 from loadtest.client.dispatch import Dispatcher
@@ -54,6 +55,7 @@ class RunOptions:
     open_loop: OpenLoop | None = None
     slo: Slo | None = None
     keep_outputs: bool = False
+    request_deadline_s: float | None = None  # --request-deadline; None: sized from the run
 
 
 def run_options(options: object) -> RunOptions:
@@ -63,7 +65,8 @@ def run_options(options: object) -> RunOptions:
         slo = parse_slo(str(getattr(options, "slo", "") or ""))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    return RunOptions(open_loop, slo, bool(getattr(options, "keep_outputs", False)))
+    return RunOptions(open_loop, slo, bool(getattr(options, "keep_outputs", False)),
+                      parse_request_deadline(options))
 
 
 class Run:
@@ -81,6 +84,8 @@ class Run:
                                                   and config.target.token_ids),
                                        source=workload_options(environment.parsed_options),
                                        model_dir=self.model_dir)
+        self.bounds = run_bounds(self.options.request_deadline_s, config.max_tokens,
+                                 config.read_timeout_s)
         dialect = dialect_for(config.api)
         self.parse_line = dialect.parse_line
         self.tokens_source: str = dialect.TOKENS_SOURCE
@@ -182,6 +187,7 @@ class Run:
             "prefix_cache_reset": self.prefix_cache_reset,
             "client_pinned_by": getattr(self.environment.parsed_options, "client_pinned_by", ""),
             **self._run_options_metadata(),
+            **self.bounds.columns(),
             **collect_model_metadata(self.model_dir),
             **collect_rig_metadata(), **collect_client_metadata(processes),
         }
@@ -244,6 +250,9 @@ class Run:
                 log.error("error: the outputs could not be saved in %s (%s)", self.run_dir,
                           exc.strerror or exc)
                 self.environment.process_exit_code = 2
+        row.update(flaw_columns(self.records))
+        if row["flawed_requests"] and not self.environment.process_exit_code:
+            self.environment.process_exit_code = 1  # the engine misanswered: as for failures
         row["warnings"] = check_run(row)
         row["verdict"], reasons = judge(row, faithful_event_rate(processes=row.get("processes")))
         row["verdict_reasons"] = ";".join(reasons)
@@ -277,6 +286,8 @@ def _print_summary(row: dict[str, Any], status: str) -> None:
     print(f"{'turns' if row.get('sessions') is not None else 'requests'} {row['completed']}/"
           f"{row.get('turns_sent', row['requests'])} ok, {row['failed']} failed "
           f"{('(' + row['errors'] + ')') if row['errors'] else ''}", file=sys.stderr)
+    for remedy in error_remedies(row["errors"]):
+        print(f"  - {remedy}", file=sys.stderr)
     print(f"completion {fmt(row['completion_time_s'], 2)} s | output {row['output_tokens']} tokens "
           f"({row['output_tokens_source']}) | {fmt(row['output_tok_per_s'])} tok/s | "
           f"{fmt(row['req_per_s'], 2)} req/s", file=sys.stderr)

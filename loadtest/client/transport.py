@@ -14,6 +14,14 @@ says (a default back-off where it says nothing), is sent again, and its times co
 send that was let through; `rate_limited` and `rate_limited_wait_ns` say how often and how long.
 A request still refused after RATE_LIMIT_TRIES sends or RATE_LIMIT_WAIT_S of waiting fails as
 `rate_limited`.
+
+An engine is input too: every request is held to the bounds of loadtest/client/bounds.py (a
+deadline from send to last byte, an output length far past max_tokens, a line length), cut and
+closed when it passes one, and what the engine sent wrongly but harmlessly (a Content-Type other
+than text/event-stream, a second `[DONE]`, a count the dialect ignored) is kept in the record's
+`engine_flaws`. Lines are read with the rig's own readline (`_line_reader`): geventhttpclient's
+has no length limit and searches its whole buffer again after every read, so one line of many
+megabytes took minutes.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import gevent
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed
 
+from loadtest.client.bounds import OUTPUT_MARGIN, OUTPUT_SLACK, Bounds
 from loadtest.client.protocols import ProtocolError, StreamEvent
 from loadtest.results.record import RequestRecord
 from loadtest.client.workload import RequestSpec
@@ -39,6 +48,13 @@ _ERROR_BODY_BYTES = 2000
 RATE_LIMIT_TRIES = 8
 RATE_LIMIT_WAIT_S = 300.0  # waiting in all, per request
 _DEFAULT_BACKOFF_S = 1.0  # doubled per refusal that names no Retry-After
+_STREAM_TYPE = "text/event-stream"
+_FLAWS_KEPT = 4  # per request: an engine that gets one field wrong in every chunk says so once
+_OUTSIDE_A_RUN = Bounds()
+
+
+class _DeadlinePassed(Exception):
+    """The request's deadline passed: raised by its gevent timer, or seen as a line arrived."""
 
 
 def new_client(url: str, *, read_timeout_s: float, connect_timeout_s: float = 10.0) -> HTTPClient:
@@ -62,35 +78,29 @@ def open_connection(client: HTTPClient) -> None:
 
 def send(client: HTTPClient, spec: RequestSpec, parse_line: Callable[[bytes], StreamEvent | None],
          tokens_source: str, headers: Mapping[str, str], worker: int = 0,
-         keep_text: bool = False) -> RequestRecord:
-    """Send one request and read its stream to the end. Failures become the record's error;
-    after a failed record the caller must not reuse `client` (its connection state is unknown)."""
+         keep_text: bool = False, bounds: Bounds = _OUTSIDE_A_RUN) -> RequestRecord:
+    """Send one request and read its stream to the end, or to a bound. Failures become the
+    record's error; after a failed record the caller must not reuse `client` (its connection
+    state is unknown)."""
     record = RequestRecord(spec.request_id, spec.prompt_id, time.time(), perf_counter_ns(),
                            worker=worker)
     try:
-        response = _post_past_rate_limits(client, spec, headers, record)
+        response = _post_past_rate_limits(client, spec, headers, record, bounds.deadline_s)
+    except _DeadlinePassed:
+        record.done_ns = perf_counter_ns()
+        return record.fail("deadline", _past_deadline(bounds))
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, none is raised
         record.done_ns = perf_counter_ns()
         return record.fail(_failure_kind(exc, before_response=True), _describe(exc))
     record.http_status = response.status_code
-    if response.status_code == 429:
-        text = _read_error_body(response)
-        record.done_ns = perf_counter_ns()
-        return record.fail("rate_limited", f"HTTP 429 after {record.rate_limited} tries: {text}")
-    if response.status_code >= 400:
-        text = _read_error_body(response)
-        record.done_ns = perf_counter_ns()
-        return record.fail("http_status", f"HTTP {response.status_code}: {text}")
+    deadline_ns = record.sent_ns + int(bounds.deadline_s * 1e9)
+    timer = gevent.Timeout.start_new(max((deadline_ns - perf_counter_ns()) / 1e9, 0.0),
+                                     _DeadlinePassed)
     try:
-        finished = _read_stream(response, record, parse_line, tokens_source, keep_text)
-    except ProtocolError as exc:
-        record.fail("stream_protocol", str(exc))
-    except Exception as exc:  # noqa: BLE001
-        record.fail(_failure_kind(exc, before_response=False), _describe(exc))
-    else:
-        if not finished and record.ok:
-            record.fail("truncated", "stream ended before the engine finished it")
-        response.release()
+        _read_answer(response, record, spec, parse_line, tokens_source, keep_text, bounds,
+                     deadline_ns)
+    finally:
+        timer.close()
     if record.done_ns is None:
         record.done_ns = perf_counter_ns()
     if record.ok and record.output_tokens is None:
@@ -98,12 +108,65 @@ def send(client: HTTPClient, spec: RequestSpec, parse_line: Callable[[bytes], St
     return record
 
 
+def _read_answer(response, record: RequestRecord, spec: RequestSpec,
+                 parse_line: Callable[[bytes], StreamEvent | None], tokens_source: str,
+                 keep_text: bool, bounds: Bounds, deadline_ns: int) -> None:
+    """The answer to its end into `record`: an error status's body, or the stream."""
+    if response.status_code == 429:
+        text = _read_error_body(response)
+        record.done_ns = perf_counter_ns()
+        record.fail("rate_limited", f"HTTP 429 after {record.rate_limited} tries: {text}")
+        return
+    if response.status_code >= 400:
+        text = _read_error_body(response)
+        record.done_ns = perf_counter_ns()
+        record.fail("http_status", f"HTTP {response.status_code}: {text}")
+        return
+    content_type = response.get("Content-Type") or ""
+    if content_type.split(";")[0].strip().lower() != _STREAM_TYPE:
+        _flaw(record, f"Content-Type {content_type[:60]!r}, not {_STREAM_TYPE}")
+    try:
+        finished = _read_stream(response, record, parse_line, tokens_source, keep_text,
+                                _line_reader(response, bounds.max_line_bytes),
+                                bounds.output_limit(spec.body), deadline_ns)
+    except _DeadlinePassed:
+        record.done_ns = perf_counter_ns()
+        record.fail("deadline", _past_deadline(bounds))
+        response.release()  # mid-stream: closes the connection
+    except ProtocolError as exc:
+        record.fail("stream_protocol", str(exc) + _not_a_stream(record, content_type))
+    except Exception as exc:  # noqa: BLE001
+        record.fail(_failure_kind(exc, before_response=False), _describe(exc))
+    else:
+        if not finished and record.ok:
+            record.fail("truncated", "stream ended before the engine finished it")
+        response.release()
+
+
+def _past_deadline(bounds: Bounds) -> str:
+    return f"still unanswered after --request-deadline {bounds.deadline_s:g} s: cut"
+
+
+def _not_a_stream(record: RequestRecord, content_type: str) -> str:
+    """Said after a protocol error on an answer that never claimed to be a stream."""
+    if any(flaw.startswith("Content-Type") for flaw in record.engine_flaws):
+        return f" (the answer's Content-Type is {content_type[:60]!r}, not {_STREAM_TYPE})"
+    return ""
+
+
+def _flaw(record: RequestRecord, text: str) -> None:
+    if len(record.engine_flaws) < _FLAWS_KEPT and text not in record.engine_flaws:
+        record.engine_flaws.append(text)
+
+
 def _post_past_rate_limits(client: HTTPClient, spec: RequestSpec, headers: Mapping[str, str],
-                           record: RequestRecord):
-    """The answer to the first send the endpoint lets through (or its last 429)."""
+                           record: RequestRecord, deadline_s: float):
+    """The answer to the first send the endpoint lets through (or its last 429). Each send
+    has its own deadline (a server that trickles its headers is cut too)."""
     first_sent_ns = record.sent_ns
     while True:
-        response = _post(client, spec, headers, record)
+        with gevent.Timeout(deadline_s, _DeadlinePassed):
+            response = _post(client, spec, headers, record)
         if response.status_code != 429:
             return response
         record.rate_limited += 1
@@ -111,7 +174,8 @@ def _post_past_rate_limits(client: HTTPClient, spec: RequestSpec, headers: Mappi
         delay_s = _retry_after_s(response.get("Retry-After"), record.rate_limited)
         if record.rate_limited >= RATE_LIMIT_TRIES or waited_s + delay_s > RATE_LIMIT_WAIT_S:
             return response
-        _read_error_body(response)  # the connection is reused: read the refusal to its end
+        with gevent.Timeout(deadline_s, _DeadlinePassed):
+            _read_error_body(response)  # the connection is reused: read the refusal to its end
         gevent.sleep(delay_s)
         record.sent_at, record.sent_ns = time.time(), perf_counter_ns()
         record.rate_limited_wait_ns = record.sent_ns - first_sent_ns
@@ -143,17 +207,23 @@ def _post(client: HTTPClient, spec: RequestSpec, headers: Mapping[str, str],
 
 def _read_stream(response, record: RequestRecord,
                  parse_line: Callable[[bytes], StreamEvent | None], tokens_source: str,
-                 keep_text: bool = False) -> bool:
-    readline = response.readline
+                 keep_text: bool, readline: Callable[[], bytes], output_limit: int | None,
+                 deadline_ns: int) -> bool:
+    """Read lines into `record` until the stream ends; True when the engine said it finished.
+    Raises _DeadlinePassed, ProtocolError, or a socket error; cuts (a failed record, the
+    connection closed) a stream past `output_limit` output chunks."""
     gaps = record.chunk_gaps_ns
     last_ns = 0
     finished = False
+    ends = 0  # end markers seen ([DONE])
     while True:
-        line = readline(b"\n")
+        line = readline()
         now = perf_counter_ns()
         if not line:
             record.done_ns = now
             return finished
+        if now > deadline_ns:
+            raise _DeadlinePassed
         event = parse_line(line)
         if event is None:
             continue
@@ -161,17 +231,31 @@ def _read_stream(response, record: RequestRecord,
             record.done_ns = now
             record.fail("stream_error", event.error)
             return True
+        if event.flaw is not None:
+            _flaw(record, event.flaw)
         if event.output:
+            if ends:
+                raise ProtocolError(f"output after [DONE]: {line[:80]!r}")
             if record.first_chunk_ns is None:
                 record.first_chunk_ns = now
             else:
                 gaps.append(now - last_ns)
             last_ns = now
             record.output_chunks += 1
+            if output_limit is not None and record.output_chunks > output_limit:
+                record.done_ns = now
+                record.fail("over_max_tokens", f"{record.output_chunks} output chunks, past "
+                            f"{output_limit} ({OUTPUT_MARGIN} x max_tokens + {OUTPUT_SLACK}): cut")
+                response.release()  # mid-stream: closes the connection
+                return True
         if event.finish_reason is not None:
             record.finish_reason = event.finish_reason
         if event.output_tokens is not None:
-            record.output_tokens, record.output_tokens_source = event.output_tokens, tokens_source
+            if output_limit is not None and event.output_tokens > output_limit:
+                _flaw(record, f"reported {event.output_tokens} output tokens, past {output_limit}")
+            else:
+                record.output_tokens = event.output_tokens
+                record.output_tokens_source = tokens_source
         if event.prompt_tokens is not None:
             record.prompt_tokens = event.prompt_tokens
         if event.token_ids is not None:  # --recount, --keep-outputs (vLLM family)
@@ -183,8 +267,50 @@ def _read_stream(response, record: RequestRecord,
             if record.output_text is None:
                 record.output_text = []
             record.output_text.append(event.text)
+        if event.end_marker:
+            ends += 1
+            if ends == 2:
+                _flaw(record, "a second [DONE]")
         if event.finished:
             finished = True
+
+
+def _line_reader(response, max_bytes: int) -> Callable[[], bytes]:
+    """readline() for the response's body: the next line with its b"\n", the unterminated
+    rest at the end, b"" once the body is done. A line over `max_bytes` is a ProtocolError as
+    soon as that many bytes hold no line end. Each read only searches the bytes it added.
+    Uses the response's buffer and socket (private: geventhttpclient is pinned)."""
+    buffer = response._body_buffer
+
+    def readline() -> bytes:
+        searched = 0
+        while True:
+            end = buffer.find(b"\n", searched)
+            if end >= 0:
+                if end >= max_bytes:
+                    break
+                line = bytes(buffer[:end + 1])
+                del buffer[:end + 1]
+                return line
+            if len(buffer) > max_bytes:
+                break
+            searched = len(buffer)
+            if response.message_complete:
+                line = bytes(buffer)
+                del buffer[:]
+                return line
+            sock = response._sock
+            if sock is None:
+                raise HTTPConnectionClosed("connection closed.")
+            try:
+                response.feed(sock.recv(response.block_size))
+            except BaseException:
+                response.release()
+                raise
+        response.release()
+        raise ProtocolError(f"a line of over {max_bytes} bytes: {bytes(buffer[:80])!r}")
+
+    return readline
 
 
 def _read_error_body(response) -> str:

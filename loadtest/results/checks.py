@@ -10,7 +10,7 @@ from typing import Any
 
 from loadtest.results.verdict import engine_held_peak
 
-__all__ = ["WARNINGS", "check_run"]
+__all__ = ["ERROR_REMEDIES", "WARNINGS", "check_run", "error_remedies"]
 
 WARNINGS = {
     "client_cpu_high": "a client process peaked above 90% of a core, so it may have delayed its "
@@ -36,6 +36,10 @@ WARNINGS = {
                     "quota, not its engine",
     "engine_shared": "the engine held more requests at once than this run's users can send, so "
                      "another client shared it and these numbers are not this run's alone",
+    "engine_flaws": "the engine answered some requests with values the rig ignored "
+                    "(flawed_requests counts them, engine_flaws says what: a token count that is "
+                    "no count, a wrong Content-Type, a second [DONE]); their output tokens are "
+                    "counted chunks: check what serves this endpoint, or a proxy in between",
     "token_text_mismatch": "--recount: some answers' token ids do not decode, with the served "
                            "model's tokenizer, to the text that arrived (recount_text_mismatches): "
                            "the engine's tokenizer or its detokenizing differs from the model's",
@@ -48,6 +52,35 @@ WARNINGS = {
                               "(prefix_cache_reset says why), so prompts cached by earlier runs "
                               "may have sped this one up: restart the engine for a clean cache",
 }
+
+# What to do about each kind of failed request (loadtest/results/record.py's ERROR_KINDS),
+# printed under the run's summary for the kinds it met.
+ERROR_REMEDIES = {
+    "connect": "nothing answered at --host: is the engine up, on that port?",
+    "timeout": "the engine went silent for --read-timeout seconds: an overloaded or hung engine; "
+               "fewer --users, or a longer --read-timeout for long prefills",
+    "http_status": "the engine refused the request (its error is in requests.jsonl): check "
+                   "--model, --max-tokens and the engine's log",
+    "stream_error": "the engine sent an error event mid-stream: see its message in "
+                    "requests.jsonl and the engine's log",
+    "stream_protocol": "the answer is not the stream --api says (a field of the wrong type, bad "
+                       "JSON or UTF-8, an overlong line, no stream at all): check --api, and "
+                       "what serves --host (a proxy, a half-compatible server)",
+    "truncated": "the stream ended before the engine finished it: the engine or a proxy closed "
+                 "the connection (a crash, a restart, a proxy's timeout)",
+    "rate_limited": "the endpoint kept answering 429: fewer --users or --rate, or a higher quota",
+    "deadline": "the request ran past --request-deadline and was cut: an engine trickling its "
+                "answer or streaming without end; raise --request-deadline only if the engine "
+                "is truly that slow",
+    "over_max_tokens": "the engine streamed far past max_tokens and was cut: it ignores "
+                       "max_tokens (check the engine and --api), so its tok/s is not comparable",
+}
+
+
+def error_remedies(errors: str) -> list[str]:
+    """`kind: remedy` for each kind in a row's `errors` column ("kind=count;...")."""
+    kinds = [item.split("=")[0] for item in errors.split(";") if item]
+    return [f"{kind}: {ERROR_REMEDIES[kind]}" for kind in kinds if kind in ERROR_REMEDIES]
 
 
 def check_run(row: dict[str, Any]) -> list[str]:
@@ -73,6 +106,8 @@ def check_run(row: dict[str, Any]) -> list[str]:
         found.append("rate_limited")
     if engine_held_peak(row) > row.get("users", 0):
         found.append("engine_shared")
+    if row.get("flawed_requests"):
+        found.append("engine_flaws")
     if row.get("recount_text_mismatches"):
         found.append("token_text_mismatch")
     if row.get("prompt_tokens_mismatched"):

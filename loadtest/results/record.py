@@ -39,7 +39,15 @@ but neither served nor failed, and counts as neither. In open loop a later turn'
 connect (no connection), timeout (no byte within the read timeout), http_status (status >= 400),
 stream_error (the engine sent an error event), stream_protocol (a line we cannot parse),
 truncated (the stream ended before the engine said it was finished), rate_limited (still
-answered 429 after the client's tries: not the engine's failure, but the request was not served).
+answered 429 after the client's tries: not the engine's failure, but the request was not served),
+deadline (the request ran past --request-deadline, cut and closed), over_max_tokens (the engine
+streamed far past the request's max_tokens, cut and closed; loadtest/client/bounds.py states both
+bounds). A stream_protocol error also names a field of the wrong type, invalid UTF-8, a line over
+the line bound, or an answer that is not a stream.
+
+`engine_flaws`: what the engine sent wrongly in a request that was still usable, in words (a
+token count that is no count, so output_tokens came from chunks; a wrong Content-Type; a second
+`[DONE]`); the values were ignored. Empty (and left out of requests.jsonl) for a sound answer.
 """
 
 from __future__ import annotations
@@ -52,7 +60,7 @@ from loadtest.results.redact import redact
 __all__ = ["ERROR_KINDS", "SESSION_ENDS", "RequestRecord"]
 
 ERROR_KINDS = ("connect", "timeout", "http_status", "stream_error", "stream_protocol", "truncated",
-               "rate_limited")
+               "rate_limited", "deadline", "over_max_tokens")
 # complete: every turn sent and served; context_full: the next turn would not fit the engine's
 # context (estimated before sending, or refused by the engine); failed: a turn failed
 SESSION_ENDS = ("complete", "context_full", "failed")
@@ -82,6 +90,7 @@ class RequestRecord:
     worker: int = 0
     scheduled_ns: int | None = None  # open loop only
     cap_wait_ns: int = 0
+    engine_flaws: list[str] = field(default_factory=list)
     session_id: int | None = None  # conversations only
     turn: int | None = None
     session_end: str | None = None  # on a session's last record
@@ -138,6 +147,8 @@ class RequestRecord:
     def to_json(self) -> dict[str, Any]:
         row = asdict(self)
         del row["output_ids"], row["output_text"]
+        if not self.engine_flaws:
+            del row["engine_flaws"]  # sound answers: lines as before
         row["ttft_ms"] = self.ttft_ms
         row["e2e_ms"] = self.e2e_ms
         if self.scheduled_ns is not None:

@@ -68,6 +68,8 @@ REASONS = {
     "token_count_mismatch": "--recount: the engine's reported output tokens differ from the "
                             "token ids it streamed, so tok/s counts work that was not done as "
                             "reported",
+    "engine_flaws": "the engine answered wrongly (flawed_requests, engine_flaws): values the "
+                    "rig had to ignore, so its numbers rest partly on the rig's own counts",
     "too_few_requests": "fewer than 2 requests per user: ramp-up and tail, not a steady state",
     "short_run": "under 5 s: too short to measure",
     "warmup": "a warm-up run: measured, never ranked",
@@ -120,6 +122,7 @@ _TESTS = {
     "unequal_work": _unequal_work,
     "engine_shared": lambda r: engine_held_peak(r) > (r.get("users") or 0),
     "token_count_mismatch": lambda r: bool(r.get("recount_count_mismatches")),
+    "engine_flaws": lambda r: bool(r.get("flawed_requests")),
     "too_few_requests": lambda r: (not _open_loop(r)
                                    and (r.get("requests") or 0) < 2 * (r.get("users") or 0)),
     "short_run": lambda r: (r.get("completion_time_s") or 0) < 5,

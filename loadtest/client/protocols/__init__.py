@@ -3,6 +3,16 @@
 Each dialect is a small module with pure functions; `DIALECTS` maps an API name to it.
 `parse_line` gets one raw line exactly as it came off the socket and returns a StreamEvent,
 or None for lines that carry nothing (blank separators, SSE comments, keep-alives).
+
+An engine is input too, and may answer wrongly (a proxy in between, a half-compatible server, a
+bug in a new release). Each dialect checks every field it reads, and decides per field:
+- a field that says what the stream *is* (a chunk's choices, its text, the finish reason, token
+  ids, TGI's token) of the wrong type is a ProtocolError naming the field: the request's output
+  cannot be read, so it fails as `stream_protocol`;
+- a count the engine *reports* (usage's tokens, TGI's details) that is not a non-negative
+  integer within MAX_COUNT is ignored and named in the event's `flaw`: the request's timings and
+  output are sound, the rig counts its chunks instead, and the run is flagged (checks,
+  verdict), so a bad count never reaches a total.
 """
 
 from __future__ import annotations
@@ -10,7 +20,11 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-__all__ = ["StreamEvent", "ProtocolError", "sse_data", "json_object"]
+__all__ = ["MAX_COUNT", "ProtocolError", "StreamEvent", "checked_count", "checked_object",
+           "checked_text", "json_object", "shown", "sse_data"]
+
+# No engine's context holds 2^31 tokens; a count beyond it is no count.
+MAX_COUNT = 2**31 - 1
 
 
 class StreamEvent(NamedTuple):
@@ -22,6 +36,8 @@ class StreamEvent(NamedTuple):
     error: str | None = None  # the engine sent an error event
     token_ids: list[int] | None = None  # this chunk's token ids, when the engine was asked for them
     text: str | None = None  # this chunk's generated text (kept with --recount, --keep-outputs)
+    flaw: str | None = None  # a value the engine sent wrongly and the rig ignored (see above)
+    end_marker: bool = False  # the stream's explicit end line (OpenAI's `[DONE]`)
 
 
 class ProtocolError(ValueError):
@@ -47,8 +63,46 @@ def sse_data(line: bytes) -> bytes | None:
 def json_object(payload: bytes) -> dict[str, Any]:
     try:
         parsed = json.loads(payload)
-    except ValueError as exc:
-        raise ProtocolError(f"bad JSON in stream: {payload[:80]!r}") from exc
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"invalid UTF-8 in stream (byte {exc.start}): "
+                            f"{payload[:80]!r}") from None
+    except (ValueError, RecursionError):  # RecursionError: JSON nested thousands deep
+        raise ProtocolError(f"bad JSON in stream: {payload[:80]!r}") from None
     if not isinstance(parsed, dict):
         raise ProtocolError(f"stream event is not an object: {payload[:80]!r}")
     return parsed
+
+
+def checked_count(value: Any, name: str) -> tuple[int | None, str | None]:
+    """(value, None) for a token count the rig can add up; (None, why) for anything else: a
+    string, a float, a bool (an int to Python, not to JSON), a negative or absurd number.
+    None (the field is absent or null) is no flaw."""
+    if value is None:
+        return None, None
+    if type(value) is int and 0 <= value <= MAX_COUNT:
+        return value, None
+    return None, f"{name} is {shown(value)}, not a token count"
+
+
+def checked_text(value: Any, name: str) -> str | None:
+    """A text field: a string or null; anything else is a ProtocolError naming the field."""
+    if value is None or isinstance(value, str):
+        return value
+    raise ProtocolError(f"{name} is {shown(value)}, not a string")
+
+
+def checked_object(value: Any, name: str) -> dict[str, Any]:
+    """An object field: a dict, or {} for null/absent; anything else is a ProtocolError."""
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return value
+    raise ProtocolError(f"{name} is {shown(value)}, not an object")
+
+
+def shown(value: Any) -> str:
+    """A wrong value as a short, safe phrase for an error message: its JSON type and start."""
+    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    text = repr(value)
+    return f"{kind} {text[:40]}{'...' if len(text) > 40 else ''}"

@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loadtest.client.protocols import StreamEvent, json_object, sse_data
+from loadtest.client.protocols import (ProtocolError, StreamEvent, checked_count, checked_object,
+                                      checked_text, json_object, shown, sse_data)
 
 __all__ = ["PATHS", "TOKENS_SOURCE", "build_body", "parse_line"]
 
 TOKENS_SOURCE = "usage"
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
-_DONE = StreamEvent(finished=True)
+_DONE = StreamEvent(finished=True, end_marker=True)
 
 
 def build_body(api: str, model: str, prompt: str | list[dict[str, str]], max_tokens: int, *,
@@ -41,6 +42,8 @@ def build_body(api: str, model: str, prompt: str | list[dict[str, str]], max_tok
         # transformers serve: a per-request GenerationConfig (it replaces the model's own) whose
         # EOS id -1 matches no token, so generation stops only at max_tokens.
         body["generation_config"] = json.dumps({"eos_token_id": -1, "do_sample": temperature > 0})
+    elif ignore_eos and ignore_eos_as == "ban_eos_token":
+        body["ban_eos_token"] = True  # text-generation-webui's name for it
     elif ignore_eos:
         body["ignore_eos"] = True  # vLLM-family extension: fixed output length
     if token_ids:
@@ -49,6 +52,8 @@ def build_body(api: str, model: str, prompt: str | list[dict[str, str]], max_tok
 
 
 def parse_line(line: bytes) -> StreamEvent | None:
+    """One line of the stream. Checked as the package docstring says: the chunk's shape (choices,
+    text, finish reason, token ids) or a ProtocolError; usage's counts or a flaw, ignored."""
     payload = sse_data(line)
     if payload is None:
         return None
@@ -57,20 +62,41 @@ def parse_line(line: bytes) -> StreamEvent | None:
     chunk = json_object(payload)
     if "error" in chunk:
         return StreamEvent(error=_error_text(chunk["error"]))
-    usage = chunk.get("usage") or {}
-    choices = chunk.get("choices") or []
+    usage = chunk.get("usage")
+    usage_flaw = None
+    if usage is None:
+        usage = {}
+    elif not isinstance(usage, dict):  # a report, not the stream itself: ignored, flagged
+        usage, usage_flaw = {}, f"usage is {shown(usage)}, not an object"
+    choices = chunk.get("choices")
+    if choices is None:
+        choices = []
+    elif not isinstance(choices, list):
+        raise ProtocolError(f"choices is {shown(choices)}, not a list")
     output, finish_reason, ids, text = False, None, None, None
     for choice in choices:
+        if not isinstance(choice, dict):
+            raise ProtocolError(f"a choice is {shown(choice)}, not an object")
         choice_text = _choice_text(choice)
         if _carries_token(choice, choice_text):
             output, text = True, choice_text
-        finish_reason = choice.get("finish_reason") or finish_reason
+        finish_reason = checked_text(choice.get("finish_reason"), "finish_reason") or finish_reason
         if choice.get("token_ids") is not None:  # only when asked (--recount, --keep-outputs)
-            ids, text = choice["token_ids"], choice_text or ""
+            ids, text = _token_ids(choice["token_ids"]), choice_text or ""
+    prompt_tokens, prompt_flaw = checked_count(usage.get("prompt_tokens"), "usage.prompt_tokens")
+    output_tokens, output_flaw = checked_count(usage.get("completion_tokens"),
+                                               "usage.completion_tokens")
     return StreamEvent(output=output, finish_reason=finish_reason,
                        finished=finish_reason is not None and "completion_tokens" in usage,
-                       prompt_tokens=usage.get("prompt_tokens"),
-                       output_tokens=usage.get("completion_tokens"), token_ids=ids, text=text)
+                       prompt_tokens=prompt_tokens, output_tokens=output_tokens, token_ids=ids,
+                       text=text, flaw=usage_flaw or output_flaw or prompt_flaw)
+
+
+def _token_ids(ids: Any) -> list[int]:
+    """A chunk's token ids (--recount reads them back): a list of non-negative integers."""
+    if not isinstance(ids, list) or not all(type(i) is int and i >= 0 for i in ids):
+        raise ProtocolError(f"token_ids is not a list of token ids: {str(ids)[:80]}")
+    return ids
 
 
 def _carries_token(choice: dict[str, Any], text: str | None) -> bool:
@@ -85,9 +111,10 @@ def _carries_token(choice: dict[str, Any], text: str | None) -> bool:
 def _choice_text(choice: dict[str, Any]) -> str | None:
     """A completion choice's text, or a chat delta's content; None for chat's role announcement."""
     if "text" in choice:
-        return choice["text"]
-    delta = choice.get("delta") or {}
-    return None if "role" in delta and not delta.get("content") else delta.get("content")
+        return checked_text(choice["text"], "choices[].text")
+    delta = checked_object(choice.get("delta"), "choices[].delta")
+    content = checked_text(delta.get("content"), "choices[].delta.content")
+    return None if "role" in delta and not content else content
 
 
 def _error_text(error: Any) -> str:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loadtest.client.protocols import ProtocolError, StreamEvent, json_object, sse_data
+from loadtest.client.protocols import (ProtocolError, StreamEvent, checked_count, checked_object,
+                                      checked_text, json_object, shown, sse_data)
 
 __all__ = ["PATHS", "TOKENS_SOURCE", "build_body", "parse_line"]
 
@@ -34,6 +35,8 @@ def build_body(api: str, model: str, prompt: str | list[dict[str, str]], max_tok
 
 
 def parse_line(line: bytes) -> StreamEvent | None:
+    """One event. Checked as the package docstring says: the token and the finish reason or a
+    ProtocolError; details' counts or a flaw, ignored."""
     payload = sse_data(line)
     if payload is None:
         return None
@@ -42,11 +45,20 @@ def parse_line(line: bytes) -> StreamEvent | None:
         return StreamEvent(error=f"{event.get('error_type', 'error')}: {event['error']}")
     if "token" not in event:
         raise ProtocolError(f"stream event without token: {payload[:80]!r}")
-    token = event["token"] if isinstance(event["token"], dict) else {}
-    text = None if token.get("special") else token.get("text")
-    details = event.get("details")
+    token = event["token"]
+    if not isinstance(token, dict):
+        raise ProtocolError(f"token is {shown(token)}, not an object")
+    text = checked_text(token.get("text"), "token.text")
+    if token.get("special"):
+        text = None
+    details = checked_object(event.get("details"), "details")
     if not details:
         return StreamEvent(output=True, text=text)
-    return StreamEvent(output=True, finished=True, finish_reason=details.get("finish_reason"),
-                       prompt_tokens=details.get("input_length"),
-                       output_tokens=details.get("generated_tokens"), text=text)
+    prompt_tokens, prompt_flaw = checked_count(details.get("input_length"), "details.input_length")
+    output_tokens, output_flaw = checked_count(details.get("generated_tokens"),
+                                               "details.generated_tokens")
+    return StreamEvent(output=True, finished=True,
+                       finish_reason=checked_text(details.get("finish_reason"),
+                                                  "details.finish_reason"),
+                       prompt_tokens=prompt_tokens, output_tokens=output_tokens, text=text,
+                       flaw=output_flaw or prompt_flaw)
