@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from loadtest.cpus import checked_cpus
+from loadtest.cpus import allowed_cpus, cpu_set, format_cpus
 
 __all__ = ["BadValue", "cpu_list", "duration", "existing_file", "non_negative_int",
            "non_negative_number", "number_in", "one_of", "percent", "port", "positive_int",
@@ -182,9 +182,15 @@ def writable_folder(text: object) -> Path:
 def cpu_list(text: object) -> str:
     """A Linux CPU list (`1`, `0-3`, `0,2-3`) of cores this process may use."""
     try:
-        checked_cpus(str(text), "the")
-    except ValueError as exc:
-        raise BadValue(str(exc).removeprefix("the cores ")) from None
+        chosen = cpu_set(str(text))
+    except ValueError:
+        chosen = set()
+    if not chosen:  # not a list, or an empty range such as 3-1
+        raise BadValue(f"must be a CPU list like 1 or 0-3, got {text!r}")
+    cores = allowed_cpus()
+    if not chosen <= cores:
+        raise BadValue(f"names cores this machine does not offer (it has {format_cpus(cores)}), "
+                       f"got {text!r}")
     return str(text)
 
 

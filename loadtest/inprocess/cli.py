@@ -10,43 +10,25 @@ happen (one `error:` line, e.g. an engine that is not installed, naming the inst
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 from pathlib import Path
-from typing import NoReturn
 
+from loadtest.cli.args import RigParser, command_prog
+from loadtest.cli.types import (cpu_list, non_negative_int, positive_int, positive_int_list,
+                                positive_number, writable_folder)
 from loadtest.cpus import complete_layout
 from loadtest.inprocess.engines import ENGINES, SpecError, parse_spec
 from loadtest.inprocess.runner import InprocError, InprocRun, run_inprocess
 
-__all__ = ["main", "parser", "positive_int"]
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message} (see --help)", file=sys.stderr)
-        sys.exit(2)
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
+__all__ = ["main", "parser"]
 
 
 PER_BATCH = 4  # requests per sequence when several batch sizes run: a steady state at each
 
 
 def _batches(text: str) -> tuple[int, ...]:
-    sizes = tuple(positive_int(part) for part in text.split(","))
-    if len(set(sizes)) != len(sizes):
-        raise argparse.ArgumentTypeError(f"names a batch size twice: {text!r}")
-    return sizes
+    return tuple(positive_int_list(text))
 
 
 def _variants() -> str:
@@ -58,12 +40,12 @@ def _engines_help() -> str:
                       f"{e.streams}; install: {e.install}" for slug, e in ENGINES.items())
 
 
-def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m loadtest.inprocess",
-                description="Run the fixed workload through an engine library in-process (a "
-                            "worker process in the engine's venv), recorded as a server run is.",
-                formatter_class=argparse.RawDescriptionHelpFormatter,
-                epilog=f"engines: {_variants()}\n{_engines_help()}")
+def parser() -> RigParser:
+    p = RigParser(prog=command_prog("python -m loadtest.inprocess"),
+                  description="Run the fixed workload through an engine library in-process (a "
+                              "worker process in the engine's venv), recorded as a server run is.",
+                  epilog=f"engines: {_variants()}\n{_engines_help()}\n\nexample:\n"
+                         f"  rig inprocess vllm-offline --batch 1,4,16 --requests 64")
     p.add_argument("engine", help="ENGINE[:VARIANT]")
     p.add_argument("--batch", type=_batches, default=(1,),
                    help="sequences at once, as users for a server (default 1); a list, e.g. "
@@ -73,9 +55,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=positive_int, default=200,
                    help="output tokens per request, exactly (default 200)")
     p.add_argument("--prompts", default="mixed", help="prompt set name or .jsonl (default mixed)")
-    p.add_argument("--warmup-requests", type=int, default=2,
+    p.add_argument("--warmup-requests", type=non_negative_int, default=2,
                    help="requests run first and not recorded (at least one batch; 0 = none)")
-    p.add_argument("--out", type=Path, default=Path("results"), help="results folder")
+    p.add_argument("--out", type=writable_folder, default=Path("results"), help="results folder")
     p.add_argument("--tag", default="", help="free label recorded with the run")
     p.add_argument("--repeat", type=positive_int, default=1,
                    help="repeat number recorded with the (first) run (default 1)")
@@ -83,10 +65,10 @@ def parser() -> argparse.ArgumentParser:
                    help="runs of the workload, one after another on the engine loaded and "
                         "warmed up once, each its own row (default 1)")
     p.add_argument("--gpu", default="", help="GPU(s) the engine runs on, to record")
-    p.add_argument("--engine-cpus", default="",
+    p.add_argument("--engine-cpus", type=cpu_list, default=None,
                    help="cores for the engine's worker (default: all but the first, as servers)")
     p.add_argument("--no-pin", action="store_true", help="let the worker use every core")
-    p.add_argument("--timeout", type=float, default=1800, help="seconds before the run is stopped")
+    p.add_argument("--timeout", type=positive_number, default=1800, help="seconds before the run is stopped")
     return p
 
 
@@ -100,11 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background
     try:
         engine, variant, options, flags = parse_spec(args.engine)
-        if args.warmup_requests < 0:
-            raise SpecError(f"--warmup-requests must be 0 or more, got {args.warmup_requests}")
         if args.no_pin and args.engine_cpus:
             raise SpecError("--no-pin and --engine-cpus exclude each other")
-        engine_cpus = "" if args.no_pin else complete_layout(args.engine_cpus, "")[0]
+        engine_cpus = "" if args.no_pin else complete_layout(args.engine_cpus or "", "")[0]
         rows = run_inprocess(InprocRun(
             engine=engine, variant=variant, options=options, flags=flags, batch=args.batch[0],
             batches=args.batch if len(args.batch) > 1 else (),
