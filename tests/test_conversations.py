@@ -4,19 +4,25 @@ not sent, the dispatcher hands out sessions, and the run's per-turn columns."""
 
 from __future__ import annotations
 
+import csv
 import json
+import urllib.request
+from pathlib import Path
 from types import SimpleNamespace
 
 import gevent
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loadtest.client.arrivals import send_offsets_ns
 from loadtest.client.conversation import Conversation, Sessions, TurnOptions, run_session
 from loadtest.client.dispatch import Dispatcher
 from loadtest.results.record import SESSION_ENDS, RequestRecord
 from loadtest.results.summary import summarize
 from loadtest.workload.spec import SessionSpec, TurnSpec, WorkloadError
+from rig_helpers import run_locust
 
 
 def _session(session_id: int = 0, turns: int = 3, *, think_s: float = 0.0, max_tokens: int = 8,
@@ -237,3 +243,105 @@ def test_the_dispatcher_hands_out_sessions_and_ends_with_the_last_turn():
             assert taken == [0]
     assert taken == [0, 1] and finished == [True]
     gevent.sleep(0)  # the runner's quit, spawned at the end
+
+
+# --- on the real embedded engine (vLLM on CPU, the tiny model) -----------------------------------
+
+def _run_records(out: Path) -> tuple[dict[str, str], list[dict]]:
+    with (out / "runs.csv").open(newline="") as file:
+        [row] = list(csv.DictReader(file))
+    [path] = (out / "runs").glob("*/requests.jsonl")
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return row, sorted(records, key=lambda r: r["request_id"])
+
+
+def _context_len(url: str) -> int:
+    with urllib.request.urlopen(url + "/v1/models", timeout=10) as answer:
+        return json.load(answer)["data"][0]["max_model_len"]
+
+
+@pytest.mark.engine
+def test_each_turn_carries_the_answers_before_it(engine_url: str, tmp_path: Path):
+    """4-turn synthetic sessions at 3 users: each later turn's prompt, as the engine counted it,
+    grew by at least the answer before it and the new user message (40 tokens), so the answers
+    really were sent back; TTFT of first and later turns is in the row."""
+    result = run_locust("--host", engine_url, "--users", "3", "--requests", "6", "--api", "chat",
+                        "--workload", "conversation", "--turns", "4", "--input-len", "40",
+                        "--max-tokens", "16", "--ignore-eos", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    row, records = _run_records(tmp_path)
+    assert [r["request_id"] for r in records] == list(range(24))  # every turn sent once
+    for session in range(6):
+        turns = [r for r in records if r["session_id"] == session]
+        assert [r["turn"] for r in turns] == [1, 2, 3, 4]
+        assert [r.get("session_end") for r in turns] == [None, None, None, "complete"]
+        for before, after in zip(turns, turns[1:]):
+            grown = after["prompt_tokens"] - before["prompt_tokens"]
+            assert grown >= before["output_tokens"] + 40, (session, before, after)
+    assert (row["sessions"], row["sessions_complete"], row["turns_sent"]) == ("6", "6", "24")
+    assert (row["failed"], row["turns_not_sent"], row["workload_source"]) == ("0", "0", "conversation")
+    assert float(row["ttft_turn1_p50_ms"]) > 0 and float(row["ttft_later_p50_ms"]) > 0
+    assert float(row["prompt_tokens_later_mean"]) > float(row["prompt_tokens_turn1_mean"]) + 56
+    assert "sessions 6/6: 6 complete" in result.stderr and "turn 1 p50" in result.stderr
+
+
+@pytest.mark.engine
+def test_sessions_that_outgrow_the_context_end_context_full(engine_url: str, tmp_path: Path):
+    """Two long conversations from a ShareGPT file, sized to the engine's context M. One of
+    whole words (" information": one token, 12 bytes, so the byte estimate counts high) ends
+    when its next turn is estimated past M; one of CJK text (3 tokens a character, 3 bytes,
+    so the estimate counts low) is sent and refused by the engine with a 400. Both end
+    context_full with the rest not sent, and the run neither fails nor crashes."""
+    context = _context_len(engine_url)
+    words = " information" * (context // 6)
+    cjk = "你好世界" * round(0.21 * context / 4)
+    dataset = tmp_path / "long.json"
+    dataset.write_text(json.dumps([
+        {"id": "words", "conversations": [m for _ in range(6) for m in (
+            {"from": "human", "value": words}, {"from": "gpt", "value": "ok"})]},
+        {"id": "cjk", "conversations": [m for _ in range(3) for m in (
+            {"from": "human", "value": cjk}, {"from": "gpt", "value": "ok"})]}]))
+    out = tmp_path / "out"
+    result = run_locust("--host", engine_url, "--users", "2", "--requests", "2", "--api", "chat",
+                        "--workload", "dataset", "--dataset", str(dataset), "--dataset-mode",
+                        "conversation", "--max-tokens", "32", "--ignore-eos", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    row, records = _run_records(out)
+    by_session = {}
+    for record in records:
+        by_session.setdefault(record["prompt_id"].split(":")[0], []).append(record)
+    estimated, refused = by_session["words"][-1], by_session["cjk"][-1]
+    assert estimated["session_end"] == "context_full" and estimated["error_kind"] is None
+    assert estimated["turn"] + estimated["turns_not_sent"] == 6 and estimated["turns_not_sent"] >= 1
+    assert estimated["prompt_tokens"] < context  # ended before the engine had to refuse
+    assert (refused["session_end"], refused["http_status"], refused["turn"]) == ("context_full", 400, 2)
+    assert refused["turns_not_sent"] == 1 and "context" in refused["error"]
+    assert all(r["error_kind"] is None for r in records if r is not refused)
+    assert (row["sessions_context_full"], row["context_refused"], row["failed"]) == ("2", "1", "0")
+    assert row["errors"] == "" and "failed_requests" not in row["verdict_reasons"]
+    assert "2 context_full" in result.stderr
+
+
+@pytest.mark.engine
+def test_open_loop_sessions_across_processes_start_on_schedule(engine_url: str, tmp_path: Path):
+    """--rate starts sessions on a gamma schedule: each first turn at its scheduled time (one
+    origin for both processes), each later turn due when its think time ended after the
+    answer before it; every turn of every session sent once."""
+    result = run_locust("--host", engine_url, "--users", "4", "--processes", "2", "--api", "chat",
+                        "--requests", "6", "--workload", "conversation", "--turns", "3",
+                        "--input-len", "30", "--max-tokens", "8", "--ignore-eos", "--rate", "3",
+                        "--arrival", "gamma", "--burstiness", "0.5", "--arrival-seed", "2",
+                        "--think-time", "0.2", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    row, records = _run_records(tmp_path)
+    assert [r["request_id"] for r in records] == list(range(18))
+    assert len({r["worker"] for r in records}) == 2
+    firsts = [r for r in records if r["turn"] == 1]
+    origin = firsts[0]["scheduled_ns"]
+    offsets = np.array([r["scheduled_ns"] - origin for r in firsts])
+    assert np.abs(offsets - send_offsets_ns(6, 3.0, "gamma", 2, 0.5)).max() < 1_000_000
+    for before, after in zip(records, records[1:]):
+        if after["turn"] > 1:  # due 0.2 s after the answer before it, and sent then
+            assert after["scheduled_ns"] - before["done_ns"] >= 200_000_000
+            assert after["sent_ns"] - after["scheduled_ns"] < 50_000_000
+    assert (row["arrival"], row["burstiness"], row["sessions_complete"]) == ("gamma", "0.5", "6")

@@ -296,9 +296,11 @@ def _print_summary(row: dict[str, Any], status: str) -> None:
               f"  p99 {fmt(row[f'{metric}_p99_ms'])}  mean {fmt(row[f'{metric}_mean_ms'])}",
               file=sys.stderr)
     if row.get("rate"):
-        print(f"open loop {row['rate']:g} req/s {row['arrival']}: sends lag the schedule p50 "
-              f"{fmt(row.get('send_lag_p50_ms'))} / p99 {fmt(row.get('send_lag_p99_ms'))} ms; "
-              f"{row.get('capped_requests', 0)} requests waited for the --users cap (p99 "
+        unit = "sessions" if row.get("sessions") is not None else "requests"
+        shape = f" (burstiness {row['burstiness']:g})" if row.get("burstiness") else ""
+        print(f"open loop {row['rate']:g} {unit}/s {row['arrival']}{shape}: sends lag the schedule "
+              f"p50 {fmt(row.get('send_lag_p50_ms'))} / p99 {fmt(row.get('send_lag_p99_ms'))} ms; "
+              f"{row.get('capped_requests', 0)} {unit} waited for the --users cap (p99 "
               f"{fmt(row.get('cap_wait_p99_ms'))} ms)", file=sys.stderr)
     if row.get("slo"):
         print(f"slo {row['slo']}: {row['slo_met_requests']}/{row['requests_sent']} requests met "
