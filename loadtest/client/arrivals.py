@@ -93,9 +93,10 @@ def send_offsets_ns(requests: int, rate: float, arrival: str, seed: int = 0,
 def add_arrival_options(parser: Any) -> None:
     group = parser.add_argument_group("llm-load-rig: open loop")
     group.add_argument("--rate", type=str, default="",
-                       help="open loop: send requests at this rate (requests/s) on a schedule, "
-                            "whatever the answers do; --users caps the requests in flight "
-                            "(default: closed loop, each user sends when its last answer ended)")
+                       help="open loop: send requests at this rate (requests/s; conversations: "
+                            "sessions started/s) on a schedule, whatever the answers do; --users "
+                            "caps the requests (sessions) in flight (default: closed loop, each "
+                            "user sends when its last answer ended)")
     group.add_argument("--arrival", default="poisson",
                        help="with --rate: constant (evenly spaced), poisson (exponential gaps, "
                             "seeded; default) or gamma (gamma gaps of shape --burstiness, seeded)")
