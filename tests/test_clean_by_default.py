@@ -15,10 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rig_helpers import REPO
+from rig_helpers import REPO, free_port, run_locust
 
 from loadtest.cpus import default_layout, format_cpus
 from loadtest.local_engine import started_engine_at, started_engines
+from servers.local import LOCAL
 
 CORES = sorted(os.sched_getaffinity(0))
 needs_two_cores = pytest.mark.skipif(len(CORES) < 2, reason="needs two cores to keep apart")
@@ -111,3 +112,40 @@ def test_default_layout_leaves_the_client_the_first_core() -> None:
     assert default_layout({0, 1}) == ("1", "0")
     assert default_layout({2, 3, 4, 5}) == (format_cpus({3, 4, 5}), "2")
     assert default_layout({0}) == ("", "")
+
+
+@needs_two_cores
+@pytest.mark.engine
+@pytest.mark.parametrize("slug, reset", [
+    ("llamacpp-cpu", "reset: erased 128 slots"),
+    ("vllm-cpu", "reset: POST /reset_prefix_cache"),
+])
+def test_local_engine_start_is_clean_by_default(slug: str, reset: str, state: Path,
+                                                tmp_path: Path) -> None:
+    """`start` with no layout pins the engine beside the first core; a run against it pins its
+    client there by itself, empties the engine's prefix cache, and its row says both."""
+    if LOCAL[slug].missing():
+        pytest.skip(LOCAL[slug].missing() or "")
+    port, pidfile = free_port(), tmp_path / "engine.pid"
+    engine_cpus, client_cpus = default_layout(set(CORES))
+    started = subprocess.run([sys.executable, "-m", "loadtest.local_engine", "start", "--engine", slug,
+                              "--port", str(port), "--pidfile", str(pidfile),
+                              "--log", str(tmp_path / "engine.log")],
+                             cwd=REPO, capture_output=True, text=True, timeout=900)
+    try:
+        assert started.returncode == 0, started.stderr[-2000:]
+        assert f"cores {engine_cpus}; a run against it pins its client to {client_cpus}" in started.stdout
+        (record,) = started_engines()
+        assert (record["engine"], record["port"], record["cpus"]) == (slug, port, engine_cpus)
+        out = tmp_path / "out"
+        result = run_locust("--engine", slug, "--host", f"http://127.0.0.1:{port}", "--users", "2",
+                            "--requests", "4", "--max-tokens", "4", "--out", str(out))
+        assert result.returncode == 0, result.stderr[-2000:]
+        run = json.loads(next((out / "runs").glob("*/run.json")).read_text())
+        assert run["client_pinned_by"] == f"rig: beside {slug} on {engine_cpus} (its state file)"
+        assert run["client_cpus"] == client_cpus
+        assert run["prefix_cache_reset"].startswith(reset)
+    finally:
+        subprocess.run([sys.executable, "-m", "loadtest.local_engine", "stop", "--pidfile", str(pidfile)],
+                       cwd=REPO, timeout=60)
+    assert started_engines() == []
