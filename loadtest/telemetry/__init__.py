@@ -10,7 +10,9 @@ Files, beside the run's requests.jsonl:
 
 GPU fields: gpu (NVML index), mem_used_mib, mem_total_mib, util_pct, mem_util_pct, power_w,
 energy_mj (NVML total-energy counter), sm_clock_mhz, mem_clock_mhz, temp_c.
-Engine fields: running, waiting, kv_cache_pct, queue_time_sum_s, queue_time_count.
+Engine fields: running, waiting, kv_cache_pct, {queue_time,ttft,e2e}_{sum_s,count}, and the
+prefix cache's running totals prefix_{hit,query,miss}_tokens (or SGLang's prefix_hit_rate); the
+names each engine exports them under are in its spec (servers/<slug>.py).
 """
 
 from loadtest.telemetry.hook import Telemetry, gpu_selection, start_telemetry

@@ -18,6 +18,7 @@ from loadtest.results.files import write_json
 from loadtest.telemetry.engine import engine_sample, metric_names_for, parse_prometheus, scrape
 from loadtest.telemetry.gpu import Gpu, close_gpus, open_gpus
 from loadtest.telemetry.summary import per_gpu_summary, summarize_telemetry
+from servers.registry import SPECS
 
 __all__ = ["Sampler"]
 
@@ -44,7 +45,8 @@ class Sampler:
             if why:
                 self.notes.append(f"gpu: {why}")
         if self.names is None:
-            self.notes.append(f"engine: {engine} has no Prometheus metrics the rig knows")
+            why = SPECS[engine].metrics_none if engine in SPECS else "an engine the rig does not know"
+            self.notes.append(f"engine: no metrics read: {why}")
         self._scrape_failures = 0
         self._scraped = False
         self._stopping = False
