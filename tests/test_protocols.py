@@ -190,3 +190,67 @@ def test_llama_server_chat_role_chunk_is_no_token_and_usage_chunk_counts():
     assert openai.parse_line(LLAMA_CHAT_ROLE).output is False
     event = openai.parse_line(LLAMA_CHAT_USAGE)
     assert (event.output, event.prompt_tokens, event.output_tokens) == (False, 15, 4)
+
+
+# An engine is input too: what the dialects do with a field of the wrong type (the package
+# docstring says why each field is refused or flagged).
+
+def test_a_count_of_the_wrong_type_is_ignored_and_named():
+    line = b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":"many"}}\n'
+    event = openai.parse_line(line)
+    assert (event.output_tokens, event.prompt_tokens) == (None, 3)
+    assert event.flaw == "usage.completion_tokens is a string 'many', not a token count"
+
+
+@pytest.mark.parametrize("value", [b"-1", b"true", b"5.0", b"2147483648"])
+def test_a_negative_boolean_float_or_huge_count_is_no_count(value: bytes):
+    event = openai.parse_line(b'data: {"choices":[],"usage":{"completion_tokens":' + value + b'}}\n')
+    assert event.output_tokens is None and "completion_tokens" in event.flaw
+
+
+def test_usage_that_is_not_an_object_is_ignored_and_named():
+    event = openai.parse_line(b'data: {"choices":[],"usage":"lots"}\n')
+    assert event.output_tokens is None and event.flaw.startswith("usage is a string")
+
+
+@pytest.mark.parametrize("chunk, named", [
+    (b'{"choices":{"text":"x"}}', "choices is an object"),
+    (b'{"choices":["x"]}', "a choice is a string"),
+    (b'{"choices":[{"text":7}]}', "choices[].text is an integer 7"),
+    (b'{"choices":[{"delta":{"content":["x"]}}]}', "choices[].delta.content is a list"),
+    (b'{"choices":[{"delta":"x"}]}', "choices[].delta is a string"),
+    (b'{"choices":[{"text":"x","finish_reason":1}]}', "finish_reason is an integer"),
+    (b'{"choices":[{"text":"x","token_ids":[1,-2]}]}', "token_ids"),
+])
+def test_a_chunk_of_the_wrong_shape_is_a_protocol_error_naming_the_field(chunk: bytes, named: str):
+    with pytest.raises(ProtocolError, match=named.replace("[", r"\[").replace("]", r"\]")):
+        openai.parse_line(b"data: " + chunk + b"\n")
+
+
+def test_invalid_utf8_is_a_protocol_error_that_says_so():
+    with pytest.raises(ProtocolError, match="invalid UTF-8"):
+        openai.parse_line(b'data: {"choices":[{"text":"\xff"}]}\n')
+
+
+def test_done_is_the_end_marker():
+    assert openai.parse_line(b"data: [DONE]\n").end_marker is True
+
+
+@pytest.mark.parametrize("event, named", [
+    (b'{"token":"x"}', "token is a string"),
+    (b'{"token":{"text":5}}', "token.text is an integer"),
+    (b'{"token":{"text":"x"},"details":[1]}', "details is a list"),
+    (b'{"token":{"text":"x"},"details":{"finish_reason":2,"generated_tokens":1}}',
+     "details.finish_reason is an integer"),
+])
+def test_tgi_event_of_the_wrong_shape_is_a_protocol_error_naming_the_field(event: bytes,
+                                                                           named: str):
+    with pytest.raises(ProtocolError, match=named):
+        tgi.parse_line(b"data:" + event + b"\n")
+
+
+def test_tgi_count_of_the_wrong_type_is_ignored_and_named():
+    event = tgi.parse_line(b'data:{"token":{"text":"x"},"details":{"finish_reason":"length",'
+                           b'"generated_tokens":-3,"input_length":7}}\n')
+    assert (event.finished, event.output_tokens, event.prompt_tokens) == (True, None, 7)
+    assert event.flaw == "details.generated_tokens is an integer -3, not a token count"
