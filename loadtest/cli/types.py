@@ -92,7 +92,7 @@ def positive_int_list(text: object) -> list[int]:
     try:
         values = [positive_int(part) for part in parts]
     except BadValue:
-        raise BadValue(f"must be a comma list of positive integers like 1,8,32, got {text!r}") from None
+        raise BadValue(f"must be positive integers, comma-separated like 1,4,16, got {text!r}") from None
     if len(set(values)) != len(values):
         raise BadValue(f"names a value twice: {text!r}")
     return values

@@ -32,8 +32,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
+from loadtest.cli.args import RigParser, command_prog
+from loadtest.cli.locust import locust_command
+from loadtest.cli.types import (BadValue, cpu_list, one_of, port, positive_int, positive_int_list,
+                                writable_folder)
 from loadtest.cpus import complete_layout
 from loadtest.inprocess.engines import REPO, parse_spec
 from loadtest.inprocess.runner import InprocError, InprocRun, run_inprocess
@@ -46,22 +50,11 @@ PER_USER = 16  # requests per user at larger batches: runs over 5 s on 2 cores
 TAG = "overhead"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message} (see --help)", file=sys.stderr)
-        sys.exit(2)
-
-
-def _list(kind: type, text: str, name: str) -> list[Any]:
-    try:
-        values = [kind(v) for v in text.split(",")]
-    except ValueError:
-        raise ValueError(f"{name} must look like 1,4,16, got {text!r}") from None
-    if kind is int and any(v <= 0 for v in values):
-        raise ValueError(f"{name} must be positive integers, got {text!r}")
-    if len(set(values)) != len(values):
-        raise ValueError(f"{name} names a value twice: {text!r}")
-    return values
+def _pairs(text: str) -> list[str]:
+    pairs = [one_of(PAIRS, "pair")(part) for part in text.split(",")]
+    if len(set(pairs)) != len(pairs):
+        raise BadValue(f"names a pair twice: {text!r}")
+    return pairs
 
 
 def _requests(requests: int, batch: int) -> int:
@@ -86,14 +79,13 @@ def _server_runs(server: str, batches: list[int], args: argparse.Namespace, engi
     could not run. Always stopped."""
     engine = LocalEngine(port=args.port, engine=server, cpus=engine_cpus or None,
                          log_path=args.out / f"engine-{server}.log")
-    pin = ["taskset", "-c", client_cpus] if client_cpus else []
 
-    def locust(*extra: str) -> int:
-        cmd = [*pin, str(REPO / ".venv" / "bin" / "locust"), "-f", str(REPO / "loadtest" / "engines.py"),
-               "--headless", "--only-summary", "--engine", server, "--host", engine.url,
-               "--prompts", args.prompts, "--max-tokens", str(args.max_tokens), "--ignore-eos",
-               "--out", str(args.out), *([f"--flags=--cpus {engine_cpus}"] if engine_cpus else []),
-               *extra]
+    def locust(users: int, *extra: str) -> int:
+        cmd = locust_command(
+            host=engine.url, users=users, cpus=client_cpus or None,
+            rig_options=["--only-summary", "--engine", server, "--prompts", args.prompts,
+                         "--max-tokens", str(args.max_tokens), "--ignore-eos", "--out", str(args.out),
+                         *([f"--flags=--cpus {engine_cpus}"] if engine_cpus else []), *extra])
         print("+ " + " ".join(cmd), file=sys.stderr)
         with (args.out / f"locust-{server}.log").open("a") as log:
             return subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT).returncode
@@ -108,10 +100,10 @@ def _server_runs(server: str, batches: list[int], args: argparse.Namespace, engi
         return False
     ok = True
     try:
-        locust("--users", str(max(batches)), "--requests", str(2 * max(batches)), "--warmup")
+        locust(max(batches), "--requests", str(2 * max(batches)), "--warmup")
         for batch in batches:
             for repeat in range(1, args.repeats + 1):
-                code = locust("--users", str(batch), "--requests",
+                code = locust(batch, "--requests",
                               str(_requests(args.requests, batch)), "--tag", TAG,
                               "--repeat", str(repeat))
                 if code != 0:
@@ -197,43 +189,41 @@ def overhead_markdown(table: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m loadtest.inprocess.overhead",
-                description="The server's overhead per request: one engine and model behind its "
-                            "server and in-process, at batch 1 and larger batches.")
-    p.add_argument("--pairs", default="vllm,llamacpp", help=f"of: {', '.join(PAIRS)} (default all)")
-    p.add_argument("--batches", default="1,4,16,64", help="batch sizes = server users (default 1,4,16,64)")
-    p.add_argument("--requests", default="96",
+def parser() -> RigParser:
+    p = RigParser(prog=command_prog("python -m loadtest.inprocess.overhead"),
+                  description="The server's overhead per request: one engine and model behind its "
+                              "server and in-process, at batch 1 and larger batches.",
+                  epilog="example:\n  rig overhead --pairs vllm --batches 1,4 --repeats 1")
+    p.add_argument("--pairs", type=_pairs, default="vllm,llamacpp",
+                   help=f"of: {', '.join(PAIRS)} (default all)")
+    p.add_argument("--batches", type=positive_int_list, default="1,4,16,64",
+                   help="batch sizes = server users (default 1,4,16,64)")
+    p.add_argument("--requests", type=positive_int, default="96",
                    help=f"requests per run, at least {PER_USER} per user (default 96)")
-    p.add_argument("--max-tokens", default="128", help="output tokens per request, exactly (default 128)")
-    p.add_argument("--repeats", default="2", help="runs per side and batch size (default 2)")
+    p.add_argument("--max-tokens", type=positive_int, default="128",
+                   help="output tokens per request, exactly (default 128)")
+    p.add_argument("--repeats", type=positive_int, default="2",
+                   help="runs per side and batch size (default 2)")
     p.add_argument("--prompts", default="mixed", help="prompt set (default mixed)")
-    p.add_argument("--out", type=Path, default=Path("results/overhead"), help="results folder")
-    p.add_argument("--port", default="8000", help="the server's port on 127.0.0.1 (default 8000)")
-    p.add_argument("--engine-cpus", default="", help="the engine's cores (default: all but the first)")
+    p.add_argument("--out", type=writable_folder, default=Path("results/overhead"),
+                   help="results folder")
+    p.add_argument("--port", type=port, default="8000",
+                   help="the server's port on 127.0.0.1 (default 8000)")
+    p.add_argument("--engine-cpus", type=cpu_list, default=None,
+                   help="the engine's cores (default: all but the first)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    pairs, batches = args.pairs, args.batches
     try:
-        pairs = _list(str, args.pairs, "--pairs")
-        unknown = [p for p in pairs if p not in PAIRS]
-        if unknown:
-            raise ValueError(f"unknown pair {unknown[0]!r}; pairs: {', '.join(PAIRS)}")
-        batches = _list(int, args.batches, "--batches")
-        for name in ("requests", "max_tokens", "repeats", "port"):
-            value = _list(int, getattr(args, name), f"--{name.replace('_', '-')}")
-            if len(value) != 1:
-                raise ValueError(f"--{name.replace('_', '-')} takes one number")
-            setattr(args, name, value[0])
-        if args.port > 65535:
-            raise ValueError(f"--port must be a port number, got {args.port}")
-        engine_cpus, client_cpus = complete_layout(args.engine_cpus, "")
+        engine_cpus, client_cpus = complete_layout(args.engine_cpus or "", "")
         args.out.mkdir(parents=True, exist_ok=True)
     except (ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        p.error(str(exc))
+
     def terminated(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # as Ctrl-C: the server and the worker are stopped on the way out
 
