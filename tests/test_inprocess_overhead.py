@@ -53,10 +53,10 @@ def test_llamacpp_server_against_llama_cpp_python(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args, message", [
     (["--pairs", "tgi"], "unknown pair 'tgi'"),
-    (["--batches", "1,x"], "--batches must look like 1,4,16"),
+    (["--batches", "1,x"], "--batches must be positive integers, comma-separated like 1,4,16"),
     (["--batches", "0"], "--batches must be positive integers"),
     (["--batches", "4,4"], "--batches names a value twice"),
-    (["--requests", "2,3"], "--requests takes one number"),
+    (["--requests", "2,3"], "--requests must be a positive integer"),
     (["--engine-cpus", "99"], "cores this machine does not offer"),
     (["--bogus"], "unrecognized arguments: --bogus"),
 ])
