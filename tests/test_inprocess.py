@@ -126,8 +126,8 @@ def test_vllm_offline_keeps_the_batch_in_flight(tmp_path: Path) -> None:
     (["nope"], "unknown in-process engine 'nope'"),
     (["ctranslate2:fp16"], "ctranslate2 has no variant 'fp16'; one of: ctranslate2:float32, ctranslate2:int8"),
     (["llama-cpp-python", "--batch", "4"], "llama-cpp-python runs one sequence at a time"),
-    (["vllm-offline", "--batch", "0"], "--batch: must be a positive integer"),
-    (["vllm-offline", "--batch", "4,4"], "names a batch size twice"),
+    (["vllm-offline", "--batch", "0"], "--batch must be positive integers"),
+    (["vllm-offline", "--batch", "4,4"], "--batch names a value twice"),
     (["vllm-offline", "--prompts", "/nonexistent.jsonl"], "no prompt file"),
     (["vllm-offline", "--engine-cpus", "99"], "cores this machine does not offer"),
 ])
