@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from loadtest.cpus import allowed_cpus, cpu_set, format_cpus
 
 __all__ = ["BadValue", "cpu_list", "duration", "existing_file", "non_negative_int",
-           "non_negative_number", "number_in", "one_of", "percent", "port", "positive_int",
+           "non_negative_number", "number_in", "one_of", "output_file", "percent", "port", "positive_int",
            "positive_int_list", "positive_number", "positive_number_list", "url",
            "writable_folder"]
 
@@ -176,6 +176,15 @@ def writable_folder(text: object) -> Path:
         raise BadValue(f"{str(text)!r} is not a folder ({str(probe)!r} is a file)")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise BadValue(f"{str(text)!r} is not writable")
+    return path
+
+
+def output_file(text: object) -> Path:
+    """A file to write: not a folder, in a folder that is writable or could be created."""
+    path = Path(str(text))
+    if not str(text) or path.is_dir() or str(text).endswith("/"):
+        raise BadValue(f"must be a file to write, got {str(text)!r}")
+    writable_folder(str(path.parent))
     return path
 
 

@@ -22,17 +22,18 @@ in-process rows from inside the engine's process: the difference is the server's
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from loadtest.cli.args import RigParser, command_prog
+from loadtest.cli.types import output_file
 from loadtest.report.runset import load_runs, read_requests, run_files
 
-__all__ = ["latency_rows", "latency_markdown", "main"]
+__all__ = ["latency_rows", "latency_markdown", "main", "parser"]
 
 KEY = ["engine", "mode", "flags", "gpu", "users", "workload_sha256"]
 
@@ -110,20 +111,20 @@ def latency_plot(rows: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message} (see --help)", file=sys.stderr)
-        sys.exit(2)
+def parser() -> RigParser:
+    p = RigParser(prog=command_prog("python -m loadtest.inprocess.latency"),
+                  description="The studies' latency table from a results folder.",
+                  epilog="example:\n  rig latency-table results/latency --md latency.md")
+    p.add_argument("folder", type=Path, help="results folder (scripts/latency.sh's --out)")
+    p.add_argument("--tag", default="latency", help="runs with this tag (default latency)")
+    p.add_argument("--md", type=output_file, default=None, help="also write the table here")
+    p.add_argument("--png", type=output_file, default=None,
+                   help="plot the tok/s distributions here")
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="python -m loadtest.inprocess.latency",
-                     description="The studies' latency table from a results folder.")
-    parser.add_argument("folder", type=Path)
-    parser.add_argument("--tag", default="latency", help="runs with this tag (default latency)")
-    parser.add_argument("--md", type=Path, default=None, help="also write the table here")
-    parser.add_argument("--png", type=Path, default=None, help="plot the tok/s distributions here")
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     if not args.folder.is_dir():
         print(f"error: no results folder {args.folder}", file=sys.stderr)
         return 2
