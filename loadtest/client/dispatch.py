@@ -35,8 +35,9 @@ from gevent.event import Event
 from time import perf_counter_ns
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+from loadtest.client.conversation import Conversation
 from loadtest.results.record import RequestRecord
-from loadtest.client.workload import Workload
+from loadtest.workload.spec import RequestSpec, Workload
 
 __all__ = ["Dispatcher"]
 
@@ -49,12 +50,13 @@ class Dispatcher:
                  on_record: Callable[[RequestRecord], None], on_finished: Callable[[], None],
                  worker_report: Callable[[], dict[str, Any]] = dict,
                  schedule_ns: list[int] | None = None, schedule_sha: str = "",
-                 units: Sequence[Any] | None = None) -> None:
+                 units: Sequence[Conversation] | None = None) -> None:
         self.environment = environment
         self.runner = environment.runner
         self.workload = workload
         # what take() hands out, by queue id: the requests, or the sessions (Conversations)
-        self._units: Sequence[Any] = workload.specs if units is None else units
+        self._units: Sequence[RequestSpec] | Sequence[Conversation] = (
+            workload.specs if units is None else units)
         self.on_record = on_record  # master/local: called for every record of every process
         self.on_finished = on_finished  # master/local: called once, when the last request is done
         self.worker_report = worker_report  # worker: extra data sent with "done" (e.g. CPU use)
@@ -115,7 +117,7 @@ class Dispatcher:
                 self._origin_ns = perf_counter_ns()
             self.started.set()
 
-    def take(self) -> Any:
+    def take(self) -> RequestSpec | Conversation | None:
         """The next request (or session) for a user, or None when the workload is used up
         (open loop: at its scheduled time, or at once when that time has passed)."""
         free_ns = perf_counter_ns()  # this user is free from now (before the gate: the origin)
