@@ -119,7 +119,7 @@ def test_output_length_defaults_to_max_tokens():
 
 
 def test_a_missing_tokenizer_is_one_line(tmp_path: Path):
-    with pytest.raises(WorkloadError, match="no tokenizer at"):
+    with pytest.raises(WorkloadError, match="is no local folder holding tokenizer.json"):
         build_workload("mixed", 4, api="completions", model="m", max_tokens=8,
                        source=workload_options(options(workload="synthetic")), model_dir=str(tmp_path))
     with pytest.raises(WorkloadError, match="pass --tokenizer"):
@@ -418,3 +418,19 @@ def test_the_locustfile_refuses_bad_workload_options_in_one_line(args: tuple[str
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and message in errors[0] and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()  # nothing written
+
+
+@needs_model
+@pytest.mark.parametrize("given", [{"workload": "synthetic", "input_len": "30-60"},
+                                   {"workload": "prefix", "prefix_len": "40", "input_len": "9"},
+                                   {"workload": "conversation", "turns": "2"},
+                                   {"workload": "trace"}, {"workload": "dataset"}])
+def test_the_hash_is_known_without_building(given: dict, tmp_path: Path):
+    from loadtest.workload.build import workload_sha256
+    if given["workload"] == "trace":
+        given["trace"] = str(write_trace(tmp_path / "t.jsonl", TRACE))
+    if given["workload"] == "dataset":
+        given["dataset"] = str(write_formats(tmp_path)["openai"])
+    built = build(3, **given)
+    assert built.sha256 == workload_sha256("mixed", 3, max_tokens=16,
+                                           source=workload_options(options(**given)))

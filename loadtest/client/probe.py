@@ -124,11 +124,18 @@ def check_tokenizer_matches(url: str, headers: dict[str, str], workload: Workloa
     theirs = answer.get("tokens")
     if not isinstance(theirs, list) or not all(isinstance(t, int) for t in theirs):
         return
-    if theirs != ids and theirs != ids[len(ids) - len(theirs):]:  # llama.cpp may add no BOS
+    if not _same_but_specials(theirs, ids):
         raise ProbeError(f"the tokenizer {path} does not match the served model: the engine "
                          f"encodes a probe text to {len(theirs)} tokens, the file to {len(ids)} "
                          f"(first ids {theirs[:4]} vs {ids[:4]}); pass --tokenizer with the "
                          "served model's tokenizer.json")
+
+
+def _same_but_specials(theirs: list[int], ours: list[int]) -> bool:
+    """The same ids, give or take up to two special tokens in front (a BOS one side adds and
+    the other does not: the run's prompt_tokens_mismatch check names it, it is no refusal)."""
+    short, long = sorted((theirs, ours), key=len)
+    return len(long) - len(short) <= 2 and long[len(long) - len(short):] == short
 
 
 def _refuse_beyond(info: EngineInfo, prompt_id: str, prompt_tokens: int, output_tokens: int) -> None:

@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from servers.registry import ENGINES
 
@@ -27,10 +28,12 @@ class Cell:
     users: int
     repeat: int
     cell_id: str
+    workload: WorkloadOptions | None = None  # one of the matrix's `workloads:`; None: `workload:`
 
     @property
     def name(self) -> str:
-        return f"u{self.users}-r{self.repeat}"
+        label = self.workload.label if self.workload is not None else ""
+        return f"{label + '-' if label else ''}u{self.users}-r{self.repeat}"
 
     @property
     def path(self) -> str:
@@ -73,17 +76,21 @@ def unique_slugs(configs: tuple[EngineConfig, ...]) -> list[str]:
     return [f"{s}-{config_hash(c)[:6]}" if slugs.count(s) > 1 else s for s, c in zip(slugs, configs)]
 
 
-def expand_cells(matrix: Matrix, workload_sha256: str | Mapping[int, str]
+def expand_cells(matrix: Matrix, workload_sha256: str | Mapping[Any, str]
                  ) -> list[tuple[EngineConfig, str, list[Cell]]]:
-    """Every configuration with its folder name and cells, in run order (users, then repeats).
-    ``workload_sha256``: the workload's hash, or one per user count (requests_per_user)."""
+    """Every configuration with its folder name and cells, in run order (workloads, users,
+    then repeats). ``workload_sha256``: the workload's hash, or one per user count
+    (requests_per_user), or per (workload label, user count) with several `workloads:`."""
     sha = workload_sha256 if isinstance(workload_sha256, Mapping) \
         else dict.fromkeys(matrix.users, workload_sha256)
     out = []
     for config, slug in zip(matrix.configs, unique_slugs(matrix.configs)):
         base = config_hash(config)
         cells = [Cell(config, slug, users, repeat,
-                      _cell_id(base, matrix.workload, sha[users], users, repeat))
+                      _cell_id(base, workload, sha.get((workload.label, users), sha.get(users, "")),
+                               users, repeat),
+                      workload if matrix.workloads else None)
+                 for workload in matrix.all_workloads
                  for users in matrix.users for repeat in range(1, matrix.repeats + 1)]
         out.append((config, slug, cells))
     return out
@@ -92,8 +99,8 @@ def expand_cells(matrix: Matrix, workload_sha256: str | Mapping[int, str]
 def _cell_id(config_digest: str, workload: WorkloadOptions, workload_sha256: str,
              users: int, repeat: int) -> str:
     options = asdict(workload)
-    for name in ("requests_per_user", "slo"):  # absent: ids of matrices written before them stay
-        if not options[name]:
+    for name in ("requests_per_user", "slo", "source", "label"):  # absent: ids of matrices
+        if not options[name]:                                         # written before them stay
             del options[name]
     return _digest({"config": config_digest, "workload": options,
                     "workload_sha256": workload_sha256, "users": users, "repeat": repeat})

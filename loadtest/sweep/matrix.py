@@ -2,6 +2,11 @@
 
     name: vllm-cpu-max-num-seqs          # tag in runs.csv, folder OUT/sweeps/NAME/
     workload: {prompts: mixed, requests: 64, max_tokens: 32, ignore_eos: true}
+                                         # + a workload source and its options (loadtest/workload/
+                                         #   options.py, by attribute name): source: synthetic,
+                                         #   input_len: 2048, output_len: 32, prefix_groups: 8, ...
+    workloads:                           # optional: several workloads, each cell run on each:
+      decode: {source: synthetic, input_len: 128, output_len: 256}   # NAME: options over `workload`
                                          # + requests_per_user: N (at U users, max(requests, N x U))
                                          # + slo: "ttft_ms=500,itl_ms=50" (goodput columns, --slo)
     users: [8, 32]
@@ -32,14 +37,17 @@ with one line (MatrixError) before anything starts.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from loadtest.client.targets import TARGETS
-from loadtest.client.workload import WorkloadError, build_workload
+from loadtest.workload import WorkloadError, build_workload, workload_options
+from loadtest.workload.build import workload_sha256
+from loadtest.workload.options import OPTION_FLAGS
 from loadtest.results.goodput import parse_slo
 from servers.local import LOCAL
 from servers.registry import ENGINES, validate
@@ -56,12 +64,14 @@ __all__ = [
     "parse_matrix",
 ]
 
-_TOP_KEYS = {"name", "workload", "users", "repeats", "warmup_requests", "health_timeout_s",
+_TOP_KEYS = {"name", "workload", "workloads", "users", "repeats", "warmup_requests", "health_timeout_s",
              "run_timeout_s", "interleave_repeats", "engines"}
 _ENGINE_KEYS = {"engine", "launch", "settings", "sweep", "gpus", "replicas", "network"}
 _RUNNING_KEYS = {"engine", "host", "flags", "gpus"}
 _WORKLOAD_KEYS = {"prompts", "requests", "max_tokens", "ignore_eos", "api", "temperature",
                   "requests_per_user", "slo"}
+# The workload source's own options, by attribute name ("source" is --workload).
+_SOURCE_KEYS = {"source", *(name for name in OPTION_FLAGS if name != "workload")}
 _SWEEP_OWNED = {"PORT": "the sweep picks a free port", "HOST": "set `network: host` instead",
                 "GPUS": "list GPU sets under `gpus:`"}
 _LOCAL_REFUSED = {"MODEL", "SERVED_MODEL_NAME", "IMAGE"}
@@ -81,6 +91,10 @@ class WorkloadOptions:
     temperature: float = 0.0
     requests_per_user: int = 0  # at U users, max(requests, requests_per_user x U) requests
     slo: str = ""  # latency targets for goodput (loadtest/results/goodput.py), canonical text
+    # The workload source and its options as (attribute, text) pairs, sorted: --workload and
+    # the rest of loadtest/workload/options.py; empty for a prompt set.
+    source: tuple[tuple[str, str], ...] = ()
+    label: str = ""  # its name under `workloads:` (cells' folders); "" for the one `workload:`
 
     def requests_at(self, users: int) -> int:
         """The fixed workload's size at ``users`` users."""
@@ -88,7 +102,8 @@ class WorkloadOptions:
 
     def describe(self) -> str:
         per_user = f", or {self.requests_per_user} per user if more" if self.requests_per_user else ""
-        return f"{self.prompts} x {self.requests} requests{per_user}, max {self.max_tokens} tokens"
+        what = " ".join(f"{k}={v}" for k, v in self.source) if self.source else self.prompts
+        return f"{what} x {self.requests} requests{per_user}, max {self.max_tokens} tokens"
 
 
 @dataclass(frozen=True)
@@ -118,6 +133,11 @@ class Matrix:
     run_timeout_s: float = 1800
     interleave_repeats: bool = False
     source: dict[str, Any] = field(default_factory=dict)
+    workloads: tuple[WorkloadOptions, ...] = ()  # `workloads:`; empty: the one `workload`
+
+    @property
+    def all_workloads(self) -> tuple[WorkloadOptions, ...]:
+        return self.workloads or (self.workload,)
 
 
 def load_matrix(path: Path, gpu_count: int | None) -> Matrix:
@@ -137,6 +157,7 @@ def parse_matrix(data: dict[str, Any], gpu_count: int | None, where: str = "matr
     _no_unknown(data, _TOP_KEYS, where)
     name = _name(data.get("name"), where)
     workload = _workload(data.get("workload") or {}, where)
+    workloads = _workloads(data.get("workloads"), data.get("workload") or {}, where)
     users = _int_list(data.get("users"), f"{where}: users")
     repeats = _positive(data.get("repeats", 1), f"{where}: repeats")
     entries = data.get("engines")
@@ -148,7 +169,8 @@ def parse_matrix(data: dict[str, Any], gpu_count: int | None, where: str = "matr
     _no_duplicates(configs, where)
     for config in configs:
         _check_config(config, gpu_count, where)
-        _check_workload(workload, config.engine, where)
+        for each in workloads or (workload,):
+            _check_workload(each, config.engine, where)
     warmup = data.get("warmup_requests", default_warmup_requests(users))
     warmup = 0 if warmup == 0 else _positive(warmup, f"{where}: warmup_requests")
     interleave = data.get("interleave_repeats", False)
@@ -158,7 +180,7 @@ def parse_matrix(data: dict[str, Any], gpu_count: int | None, where: str = "matr
                   configs=tuple(configs), warmup_requests=warmup,
                   health_timeout_s=_positive(data.get("health_timeout_s", 900), f"{where}: health_timeout_s"),
                   run_timeout_s=_positive(data.get("run_timeout_s", 1800), f"{where}: run_timeout_s"),
-                  interleave_repeats=interleave, source=data)
+                  interleave_repeats=interleave, source=data, workloads=workloads)
 
 
 def default_warmup_requests(users: tuple[int, ...]) -> int:
@@ -252,18 +274,47 @@ def _check_workload(workload: WorkloadOptions, engine: str, where: str) -> None:
     api = workload.api or target.api
     if api not in target.apis:
         raise MatrixError(f"{where}: engine {engine} speaks api {' or '.join(target.apis)}, not {api!r}")
+    label = f"workloads.{workload.label}" if workload.label else "workload"
     try:
-        build_workload(workload.prompts, workload.requests, api=api, model="m",
-                       max_tokens=workload.max_tokens, ignore_eos=workload.ignore_eos,
-                       temperature=workload.temperature)
+        if workload.source:  # its files are hashed here; parsed by each cell's run (exit 2)
+            workload_sha256(workload.prompts, workload.requests, max_tokens=workload.max_tokens,
+                            source=workload_options(source_namespace(workload)))
+        else:
+            build_workload(workload.prompts, workload.requests, api=api, model="m",
+                           max_tokens=workload.max_tokens, ignore_eos=workload.ignore_eos,
+                           temperature=workload.temperature)
     except WorkloadError as exc:
-        raise MatrixError(f"{where}: workload: {exc}") from None
+        raise MatrixError(f"{where}: {label}: {exc}") from None
+
+
+def source_namespace(workload: WorkloadOptions) -> SimpleNamespace:
+    """The workload's source options as Locust's parsed options hold them."""
+    return SimpleNamespace(**{("workload" if k == "source" else k): v for k, v in workload.source})
+
+
+def _workloads(data: Any, base: Any, where: str) -> tuple[WorkloadOptions, ...]:
+    """`workloads:` NAME -> options laid over `workload:`; () when absent."""
+    if data is None:
+        return ()
+    if not isinstance(data, dict) or not data:
+        raise MatrixError(f"{where}: workloads must map NAME to workload options")
+    out = []
+    for name, options in data.items():
+        name = str(name)
+        if not name or not all(c.isalnum() or c in "-_." for c in name):
+            raise MatrixError(f"{where}: workloads: {name!r}: a name is letters, digits, - _ . "
+                              "(it names the cells' folders)")
+        if not isinstance(options, dict):
+            raise MatrixError(f"{where}: workloads.{name} must be a mapping of workload options")
+        merged = {**(base if isinstance(base, dict) else {}), **options}
+        out.append(replace(_workload(merged, f"{where}: workloads.{name}"), label=name))
+    return tuple(out)
 
 
 def _workload(data: Any, where: str) -> WorkloadOptions:
     if not isinstance(data, dict):
         raise MatrixError(f"{where}: workload must be a mapping ({', '.join(sorted(_WORKLOAD_KEYS))})")
-    _no_unknown(data, _WORKLOAD_KEYS, f"{where}: workload")
+    _no_unknown(data, _WORKLOAD_KEYS | _SOURCE_KEYS, f"{where}: workload")
     defaults = WorkloadOptions()
     per_user = data.get("requests_per_user", 0)
     try:
@@ -281,7 +332,20 @@ def _workload(data: Any, where: str) -> WorkloadOptions:
         ignore_eos=bool(data.get("ignore_eos", defaults.ignore_eos)),
         api=str(data.get("api") or ""), temperature=temperature,
         requests_per_user=_positive(per_user, f"{where}: workload.requests_per_user") if per_user else 0,
-        slo=slo.text if slo else "")
+        slo=slo.text if slo else "", source=_source(data, where))
+
+
+def _source(data: dict[str, Any], where: str) -> tuple[tuple[str, str], ...]:
+    """The source options given, checked as the rig checks them (one line when bad)."""
+    given = tuple(sorted((str(k), _scalar(v) if not isinstance(v, bool) else str(v).lower())
+                         for k, v in data.items() if k in _SOURCE_KEYS))
+    if not given:
+        return ()
+    try:
+        workload_options(SimpleNamespace(**{("workload" if k == "source" else k): v for k, v in given}))
+    except WorkloadError as exc:
+        raise MatrixError(f"{where}: workload: {exc}") from None
+    return given
 
 
 def _settings(data: Any, where: str) -> dict[str, str]:

@@ -19,6 +19,7 @@ from loadtest.cli.processes import stop_process_group
 from loadtest.results.files import read_runs
 
 from loadtest.sweep.matrix import WorkloadOptions
+from loadtest.workload.options import option_args
 
 __all__ = ["Outcome", "cell_command", "find_row", "run_locust"]
 
@@ -44,6 +45,7 @@ def cell_command(*, engine: str, url: str, users: int, workload: WorkloadOptions
         rig.append("--ignore-eos")
     if workload.api:
         rig += ["--api", workload.api]
+    rig += option_args({("workload" if k == "source" else k): v for k, v in workload.source})
     if warmup_requests:
         rig.append("--warmup")
     else:

@@ -23,15 +23,15 @@ from typing import Any, Iterator
 
 from servers.local import LOCAL
 from loadtest.results.files import read_runs
-from loadtest.client.targets import TARGETS
 from loadtest.results.version import rig_version
-from loadtest.client.workload import build_workload
+from loadtest.workload.build import workload_sha256 as source_sha256
 from servers.balancer import nginx_missing
 from servers.registry import ENGINES
 
 from loadtest.sweep.cells import Cell, config_hash, expand_cells, flags_text
 from loadtest.sweep.launch import EngineFailed, Launcher, make_launcher
-from loadtest.sweep.matrix import EngineConfig, Matrix, MatrixError
+from loadtest.sweep.matrix import EngineConfig, Matrix, MatrixError, WorkloadOptions, source_namespace
+from loadtest.workload import workload_options
 from loadtest.sweep.measure import cell_command, find_row, run_locust
 from loadtest.sweep.state import SweepState, run_ids_in
 from loadtest.sweep.table import RULES, cell_frame, comparison_table, config_table
@@ -52,11 +52,12 @@ def sweep_dir(out: Path, name: str) -> Path:
     return out / "sweeps" / name
 
 
-def workload_sha256(matrix: Matrix, users: int) -> str:
-    api = matrix.workload.api or TARGETS[matrix.configs[0].engine].api
-    w = matrix.workload
-    return build_workload(w.prompts, w.requests_at(users), api=api, model="m", max_tokens=w.max_tokens,
-                          ignore_eos=w.ignore_eos, temperature=w.temperature).sha256
+def workload_sha256(matrix: Matrix, users: int, workload: WorkloadOptions | None = None) -> str:
+    """The hash each cell's run will record, known before any engine starts."""
+    w = workload or matrix.workload
+    return source_sha256(w.prompts, w.requests_at(users), max_tokens=w.max_tokens,
+                         ignore_eos=w.ignore_eos, temperature=w.temperature,
+                         source=workload_options(source_namespace(w)))
 
 
 def preflight(matrix: Matrix, out: Path) -> None:
@@ -102,7 +103,8 @@ def _check_docker(matrix: Matrix) -> None:
 
 
 def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False) -> int:
-    plan = expand_cells(matrix, {u: workload_sha256(matrix, u) for u in matrix.users})
+    plan = expand_cells(matrix, {(w.label, u): workload_sha256(matrix, u, w)
+                                 for w in matrix.all_workloads for u in matrix.users})
     folder = sweep_dir(out, matrix.name)
     if dry_run:
         _print_plan(matrix, plan, out)
@@ -246,8 +248,8 @@ def _measure(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path, state: S
     runs_csv = out / "runs.csv"
     before = run_ids_in(runs_csv)
     cmd = cell_command(engine=config.engine, url=launcher.url, users=cell.users,
-                         workload=matrix.workload, out=out, repeat=cell.repeat, tag=matrix.name,
-                         flags=flags_text(config), gpu=config.gpus)
+                         workload=cell.workload or matrix.workload, out=out, repeat=cell.repeat,
+                         tag=matrix.name, flags=flags_text(config), gpu=config.gpus)
     say(f"run {cell.path}")
     log = sweep_dir(out, matrix.name) / cell.path / "locust.log"
     try:
@@ -288,18 +290,21 @@ def _record_ok(state: SweepState, cell: Cell, row: dict[str, str], exit_code: in
 
 def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix) -> int:
     """The sweep's tables on stdout (also saved as table.txt beside sweep.json); the runs shown."""
-    config_of = {state.cell(c)["run_id"]: slug for _, slug, cells in plan for c in cells
+    # several workloads: each (configuration, workload) is a table of its own
+    config_of = {state.cell(c)["run_id"]: _table_key(slug, c) for _, slug, cells in plan for c in cells
                  if state.cell(c).get("status") in ("ok", "skipped") and state.cell(c).get("run_id")}
     runs = cell_frame(read_runs(out / "runs.csv"), config_of)
-    w = matrix.workload
-    lines = [f"sweep {matrix.name}: workload {w.describe()}, {matrix.repeats} repeat(s) per cell"]
+    lines = [f"sweep {matrix.name}: workload {w.label + ': ' if w.label else ''}{w.describe()}, "
+             f"{matrix.repeats} repeat(s) per cell" for w in matrix.all_workloads]
     for config, slug, cells in plan:
         entry = state.data["configs"].get(slug, {})
         lines += ["", f"== {slug}  [{flags_text(config) or 'engine defaults'}]"
                   + (f"  GPUs {config.gpus}" if config.gpus else ""), _warmup_line(entry)]
         if entry.get("status") == "failed":
             lines.append(f"FAILED: {entry.get('reason')} (log tail in sweep.json)")
-        lines.append(config_table(runs[runs["config"] == slug]))
+        for key in dict.fromkeys(_table_key(slug, c) for c in cells):
+            lines += [f"-- workload {key.split(' / ')[1]}"] if " / " in key else []
+            lines.append(config_table(runs[runs["config"] == key]))
     if len(plan) > 1:
         lines += ["", "completion time by configuration (mean over repeats; * fastest per user count):",
                   comparison_table(runs)]
@@ -309,6 +314,10 @@ def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix) -> in
     with contextlib.suppress(BrokenPipeError):
         print(text, flush=True)
     return len(runs)
+
+
+def _table_key(slug: str, cell: Cell) -> str:
+    return f"{slug} / {cell.workload.label}" if cell.workload is not None else slug
 
 
 def _warmup_line(entry: dict[str, Any]) -> str:
@@ -339,7 +348,7 @@ def _print_plan(matrix: Matrix, plan: Plan, out: Path) -> None:
             print(f"warm-up: {_show(warm)}")
         for cell in cells:
             cmd = cell_command(engine=config.engine, url=launcher.url, users=cell.users,
-                                 workload=matrix.workload, out=out, repeat=cell.repeat,
+                                 workload=cell.workload or matrix.workload, out=out, repeat=cell.repeat,
                                  tag=matrix.name, flags=flags_text(config), gpu=config.gpus)
             print(f"{cell.name} [{cell.cell_id}]: {_show(cmd)}")
         print("stop" + ("" if config.launch != "running" else ": (not started here)"))

@@ -14,6 +14,7 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, overload
 
 from loadtest.client.targets import dialect_for
@@ -28,7 +29,7 @@ from loadtest.workload.synthetic import synthetic_items, synthetic_name
 from loadtest.workload.tokens import TokenText, find_tokenizer, load_token_text
 from loadtest.workload.trace import Trace, load_trace, trace_name
 
-__all__ = ["Bodies", "LazySpecs", "build_workload", "tokenizer_for"]
+__all__ = ["Bodies", "LazySpecs", "build_workload", "tokenizer_for", "workload_sha256"]
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,30 @@ def build_workload(prompts_name: str, requests: int, *, api: str, model: str, ma
                   "prefix": (prefix_items, prefix_name)}[source.source]
     return _requests_workload(name(context), _digest(source, sampling, ""), make(context),
                               requests, bodies, source.source, columns)
+
+
+def workload_sha256(prompts_name: str, requests: int, *, max_tokens: int, ignore_eos: bool = False,
+                    temperature: float = 0.0, source: WorkloadOptions | None = None) -> str:
+    """The hash build_workload gives these options, without a tokenizer or an engine (a sweep
+    names its cells before any engine runs): the source's files are hashed, not parsed."""
+    source = source or WorkloadOptions()
+    if source.source == "prompts":
+        return prompts_identity(prompts_name, requests, max_tokens, ignore_eos, temperature)[1]
+    sampling = {"requests": requests, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
+                "temperature": temperature}
+    path = source.dataset if source.source == "dataset" else source.trace
+    return _digest(source, sampling, _file_sha256(path) if path else "")
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as file:
+            for block in iter(lambda: file.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise WorkloadError(f"{path}: cannot read it ({exc.strerror})") from None
+    return digest.hexdigest()
 
 
 def _requests_workload(name: str, sha: str, items: list[Item], requests: int, bodies: Bodies,

@@ -37,10 +37,12 @@ def find_tokenizer(option: str, model_dir: str) -> Path:
         raise WorkloadError("token-exact prompts need the model's tokenizer: the engine names "
                             "no local model folder, so pass --tokenizer PATH (tokenizer.json)")
     path = where / TOKENIZER_FILE if where.is_dir() else where
+    if not path.is_file() and not option:
+        raise WorkloadError(f"token-exact prompts need the model's tokenizer: the engine's model "
+                            f"{model_dir!r} is no local folder holding {TOKENIZER_FILE}; pass "
+                            "--tokenizer PATH (the model's tokenizer.json or its folder)")
     if not path.is_file():
-        hint = "--tokenizer" if option else "the served model's folder"
-        raise WorkloadError(f"no tokenizer at {path} ({hint}); pass --tokenizer PATH to the "
-                            "model's tokenizer.json")
+        raise WorkloadError(f"--tokenizer {option!r}: no {TOKENIZER_FILE} there")
     return path.resolve()
 
 
