@@ -145,3 +145,13 @@ def test_no_other_module_lists_the_engines() -> None:
             if len(named) >= len(SPECS) // 2:
                 lists.append(f"{path.relative_to(ROOT)}: {sorted(named)}")
     assert not lists, lists
+
+
+def test_prefix_cache_reset_says_none_or_failed_and_never_raises() -> None:
+    from rig_helpers import free_port
+
+    from servers.prefix_cache import reset_prefix_cache
+    closed = f"http://127.0.0.1:{free_port()}"
+    assert reset_prefix_cache(closed, SPECS["tgi"]) == f"none: {SPECS['tgi'].prefix_cache.none_why}"
+    for slug in ("vllm-cpu", "sglang", "llamacpp-cpu"):
+        assert reset_prefix_cache(closed, SPECS[slug]).startswith("failed: "), slug
