@@ -285,3 +285,15 @@ def test_any_bytes_are_read_or_refused(line: bytes):
         except openai.ProtocolError:
             continue
         assert _sound_counts(event)
+
+
+@given(st.text(), st.integers(min_value=1, max_value=10**6),
+       st.sampled_from(["completions", "chat", "generate"]))
+def test_the_bounds_read_each_request_body_s_own_length(prompt: str, max_tokens: int, api: str):
+    """The output bound and default deadline come from the body the dialect built, whatever
+    its prompt says (a prompt that spells out "max_tokens": 9 included)."""
+    dialect = tgi if api == "generate" else openai
+    for text in (prompt, f'"max_tokens": 9 {prompt}', '{"max_new_tokens": 9}'):
+        body = dialect.build_body(api, "m", text, max_tokens, ignore_eos=False, temperature=0.0)
+        deadline_s, limit = Bounds(read_timeout_s=10).for_request(body)
+        assert (deadline_s, limit) == (10 + max_tokens, OUTPUT_MARGIN * max_tokens + OUTPUT_SLACK)

@@ -11,9 +11,9 @@ request's record (loadtest/client/transport.py enforces them):
   reported token count above the same limit is no count (a flaw, ignored).
 - deadline: --request-deadline S, the longest one request may take from its send to its last
   byte (`deadline`), checked as each line arrives and by a gevent timer, so a server that sends
-  nothing, or a byte now and then, is cut on time too. Default: --read-timeout (the longest
-  silence the run allows: a queue, a prefill) plus DEADLINE_S_PER_TOKEN for each token the run
-  asks for, a pace far slower than any serving engine's.
+  nothing, or a byte now and then, is cut on time too. Default, per request: --read-timeout
+  (the longest silence the run allows: a queue, a prefill) plus DEADLINE_S_PER_TOKEN for each
+  token the request asks for, a pace far slower than any serving engine's.
 - line: a line longer than MAX_LINE_BYTES is a protocol failure (`stream_protocol`), read no
   further. The longest real line, TGI's last event with the whole answer in it, is a few KiB per
   thousand tokens.
@@ -25,57 +25,58 @@ those requests for the run's row, and the verdict and warnings name them.
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from loadtest.client.options import ConfigError
 from loadtest.results.record import RequestRecord
 
 __all__ = ["Bounds", "MAX_LINE_BYTES", "OUTPUT_MARGIN", "OUTPUT_SLACK", "add_bounds_options",
-           "flaw_columns", "parse_request_deadline", "requested_tokens", "run_bounds"]
+           "bounds_columns", "flaw_columns", "output_limit", "parse_request_deadline",
+           "requested_tokens", "run_bounds"]
 
 OUTPUT_MARGIN = 2
 OUTPUT_SLACK = 16
 MAX_LINE_BYTES = 1 << 20
 DEADLINE_S_PER_TOKEN = 1.0
+_UNSTATED_TOKENS = 4096  # a body that names no length (never the rig's own): a long answer
 _FLAWS_SHOWN = 3
 
 
 @dataclass(frozen=True)
 class Bounds:
-    deadline_s: float = 3600.0  # callers outside a run (tests, benchmarks): an hour
+    deadline_s: float | None = None  # --request-deadline; None: sized per request, as above
+    read_timeout_s: float = 600.0
     max_line_bytes: int = MAX_LINE_BYTES
 
-    @staticmethod
-    def output_limit(body: bytes) -> int | None:
-        """The most output chunks (and reported tokens) a request with this body may stream;
-        None when the body asks for no length (the engine's own limit applies)."""
+    def for_request(self, body: bytes) -> tuple[float, int | None]:
+        """(deadline in seconds, most output chunks) for a request with this body; no output
+        bound when the body asks for no length (the engine's own limit applies)."""
         max_tokens = requested_tokens(body)
-        return None if max_tokens is None else OUTPUT_MARGIN * max_tokens + OUTPUT_SLACK
+        deadline_s = self.deadline_s
+        if deadline_s is None:
+            deadline_s = self.read_timeout_s + DEADLINE_S_PER_TOKEN * (max_tokens or
+                                                                      _UNSTATED_TOKENS)
+        return deadline_s, None if max_tokens is None else output_limit(max_tokens)
 
-    def columns(self) -> dict[str, Any]:
-        """The run row's record of the bounds it ran under."""
-        return {"request_deadline_s": self.deadline_s}
+
+def output_limit(max_tokens: int) -> int:
+    """The most output chunks (and reported output tokens) a request for max_tokens may send."""
+    return OUTPUT_MARGIN * max_tokens + OUTPUT_SLACK
 
 
-@lru_cache(maxsize=1024)
+_MAX_TOKENS = re.compile(rb'"max_(?:new_)?tokens":\s*(\d+)')
+
+
 def requested_tokens(body: bytes) -> int | None:
     """The output length a request body asks for: OpenAI's `max_tokens`, TGI's
-    `parameters.max_new_tokens`. Bodies are the rig's own (the dialects build them) and a run
-    holds one per prompt, so each is parsed once."""
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(parsed, dict):
-        return None
-    parameters = parsed.get("parameters")
-    value = parsed.get("max_tokens", parameters.get("max_new_tokens")
-                       if isinstance(parameters, dict) else None)
-    return value if type(value) is int and value > 0 else None
+    `parameters.max_new_tokens`. The body is the rig's own JSON (the dialects build it), where
+    a prompt's quotes are escaped, so the first match is the field; a search, not a parse,
+    because conversation turns carry their whole history and a parse per request costs."""
+    found = _MAX_TOKENS.search(body)
+    return int(found.group(1)) if found and int(found.group(1)) > 0 else None
 
 
 def add_bounds_options(parser: Any) -> None:
@@ -100,11 +101,16 @@ def parse_request_deadline(options: Any) -> float | None:
     return deadline_s
 
 
-def run_bounds(deadline_s: float | None, max_tokens: int, read_timeout_s: float) -> Bounds:
-    """The run's Bounds: the deadline given, or the default sized from the run."""
-    if deadline_s is None:
-        deadline_s = read_timeout_s + DEADLINE_S_PER_TOKEN * max_tokens
-    return Bounds(deadline_s=deadline_s)
+def run_bounds(deadline_s: float | None, read_timeout_s: float) -> Bounds:
+    """The run's Bounds: the deadline given, or each request's sized from it."""
+    return Bounds(deadline_s=deadline_s, read_timeout_s=read_timeout_s)
+
+
+def bounds_columns(bounds: Bounds, max_tokens: int) -> dict[str, Any]:
+    """The run row's record of its deadline: the one given, or the default for --max-tokens
+    (a prompt or dataset item with a length of its own gets its own default)."""
+    deadline_s, _ = bounds.for_request(b'"max_tokens": %d' % max_tokens)
+    return {"request_deadline_s": deadline_s}
 
 
 def flaw_columns(records: Sequence[RequestRecord]) -> dict[str, Any]:

@@ -19,7 +19,8 @@ from locust.runners import WorkerRunner
 
 from loadtest.client.arrivals import OpenLoop, open_loop_from_options
 from loadtest.results.checks import WARNINGS, check_run, error_remedies
-from loadtest.client.bounds import flaw_columns, parse_request_deadline, run_bounds
+from loadtest.client.bounds import (bounds_columns, flaw_columns, parse_request_deadline,
+                                    run_bounds)
 from loadtest.client.client_cpu import CpuSampler
 from loadtest.client.conversation import Sessions, TurnOptions
 from loadtest.client.dispatch import Dispatcher
@@ -84,8 +85,7 @@ class Run:
                                                   and config.target.token_ids),
                                        source=workload_options(environment.parsed_options),
                                        model_dir=self.model_dir)
-        self.bounds = run_bounds(self.options.request_deadline_s, config.max_tokens,
-                                 config.read_timeout_s)
+        self.bounds = run_bounds(self.options.request_deadline_s, config.read_timeout_s)
         dialect = dialect_for(config.api)
         self.parse_line = dialect.parse_line
         self.tokens_source: str = dialect.TOKENS_SOURCE
@@ -187,7 +187,7 @@ class Run:
             "prefix_cache_reset": self.prefix_cache_reset,
             "client_pinned_by": getattr(self.environment.parsed_options, "client_pinned_by", ""),
             **self._run_options_metadata(),
-            **self.bounds.columns(),
+            **bounds_columns(self.bounds, c.max_tokens),
             **collect_model_metadata(self.model_dir),
             **collect_rig_metadata(), **collect_client_metadata(processes),
         }

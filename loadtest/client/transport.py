@@ -84,21 +84,22 @@ def send(client: HTTPClient, spec: RequestSpec, parse_line: Callable[[bytes], St
     state is unknown)."""
     record = RequestRecord(spec.request_id, spec.prompt_id, time.time(), perf_counter_ns(),
                            worker=worker)
+    deadline_s, output_limit = bounds.for_request(spec.body)
     try:
-        response = _post_past_rate_limits(client, spec, headers, record, bounds.deadline_s)
+        response = _post_past_rate_limits(client, spec, headers, record, deadline_s)
     except _DeadlinePassed:
         record.done_ns = perf_counter_ns()
-        return record.fail("deadline", _past_deadline(bounds))
+        return record.fail("deadline", _past_deadline(deadline_s))
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, none is raised
         record.done_ns = perf_counter_ns()
         return record.fail(_failure_kind(exc, before_response=True), _describe(exc))
     record.http_status = response.status_code
-    deadline_ns = record.sent_ns + int(bounds.deadline_s * 1e9)
+    deadline_ns = record.sent_ns + int(deadline_s * 1e9)
     timer = gevent.Timeout.start_new(max((deadline_ns - perf_counter_ns()) / 1e9, 0.0),
                                      _DeadlinePassed)
     try:
-        _read_answer(response, record, spec, parse_line, tokens_source, keep_text, bounds,
-                     deadline_ns)
+        _read_answer(response, record, parse_line, tokens_source, keep_text,
+                     _line_reader(response, bounds.max_line_bytes), output_limit, deadline_ns)
     finally:
         timer.close()
     if record.done_ns is None:
@@ -108,9 +109,10 @@ def send(client: HTTPClient, spec: RequestSpec, parse_line: Callable[[bytes], St
     return record
 
 
-def _read_answer(response, record: RequestRecord, spec: RequestSpec,
+def _read_answer(response, record: RequestRecord,
                  parse_line: Callable[[bytes], StreamEvent | None], tokens_source: str,
-                 keep_text: bool, bounds: Bounds, deadline_ns: int) -> None:
+                 keep_text: bool, readline: Callable[[], bytes], output_limit: int | None,
+                 deadline_ns: int) -> None:
     """The answer to its end into `record`: an error status's body, or the stream."""
     if response.status_code == 429:
         text = _read_error_body(response)
@@ -127,11 +129,10 @@ def _read_answer(response, record: RequestRecord, spec: RequestSpec,
         _flaw(record, f"Content-Type {content_type[:60]!r}, not {_STREAM_TYPE}")
     try:
         finished = _read_stream(response, record, parse_line, tokens_source, keep_text,
-                                _line_reader(response, bounds.max_line_bytes),
-                                bounds.output_limit(spec.body), deadline_ns)
+                                readline, output_limit, deadline_ns)
     except _DeadlinePassed:
         record.done_ns = perf_counter_ns()
-        record.fail("deadline", _past_deadline(bounds))
+        record.fail("deadline", _past_deadline((deadline_ns - record.sent_ns) / 1e9))
         response.release()  # mid-stream: closes the connection
     except ProtocolError as exc:
         record.fail("stream_protocol", str(exc) + _not_a_stream(record, content_type))
@@ -143,8 +144,8 @@ def _read_answer(response, record: RequestRecord, spec: RequestSpec,
         response.release()
 
 
-def _past_deadline(bounds: Bounds) -> str:
-    return f"still unanswered after --request-deadline {bounds.deadline_s:g} s: cut"
+def _past_deadline(deadline_s: float) -> str:
+    return f"unfinished at its deadline, {deadline_s:g} s after its send: cut"
 
 
 def _not_a_stream(record: RequestRecord, content_type: str) -> str:
