@@ -83,7 +83,8 @@ def add_bounds_options(parser: Any) -> None:
     parser.add_argument_group("llm-load-rig: request bounds").add_argument(
         "--request-deadline", type=str, default="",
         help="seconds one request may take from its send to its last byte before it is cut and "
-             "recorded as `deadline` (default: --read-timeout + 1 s per --max-tokens token)")
+             "recorded as `deadline` (default: --read-timeout + 1 s per output token the "
+             "request asks for)")
 
 
 def parse_request_deadline(options: Any) -> float | None:
