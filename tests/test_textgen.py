@@ -1,0 +1,238 @@
+"""text-generation-webui's API (textgen-cpu) as a local engine, driven by the rig.
+
+Needs scripts/install_textgen.sh's source and venv, and scripts/build_llamacpp.sh's llama-server
+and GGUF (skipped, with the reason, where they are missing); the Transformers test also needs
+``install_textgen.sh --transformers``. The install script's own refusals need none of it.
+
+Two facts of this engine the tests pin down: its llama.cpp loader serves the rig's own
+llama-server binary, and its ``usage.completion_tokens`` is the answer re-tokenized, not the
+tokens generated (a random-weight model's byte tokens re-tokenize to more), so exact lengths
+are checked against its llama-server's own counter.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from loadtest.local_engine import EngineStartError, LocalEngine
+from rig_helpers import REPO, crash_under_run, free_port, run_locust, wait_for
+from servers.llamacpp_cpu import LLAMA_SERVER
+from servers.textgen_cpu import RECIPE, VENV_PYTHON
+
+INSTALL = REPO / "scripts" / "install_textgen.sh"
+
+
+def _skip_unless_installed() -> None:
+    why = RECIPE.missing()
+    if why:
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def textgen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEngine]:
+    _skip_unless_installed()
+    log = tmp_path_factory.mktemp("textgen") / "engine.log"
+    with LocalEngine(port=free_port(), log_path=log, engine="textgen-cpu") as running:
+        yield running
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.load(response)
+
+
+def _inner_llama_server(engine: LocalEngine) -> psutil.Process:
+    assert engine.process is not None
+    [child] = [p for p in psutil.Process(engine.process.pid).children(recursive=True)
+               if p.exe() == str(LLAMA_SERVER.resolve())]
+    return child
+
+
+def _inner_url(engine: LocalEngine) -> str:
+    server = _inner_llama_server(engine)
+    argv = server.cmdline()
+    return f"http://127.0.0.1:{argv[argv.index('--port') + 1]}"
+
+
+def _predicted_tokens(engine: LocalEngine) -> int:
+    with urllib.request.urlopen(_inner_url(engine) + "/metrics", timeout=30) as response:
+        lines = response.read().decode().splitlines()
+    [line] = [line for line in lines if line.startswith("llamacpp:tokens_predicted_total ")]
+    return int(float(line.split()[1]))
+
+
+def _row(out: Path) -> dict[str, str]:
+    with (out / "runs.csv").open(newline="") as file:
+        (row,) = list(csv.DictReader(file))
+    return row
+
+
+def _records(out: Path) -> list[dict]:
+    [path] = out.glob("runs/*/requests.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.engine
+def test_health_and_its_llama_server_is_the_rigs_binary(textgen: LocalEngine) -> None:
+    assert _get(textgen.url + "/v1/internal/health") == {"status": "ok"}
+    assert _get(textgen.url + "/v1/internal/model/info")["model_name"] == "tiny-llama.gguf"
+    argv = _inner_llama_server(textgen).cmdline()
+    assert argv[argv.index("--parallel") + 1] == "128" and "--metrics" in argv
+    assert _get(_inner_url(textgen) + "/health") == {"status": "ok"}
+
+
+@pytest.mark.engine
+def test_a_rig_run_gets_every_answer_and_exactly_max_tokens_generated(textgen: LocalEngine,
+                                                                      tmp_path: Path) -> None:
+    before = _predicted_tokens(textgen)
+    result = run_locust("--engine", "textgen-cpu", "--host", textgen.url, "--users", "8",
+                        "--requests", "32", "--max-tokens", "16", "--ignore-eos", "--out", str(tmp_path))
+    row, records = _row(tmp_path), _records(tmp_path)
+    assert (row["requests"], row["completed"], row["failed"]) == ("32", "32", "0"), result.stderr[-2000:]
+    assert row["engine"] == "textgen-cpu" and row["model"] == "tiny-llama.gguf"
+    assert {r["finish_reason"] for r in records} == {"length"}
+    # --ignore-eos reached its llama-server as ban_eos_token: 16 tokens each, by its own count.
+    assert _predicted_tokens(textgen) - before == 32 * 16
+
+
+@pytest.mark.engine
+def test_its_api_killed_mid_run_ends_the_run_and_stop_leaves_nothing(tmp_path: Path) -> None:
+    """The API process dies (SIGKILL, its llama-server child orphaned as upstream leaves it):
+    every request has its record, the run ends by itself with exit 1, and stop() ends the
+    orphan with the rest of the group."""
+    _skip_unless_installed()
+    out = tmp_path / "out"
+    engine = LocalEngine(port=free_port(), log_path=tmp_path / "engine.log", engine="textgen-cpu")
+    engine.start(timeout_s=180)
+    try:
+        assert engine.process is not None
+        api = engine.process.pid
+        log = crash_under_run(engine.url, out, lambda: os.kill(api, signal.SIGKILL),
+                              "--engine", "textgen-cpu", requests=40, max_tokens=64)
+        records = [json.loads(line) for line in log.read_text().splitlines()]
+        assert sorted(r["request_id"] for r in records) == list(range(40))
+        failed = [r for r in records if r["error_kind"] is not None]
+        assert failed and {r["error_kind"] for r in failed} <= {"truncated", "connect"}
+        row = _row(out)
+        assert (int(row["completed"]), int(row["failed"])) == (40 - len(failed), len(failed))
+        assert row["verdict"] == "invalid"
+    finally:
+        engine.stop()
+    assert _group_gone(api)
+
+
+@pytest.mark.engine
+def test_a_model_it_cannot_load_is_one_error_line_and_nothing_left(tmp_path: Path) -> None:
+    _skip_unless_installed()
+    port, pidfile = free_port(), tmp_path / "pid"
+    started = subprocess.run(
+        [str(REPO / ".venv/bin/python"), "-m", "loadtest.local_engine", "--engine", "textgen-cpu",
+         "--port", str(port), "--pidfile", str(pidfile), "--log", str(tmp_path / "engine.log"),
+         "--timeout", "120", "start", "--", "--model", "no-such-model.gguf"],
+        capture_output=True, text=True, timeout=180, cwd=REPO)
+    assert started.returncode == 2
+    assert started.stderr.startswith("error: engine exited (2)")
+    assert started.stderr.strip().splitlines()[-1] == (
+        "error: text-generation-webui could not load the model 'no-such-model.gguf' with its "
+        "loader (see the lines above): give a model file or folder that loader reads")
+    assert not pidfile.exists() and not [p for p in psutil.process_iter(["cmdline"])
+                                         if f"--api-port {port}" in " ".join(p.info["cmdline"] or [])]
+
+
+@pytest.mark.engine
+def test_a_port_taken_is_one_error_line_not_another_port(tmp_path: Path) -> None:
+    """Upstream moves to a free port when its own is taken; the rig would wait on the wrong one."""
+    _skip_unless_installed()
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        engine = LocalEngine(port=port, log_path=tmp_path / "engine.log", engine="textgen-cpu")
+        with pytest.raises(EngineStartError) as raised:
+            engine.start(timeout_s=60)
+    assert str(raised.value).splitlines()[-1] == (
+        f"error: port {port} is already taken: stop what listens there or start textgen on another port")
+    assert engine.process is not None and _group_gone(engine.process.pid)
+
+
+@pytest.mark.engine
+def test_the_transformers_loader_serves_the_tiny_model_one_request_at_a_time(tmp_path: Path) -> None:
+    _skip_unless_installed()
+    has_torch = subprocess.run([str(VENV_PYTHON), "-c", "import torch, transformers"],
+                               capture_output=True, check=False).returncode == 0
+    if not has_torch:
+        pytest.skip("no Transformers loader in .venv-textgen: run scripts/install_textgen.sh --transformers")
+    with LocalEngine(port=free_port(), log_path=tmp_path / "engine.log", engine="textgen-cpu",
+                     extra_args=["--loader", "Transformers"]) as engine:
+        assert _get(engine.url + "/v1/internal/model/info")["loader"] == "Transformers"
+        result = run_locust("--engine", "textgen-cpu", "--host", engine.url, "--users", "2",
+                            "--requests", "4", "--max-tokens", "8", "--ignore-eos", "--out", str(tmp_path))
+        row = _row(tmp_path)
+        assert (row["completed"], row["failed"]) == ("4", "0"), result.stderr[-2000:]
+
+
+def test_a_missing_loader_is_one_error_line(tmp_path: Path) -> None:
+    """boot.py refuses the Transformers loader where torch is missing, before anything starts
+    (here the rig's own interpreter, which has no torch, stands in for textgen's)."""
+    rig_python = REPO / ".venv/bin/python"
+    if subprocess.run([str(rig_python), "-c", "import torch"], capture_output=True).returncode == 0:
+        pytest.skip("the rig's venv has torch: it cannot stand in for a venv without the loader")
+    boot = subprocess.run([str(rig_python), str(REPO / "servers/textgen-cpu/boot.py"), str(tmp_path),
+                           "--api-port", str(free_port()), "--loader", "Transformers"],
+                          capture_output=True, text=True, timeout=60)
+    assert (boot.returncode, boot.stdout) == (2, "")
+    assert boot.stderr == ("error: text-generation-webui's Transformers loader is not installed here: "
+                           "run scripts/install_textgen.sh --transformers\n")
+
+
+def _install_in(root: Path, tarball: Path) -> subprocess.CompletedProcess[str]:
+    """install_textgen.sh from a copy of the rig at `root`, with no source but `tarball` and
+    a git remote that does not exist."""
+    (root / "scripts").mkdir(parents=True, exist_ok=True)
+    shutil.copy(INSTALL, root / "scripts")
+    env = {**os.environ, "TEXTGEN_TARBALL": str(tarball), "TEXTGEN_GIT_URL": str(root / "no-such-repo")}
+    return subprocess.run(["bash", str(root / "scripts" / INSTALL.name)], capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
+def test_no_source_is_one_error_line_and_nothing_written(tmp_path: Path) -> None:
+    installed = _install_in(tmp_path, tmp_path / "missing.tar.gz")
+    assert installed.returncode == 1
+    assert installed.stderr.startswith("error: no text-generation-webui source: put its tarball at ")
+    assert len(installed.stderr.splitlines()) == 1
+    assert not (tmp_path / "build" / "textgen").exists() and not (tmp_path / ".venv-textgen").exists()
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(content=st.binary(max_size=4096))
+def test_a_corrupt_tarball_is_one_error_line_and_nothing_written(tmp_path: Path, content: bytes) -> None:
+    root = tmp_path / f"rig-{content.hex()[:16]}-{len(content)}"
+    tarball = root / "text-generation-webui.tar.gz"
+    root.mkdir(exist_ok=True)
+    tarball.write_bytes(content)
+    installed = _install_in(root, tarball)
+    assert installed.returncode == 1
+    assert installed.stderr == (f"error: {tarball} is not text-generation-webui 1dcde41d03d1 (its sha256 "
+                                "differs): fetch it again, or remove it to clone the commit instead\n")
+    assert not (root / "build").exists() and not (root / ".venv-textgen").exists()
