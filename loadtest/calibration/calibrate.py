@@ -38,7 +38,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -48,6 +47,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from loadtest.cli.args import RigParser, command_prog
+from loadtest.cli.locust import locust_command
+from loadtest.cli.processes import free_port, stop_process_group
+from loadtest.cli.types import (cpu_list, positive_int, positive_int_list, positive_number,
+                                writable_folder)
+from loadtest.cpus import cpu_set
 from loadtest.results.metadata import cpu_model
 from loadtest.results.record import RequestRecord
 from loadtest.results.files import read_records, read_runs, write_json
@@ -68,78 +73,50 @@ class CalibrationError(RuntimeError):
 
 # --- options ----------------------------------------------------------------------------------
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
-    return values
-
-
 def _cores(text: str) -> list[int]:
-    cores: list[int] = []
-    try:
-        for part in text.split(","):
-            low, _, high = part.partition("-")
-            cores += range(int(low), int(high or low) + 1)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected cores like 0-3,8, got {text!r}")
-    if not cores:
-        raise argparse.ArgumentTypeError(f"expected cores like 0-3,8, got {text!r}")
-    return cores
-
-
-def _positive(kind: type) -> Any:
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-        return value
-    return parse
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        self.exit(2, f"error: {message} (see --help)\n")
+    return sorted(cpu_set(cpu_list(text)))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = _Parser(prog="python -m loadtest.calibration.calibrate",
-                     description="How much streamed load this client measures faithfully.",
-                     epilog="Details: the module's docstring (loadtest/calibration/calibrate.py).")
-    parser.add_argument("--users", type=_int_list, help="users per client process (default "
+    args = parser().parse_args(argv)
+    args.users = args.users or ([1, 32, 256] if args.quick else [1, 32, 128, 512])
+    args.requests = args.requests or (2 if args.quick else 8)
+    args.tokens = args.tokens or (32 if args.quick else 64)
+    return args
+
+
+def parser() -> RigParser:
+    parser = RigParser(prog=command_prog("python -m loadtest.calibration.calibrate"),
+                       description="How much streamed load this client measures faithfully.",
+                       epilog="Details: the module's docstring (loadtest/calibration/calibrate.py)."
+                              "\n\nexample:\n  rig calibrate --quick")
+    parser.add_argument("--users", type=positive_int_list, help="users per client process (default "
                         "1,32,128,512; --quick 1,32,256); total = this x processes")
-    parser.add_argument("--processes", type=_int_list,
+    parser.add_argument("--processes", type=positive_int_list,
                         help="client process counts (default 1,2,4,8, those that fit the client cores)")
-    parser.add_argument("--requests", type=_positive(int),
+    parser.add_argument("--requests", type=positive_int,
                         help="answers each user streams per setting (total = this x users; "
                              "default 8, --quick 2)")
-    parser.add_argument("--ttft-ms", type=_positive(float), default=50.0)
-    parser.add_argument("--gap-ms", type=_positive(float), default=20.0)
-    parser.add_argument("--tokens", type=_positive(int), help="tokens per answer (default 64, "
+    parser.add_argument("--ttft-ms", type=positive_number, default=50.0,
+                        help="the pacer's time to first token (default 50)")
+    parser.add_argument("--gap-ms", type=positive_number, default=20.0,
+                        help="the pacer's gap between tokens (default 20)")
+    parser.add_argument("--tokens", type=positive_int, help="tokens per answer (default 64, "
                         "--quick 32)")
     parser.add_argument("--api", choices=("completions", "chat", "generate"), default="completions")
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "calibration")
+    parser.add_argument("--out", type=writable_folder, default=REPO / "results" / "calibration",
+                        help="results folder (default results/calibration)")
     parser.add_argument("--quick", action="store_true", help="a smaller run, under a minute")
     parser.add_argument("--python", default="", help="the Python that runs Locust (default "
                         "$RIG_PYTHON, else this one); $LOCUST, a command, overrides both")
     parser.add_argument("--pacer-cores", type=_cores, help="cores for the pacer (default: the "
                         "first third, at least one, when there are 2 or more)")
     parser.add_argument("--client-cores", type=_cores, help="cores for the client (default: the rest)")
-    parser.add_argument("--pacer-workers", type=_positive(int),
+    parser.add_argument("--pacer-workers", type=positive_int,
                         help="pacer processes (default: one per pacer core)")
-    parser.add_argument("--timeout", type=_positive(float), default=600.0,
+    parser.add_argument("--timeout", type=positive_number, default=600.0,
                         help="seconds one setting may take (default 600)")
-    args = parser.parse_args(argv)
-    args.users = args.users or ([1, 32, 256] if args.quick else [1, 32, 128, 512])
-    args.requests = args.requests or (2 if args.quick else 8)
-    args.tokens = args.tokens or (32 if args.quick else 64)
-    return args
+    return parser
 
 
 def split_cores(available: list[int], pacer: list[int] | None,
@@ -167,17 +144,11 @@ def _span(cores: list[int]) -> str:
 
 # --- the pacer --------------------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Pacer:
     def __init__(self, python: str, cores: list[int] | None, workers: int, args: argparse.Namespace,
                  log: Path) -> None:
-        self.port = _free_port()
-        control = _free_port() if workers > 1 else self.port
+        self.port = free_port()
+        control = free_port() if workers > 1 else self.port
         self.url = f"http://127.0.0.1:{self.port}"
         self.control_url = f"http://127.0.0.1:{control}"
         cmd = [python, "-m", "loadtest.calibration.pacer", "--port", str(self.port),
@@ -216,13 +187,7 @@ class Pacer:
             raise CalibrationError(f"the pacer answered {path} with HTTP {exc.code}") from None
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        stop_process_group(self.process, grace_s=10)
         self._log.close()
 
 
@@ -234,7 +199,8 @@ def _env() -> dict[str, str]:
 
 # --- one setting ------------------------------------------------------------------------------
 
-def locust_command(python: str) -> list[str]:
+def locust_prefix(python: str) -> list[str]:
+    """The command that runs Locust: $LOCUST when set, else `PY -m locust`."""
     override = os.environ.get("LOCUST", "").strip()
     return shlex.split(override) if override else [python, "-m", "locust"]
 
@@ -260,17 +226,14 @@ def run_setting(args: argparse.Namespace, pacer: Pacer, locust: list[str], clien
     prompts.write_text("".join(json.dumps({"id": f"cal-{tag}-{i:06d}", "prompt": f"cal-{tag}-{i:06d}"})
                                + "\n" for i in range(total)))
     engine = "tgi" if args.api == "generate" else "vllm"
-    cmd = [*locust, "-f", str(REPO / "loadtest" / "engines.py"), "--headless", "--only-summary",
-           "--engine", engine, "--host", pacer.url, "--model", "pacer", "--api", args.api,
-           "--users", str(users), "--requests", str(total), "--max-tokens", str(args.tokens),
-           "--prompts", str(prompts), "--telemetry-interval", "0", "--out", str(raw),
-           "--tag", tag]
+    rig = ["--only-summary", "--engine", engine, "--model", "pacer", "--api", args.api,
+           "--requests", str(total), "--max-tokens", str(args.tokens), "--prompts", str(prompts),
+           "--telemetry-interval", "0", "--out", str(raw), "--tag", tag]
     if args.api != "generate":
-        cmd.append("--ignore-eos")
-    if processes > 1:
-        cmd += ["--processes", str(processes)]
-    if client_cores:
-        cmd = ["taskset", "-c", _span(client_cores), *cmd]
+        rig.append("--ignore-eos")
+    cmd = locust_command(host=pacer.url, users=users, rig_options=rig, locust=locust,
+                         processes=processes if processes > 1 else None,
+                         cpus=_span(client_cores) if client_cores else None)
     pacer.get("/lateness/reset", method="POST")
     log = raw / f"locust-{tag}.log"
     with log.open("w") as file:
@@ -422,7 +385,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     processes = args.processes or [p for p in (1, 2, 4, 8) if p <= max(1, len(client_cores))]
     workers = args.pacer_workers or max(1, len(pacer_cores) if len(available) >= 2 else 1)
     python = args.python or os.environ.get("RIG_PYTHON") or sys.executable
-    locust = locust_command(python)
+    locust = locust_prefix(python)
     _check_locust(locust)
     host = socket.gethostname()
     out_file = calibration_path(args.out, host, ncpu)
