@@ -23,7 +23,6 @@ from loadtest.client.bounds import add_bounds_options
 from loadtest.client.options import ConfigError, add_options, config_from_options
 from loadtest.client.run import run_options
 from loadtest.workload.options import add_workload_options
-from loadtest.workload.options import add_workload_options
 from loadtest.results.equivalence import add_keep_outputs_option
 from loadtest.results.goodput import add_slo_option
 
@@ -35,7 +34,6 @@ def add_rig_options(parser: Any) -> None:
     add_arrival_options(parser)
     add_slo_option(parser)
     add_keep_outputs_option(parser)
-    add_workload_options(parser)
     add_workload_options(parser)
     add_bounds_options(parser)
 
