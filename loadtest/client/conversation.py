@@ -91,8 +91,9 @@ class Conversation:
         body = build_body("chat", o.model, [*self.messages, {"role": "user", "content": turn.user}],
                           turn.max_tokens, ignore_eos=o.ignore_eos, temperature=o.temperature,
                           ignore_eos_as=o.ignore_eos_as, token_ids=o.token_ids)
+        # prompt_tokens stays unknown: the prompt is the whole conversation, answers included
         return RequestSpec(self._first_id + self.sent, f"{self.spec.conversation_id}:{self.sent + 1}",
-                           PATHS["chat"], body, turn.prompt_tokens)
+                           PATHS["chat"], body)
 
     def think_time_s(self) -> float:
         """The pause before the next turn (none before the first)."""
