@@ -2,10 +2,10 @@
 
     python tests/fuzz_engine.py [--port P]
 
-It speaks the OpenAI completions API (`GET /v1/models`, `POST /v1/completions`) and TGI's
-native one (`GET /info`, `POST /generate_stream`), and reads what to do wrong from the request
-itself: the prompt is a JSON case, so a test writes one prompt per case and each request's record
-(its `prompt_id`) says which case it met. A case is {"kind": KIND, ...}:
+It speaks the OpenAI API (`GET /v1/models`, `POST /v1/completions`, `/v1/chat/completions`)
+and TGI's native one (`GET /info`, `POST /generate_stream`), and reads what to do wrong from the
+request itself: the prompt is a JSON case, so a test writes one prompt per case and each
+request's record (its `prompt_id`) says which case it met. A case is {"kind": KIND, ...}:
 
   ok            a sound stream of max_tokens tokens (vLLM's shape: tokens, a finishing chunk,
                 a usage chunk, [DONE]; TGI's: token events, details on the last)
@@ -13,7 +13,8 @@ itself: the prompt is a JSON case, so a test writes one prompt per case and each
                 numbers: "usage.completion_tokens", "choices.0.text", "token.text",
                 "details.generated_tokens"; "" replaces the whole event) set to "value", in
                 every event of "event": "token" (each token), "final" (OpenAI's finishing chunk),
-                "usage" (OpenAI's usage chunk) or "last" (TGI's last event)
+                "usage" (OpenAI's usage chunk) or "last" (TGI's last event); chat's
+                opening role announcement is never replaced
   split         the sound stream written one byte at a time: every event split at every byte
   overlong      one data line of 2 MiB, then the sound stream
   endless       token events forever, max_tokens ignored
@@ -100,6 +101,26 @@ class _OpenAIStream(_Stream):
         yield b"data: [DONE]\n\n"
 
 
+class _ChatStream(_OpenAIStream):
+    def token(self, index: int) -> bytes:
+        return self._event("token", {"id": "fuzz", "object": "chat.completion.chunk",
+                                     "model": MODEL, "choices": [{"index": 0, "delta": {
+                                         "content": " tok"}, "finish_reason": None}]})
+
+    def events(self) -> Iterator[bytes]:
+        yield _data({"id": "fuzz", "choices": [{"index": 0, "delta": {"role": "assistant",
+                                                                     "content": ""},
+                                                "finish_reason": None}]})
+        for index in range(self.tokens):
+            yield self.token(index)
+        yield self._event("final", {"id": "fuzz", "choices": [{"index": 0, "delta": {},
+                                                               "finish_reason": "length"}]})
+        yield self._event("usage", {"id": "fuzz", "choices": [], "usage": {
+            "prompt_tokens": _PROMPT_TOKENS, "completion_tokens": self.tokens,
+            "total_tokens": _PROMPT_TOKENS + self.tokens}})
+        yield b"data: [DONE]\n\n"
+
+
 class _TGIStream(_Stream):
     def token(self, index: int, details: dict[str, Any] | None = None) -> bytes:
         event = {"index": index + 1, "token": {"id": index + 1, "text": " tok", "logprob": -0.5,
@@ -170,9 +191,9 @@ async def _pieces(kind: str, stream: _Stream, openai: bool) -> AsyncIterator[byt
     elif kind == "silent":
         await asyncio.sleep(3600)
     elif kind == "bad_utf8":
-        yield sound[0].replace(b" tok", b" \xff\xfe tok")
-        for event in sound[1:]:
-            yield event
+        first = next(i for i, event in enumerate(sound) if b" tok" in event)
+        for index, event in enumerate(sound):
+            yield event.replace(b" tok", b" \xff\xfe tok") if index == first else event
     elif kind == "deep_json":
         yield b"data: " + b"[" * 100_000 + b"]" * 100_000 + b"\n\n"
     elif kind == "no_done":
@@ -182,7 +203,7 @@ async def _pieces(kind: str, stream: _Stream, openai: bool) -> AsyncIterator[byt
         for event in (*sound, sound[-1]):
             yield event
     elif kind == "after_done":
-        for event in (*sound, sound[0]):
+        for event in (*sound, stream.token(0)):  # type: ignore[attr-defined]
             yield event
     # "empty": nothing
 
@@ -191,6 +212,13 @@ async def _completions(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     case = json.loads(body["prompt"])
     return await _answer(request, _OpenAIStream(case, int(body.get("max_tokens", 16))), case,
+                         openai=True)
+
+
+async def _chat(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    case = json.loads(body["messages"][-1]["content"])
+    return await _answer(request, _ChatStream(case, int(body.get("max_tokens", 16))), case,
                          openai=True)
 
 
@@ -213,6 +241,7 @@ async def _serve(port: int) -> None:
     app = web.Application()
     app.router.add_get("/v1/models", _models)
     app.router.add_post("/v1/completions", _completions)
+    app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_get("/info", _info)
     app.router.add_post("/generate_stream", _generate_stream)
     runner = web.AppRunner(app, access_log=None, handle_signals=True)

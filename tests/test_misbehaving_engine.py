@@ -64,6 +64,17 @@ FIELDS = {
         ("usage", "usage.completion_tokens", "output count", "flaw", "completion_tokens"),
         ("usage", "usage.prompt_tokens", "count", "flaw", "prompt_tokens"),
     ],
+    "chat": [
+        ("token", "", "object", "stream_protocol", "not an object"),
+        ("token", "choices", "list", "stream_protocol", "choices"),
+        ("token", "choices.0", "object", "stream_protocol", "choice"),
+        ("token", "choices.0.delta", "object", "stream_protocol", "delta"),
+        ("token", "choices.0.delta.content", "string", "stream_protocol", "content"),
+        ("final", "choices.0.finish_reason", "string", "stream_protocol", "finish_reason"),
+        ("usage", "usage", "object", "flaw", "usage"),
+        ("usage", "usage.completion_tokens", "output count", "flaw", "completion_tokens"),
+        ("usage", "usage.prompt_tokens", "count", "flaw", "prompt_tokens"),
+    ],
     "generate": [
         ("token", "", "object", "stream_protocol", "not an object"),
         ("token", "token", "object", "stream_protocol", "token"),
@@ -126,7 +137,7 @@ def _run(api: str, tmp_path: Path) -> tuple[Any, list[dict[str, Any]], dict[str,
     return result, records, row, expected
 
 
-@pytest.mark.parametrize("api", ["completions", "generate"])
+@pytest.mark.parametrize("api", ["completions", "chat", "generate"])
 def test_every_wrong_answer_ends_recorded_with_what_was_wrong(api: str, tmp_path: Path):
     result, records, row, expected = _run(api, tmp_path)
     assert result.returncode == 1, result.stderr[-3000:]
