@@ -341,7 +341,8 @@ def test_open_loop_sessions_across_processes_start_on_schedule(engine_url: str, 
     offsets = np.array([r["scheduled_ns"] - origin for r in firsts])
     assert np.abs(offsets - send_offsets_ns(6, 3.0, "gamma", 2, 0.5)).max() < 1_000_000
     for before, after in zip(records, records[1:]):
-        if after["turn"] > 1:  # due 0.2 s after the answer before it, and sent then
-            assert after["scheduled_ns"] - before["done_ns"] >= 200_000_000
+        if after["turn"] > 1:  # due 0.2 s after the answer before it (gevent's timer may
+            # wake a millisecond early: its loop's clock is cached), and sent then
+            assert after["scheduled_ns"] - before["done_ns"] >= 195_000_000
             assert after["sent_ns"] - after["scheduled_ns"] < 50_000_000
     assert (row["arrival"], row["burstiness"], row["sessions_complete"]) == ("gamma", "0.5", "6")
