@@ -52,6 +52,8 @@ def test_every_fault_is_recorded_with_its_reason_and_the_run_goes_on(engine_url:
     statuses = Counter(r["http_status"] for r in records if r["error_kind"] == "http_status")
     assert statuses == {500: rounds, 503: rounds}
     assert "failed_requests" in row["warnings"]
+    assert row["flawed_requests"] == "0"  # a real engine's answers are sound, even when cut
+    assert not any(r.get("engine_flaws") for r in records)
     ok = [r for r in records if r["error_kind"] is None]
     assert all(r["output_tokens"] == 16 for r in ok)
     slow = [r for r in ok if (r["first_chunk_ns"] - r["sent_ns"]) >= 1.5e9]
