@@ -217,28 +217,33 @@ def started_engine_at(url: str) -> dict[str, Any] | None:
 
 def pin_client_beside(url: str, no_pin: bool = False) -> str:
     """Pin this process (every thread of it) to the cores the rig's engine at ``url`` leaves
-    free, and say what was done: the row's ``client_pinned_by``. Nothing changes when there is
-    no such engine, it is not pinned, ``no_pin`` is set, or this process already keeps apart
-    from it (a taskset of the caller's is kept)."""
+    free, and say what was done: the row's ``client_pinned_by``, one of
+
+        rig: ...     pinned here, beside the engine
+        apart: ...   already on other cores (a taskset of the caller's is kept)
+        shared: ...  on the engine's cores (--no-pin, an unpinned engine, no core left)
+        none: ...    no engine the rig started at this host and port
+    """
     engine = started_engine_at(url)
     if engine is None:
         return "none: no engine the rig started at this host and port"
-    if no_pin:
-        return "none: --no-pin"
+    name = f"{engine['engine']} (pid {engine['pid']})"
     if not engine.get("cpus"):
-        return f"none: {engine['engine']} (pid {engine['pid']}) is not pinned"
+        return f"shared: {name} may use every core"
     engine_cores, mine = cpu_set(engine["cpus"]), allowed_cpus()
     if not mine & engine_cores:
-        return f"already apart from {engine['engine']} on {engine['cpus']}"
+        return f"apart: beside {name} on {engine['cpus']}"
+    if no_pin:
+        return f"shared: --no-pin, beside {name} on {engine['cpus']}"
     rest = mine - engine_cores
     if not rest:
-        return f"none: {engine['engine']} on {engine['cpus']} leaves this client no core"
+        return f"shared: {name} on {engine['cpus']} leaves this client no core"
     for thread in os.listdir("/proc/self/task"):  # sched_setaffinity(0) moves one thread only
         try:
             os.sched_setaffinity(int(thread), rest)
         except OSError:
             pass
-    return f"rig: beside {engine['engine']} on {engine['cpus']} (its state file)"
+    return f"rig: beside {name} on {engine['cpus']}"
 
 
 def _healthy(url: str, path: str = "/health") -> bool:

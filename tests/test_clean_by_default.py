@@ -34,7 +34,7 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 @pytest.fixture
-def engine(state: Path) -> Iterator[dict[str, object]]:
+def sleeper(state: Path) -> Iterator[dict[str, object]]:
     """A live process written down as an engine on the default layout's engine cores."""
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     record = {"pid": process.pid, "engine": "vllm-cpu", "port": PORT, "url": URL,
@@ -56,21 +56,25 @@ def _client(*prefix: str, no_pin: bool = False) -> tuple[str, list[int]]:
 
 
 @needs_two_cores
-def test_client_moves_beside_an_engine_the_rig_started(engine: dict[str, object]) -> None:
+def test_client_moves_beside_an_engine_the_rig_started(sleeper: dict[str, object]) -> None:
     said, cores = _client()
-    assert said == f"rig: beside vllm-cpu on {engine['cpus']} (its state file)"
+    assert said == f"rig: beside vllm-cpu (pid {sleeper['pid']}) on {sleeper['cpus']}"
     assert cores == [CORES[0]]  # the default layout: the client alone on the lowest core
 
 
 @needs_two_cores
-def test_no_pin_leaves_the_client_where_it_was(engine: dict[str, object]) -> None:
-    assert _client(no_pin=True) == ("none: --no-pin", CORES)
+def test_no_pin_leaves_the_client_where_it_was(sleeper: dict[str, object]) -> None:
+    said, cores = _client(no_pin=True)
+    assert said == f"shared: --no-pin, beside vllm-cpu (pid {sleeper['pid']}) on {sleeper['cpus']}"
+    assert cores == CORES
 
 
 @needs_two_cores
-def test_a_callers_taskset_apart_from_the_engine_is_kept(engine: dict[str, object]) -> None:
+def test_a_callers_taskset_apart_from_the_engine_is_kept(sleeper: dict[str, object]) -> None:
     said, cores = _client("taskset", "-c", str(CORES[0]))
-    assert said.startswith("already apart from vllm-cpu") and cores == [CORES[0]]
+    assert said == f"apart: beside vllm-cpu (pid {sleeper['pid']}) on {sleeper['cpus']}"
+    assert cores == [CORES[0]]
+    assert _client("taskset", "-c", str(CORES[0]), no_pin=True) == (said, cores)
 
 
 def test_an_unpinned_engine_or_none_at_all_moves_nothing(state: Path) -> None:
@@ -80,7 +84,7 @@ def test_an_unpinned_engine_or_none_at_all_moves_nothing(state: Path) -> None:
         state.mkdir(parents=True)
         (state / f"{PORT}.json").write_text(json.dumps(
             {"pid": process.pid, "engine": "llamacpp-cpu", "port": PORT, "url": URL, "cpus": ""}))
-        assert _client() == (f"none: llamacpp-cpu (pid {process.pid}) is not pinned", CORES)
+        assert _client() == (f"shared: llamacpp-cpu (pid {process.pid}) may use every core", CORES)
     finally:
         process.kill()
         process.wait()
@@ -94,18 +98,18 @@ def test_state_of_an_engine_that_died_is_dropped(state: Path) -> None:
     assert started_engines() == [] and not (state / f"{PORT}.json").exists()
 
 
-def test_only_this_hosts_loopback_engines_count(engine: dict[str, object]) -> None:
-    assert started_engine_at(URL) == engine
-    assert started_engine_at(f"http://localhost:{PORT}") == engine
+def test_only_this_hosts_loopback_engines_count(sleeper: dict[str, object]) -> None:
+    assert started_engine_at(URL) == sleeper
+    assert started_engine_at(f"http://localhost:{PORT}") == sleeper
     assert started_engine_at(f"http://10.1.2.3:{PORT}") is None
     assert started_engine_at(f"http://127.0.0.1:{PORT + 1}") is None
 
 
-def test_list_shows_the_engines_the_rig_started(engine: dict[str, object]) -> None:
+def test_list_shows_the_engines_the_rig_started(sleeper: dict[str, object]) -> None:
     listed = subprocess.run([sys.executable, "-m", "loadtest.local_engine", "list"], cwd=REPO,
                             capture_output=True, text=True, check=True).stdout
-    cpus = engine["cpus"] or "all"
-    assert listed == f"vllm-cpu {URL} pid {engine['pid']} cpus {cpus} log -\n"
+    cpus = sleeper["cpus"] or "all"
+    assert listed == f"vllm-cpu {URL} pid {sleeper['pid']} cpus {cpus} log -\n"
 
 
 def test_default_layout_leaves_the_client_the_first_core() -> None:
@@ -142,7 +146,8 @@ def test_local_engine_start_is_clean_by_default(slug: str, reset: str, state: Pa
                             "--requests", "4", "--max-tokens", "4", "--out", str(out))
         assert result.returncode == 0, result.stderr[-2000:]
         run = json.loads(next((out / "runs").glob("*/run.json")).read_text())
-        assert run["client_pinned_by"] == f"rig: beside {slug} on {engine_cpus} (its state file)"
+        assert run["client_pinned_by"] == f"rig: beside {slug} (pid {record['pid']}) on {engine_cpus}"
+        assert "client_shares_engine_cores" not in run["warnings"]
         assert run["client_cpus"] == client_cpus
         assert run["prefix_cache_reset"].startswith(reset)
     finally:

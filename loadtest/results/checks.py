@@ -51,6 +51,10 @@ WARNINGS = {
     "prefix_cache_not_reset": "the engine's prefix cache could not be emptied before the run "
                               "(prefix_cache_reset says why), so prompts cached by earlier runs "
                               "may have sped this one up: restart the engine for a clean cache",
+    "client_shares_engine_cores": "this client ran on cores of an engine the rig started on this "
+                                  "host (client_pinned_by says why), so each took CPU from the "
+                                  "other: on a small machine such runs stall; drop --no-pin, or "
+                                  "start the engine without --no-pin",
 }
 
 # What to do about each kind of failed request (loadtest/results/record.py's ERROR_KINDS),
@@ -114,4 +118,6 @@ def check_run(row: dict[str, Any]) -> list[str]:
         found.append("prompt_tokens_mismatch")
     if str(row.get("prefix_cache_reset") or "").startswith("failed"):
         found.append("prefix_cache_not_reset")
+    if str(row.get("client_pinned_by") or "").startswith("shared"):
+        found.append("client_shares_engine_cores")
     return found
