@@ -36,6 +36,8 @@ def flag(argv: list[str], name: str, default: str | None = None) -> str | None:
 
 def check_port(port: int) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As uvicorn binds: a port whose last connections linger in TIME_WAIT is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("", port))
         except OSError:
