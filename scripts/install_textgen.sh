@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: scripts/install_textgen.sh [--transformers]
+# usage: scripts/install_textgen.sh [--transformers | --pack DIR]
 #   Makes the textgen-cpu engine: text-generation-webui's API (server.py --nowebui --api) at
 #   commit 1dcde41d03d1, unpacked under build/textgen/ from the vendored source tarball
 #   (TEXTGEN_TARBALL, default ../shared/vendor/; else cloned from its public git repository),
@@ -7,9 +7,17 @@
 #   less the GitHub wheels: no Gradio, no llama.cpp binaries) plus a llama_cpp_binaries shim
 #   that hands it the rig's own build/llama.cpp/cpu/bin/llama-server (RIG_LLAMA_SERVER at run
 #   time overrides it). --transformers adds its Transformers loader on CPU torch.
+#   --pack DIR fills an image's build context instead (servers/textgen-cpu): DIR/src/ (the
+#   source and requirements-api.txt) and DIR/bin/llama-server; no venv.
 #   Re-running reuses what is there.
 set -euo pipefail
-case "$*" in "" | --transformers) ;; *) sed -n '2,10s/^# \{0,1\}//p' "$0" >&2; exit 2 ;; esac
+usage() { sed -n '2,13s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+pack=""
+case "${1:-}" in
+  "" | --transformers) [[ $# -le 1 ]] || usage ;;
+  --pack) [[ $# -eq 2 ]] || usage; pack=$2 ;;
+  *) usage ;;
+esac
 cd "$(dirname "$0")/.."
 
 COMMIT=1dcde41d03d13fc768316f4d2256a8a6dd044268
@@ -68,7 +76,18 @@ def get_binary_path() -> str:
 EOF
 }
 
+# An image's build context: the source, its API's requirements and the rig's llama-server.
+pack_context() {
+  local llama_server=build/llama.cpp/cpu/bin/llama-server
+  [[ -x $llama_server ]] || fail "no $llama_server: run scripts/build_llamacpp.sh first"
+  rm -rf "$pack/src" && mkdir -p "$pack/bin" && cp -r "$SOURCE" "$pack/src"
+  api_requirements > "$pack/src/requirements-api.txt"
+  cp "$llama_server" "$pack/bin/llama-server"
+  echo "textgen-cpu build context: $pack (src/, bin/llama-server)" >&2
+}
+
 unpack_source
+if [[ -n $pack ]]; then pack_context; exit 0; fi
 [[ -x $VENV/bin/python ]] || run "$python" -m venv "$VENV"
 stamp="$VENV/.installed-$({ api_requirements; cat "$0"; } | sha256sum | cut -c1-16)"
 if [[ ! -f $stamp ]]; then
