@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from loadtest.cli.processes import stop_process_group
 from loadtest.cpus import allowed_cpus, checked_cpus, cpu_set, default_layout, format_cpus
 from servers.local import LOCAL, LocalRecipe
 from servers.vllm_cpu import ENGINE_PYTHON, TINY_MODEL
@@ -120,7 +120,7 @@ class LocalEngine:
         """Stop the engine's whole process group, also when its first process has already died:
         a crashed vLLM API server leaves its EngineCore child running in the group."""
         if self.process is not None:
-            stop_group(self.process.pid)
+            stop_process_group(self.process, grace_s=_STOP_GRACE_S)
             self.process.wait()
             _state_file(self.port).unlink(missing_ok=True)
 
@@ -162,19 +162,9 @@ def _cpu_list(cpus: str | None) -> str | None:
 
 
 def stop_group(pid: int) -> None:
-    """SIGTERM the process group, then SIGKILL what is left after a grace period."""
-    for sig, wait_s in ((signal.SIGTERM, _STOP_GRACE_S), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.2)
+    """SIGTERM the process group, then SIGKILL what is left after a grace period (the rig's one
+    way, loadtest/cli/processes.py; kept under this name for its callers)."""
+    stop_process_group(pid, grace_s=_STOP_GRACE_S)
 
 
 def state_dir() -> Path:
