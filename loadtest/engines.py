@@ -11,7 +11,8 @@ Each stream is read line by line and stamped on arrival (loadtest/client/transpo
 come from those raw records (loadtest/results/summary.py), not from Locust's rounded buckets, though
 Locust's own stats and web UI still show every request (response time = end-to-end).
 Results: OUT/runs.csv and OUT/runs/RUN_ID/{run.json,requests.jsonl} (loadtest/results/files.py).
-Exit codes: 0 all requests ok, 1 some failed (recorded), 2 the rig could not run.
+Exit codes: 0 all requests ok, 1 some failed (recorded) or the engine answered some wrongly
+(flawed_requests), 2 the rig could not run.
 The rig's options: `rig run --help` (Locust prints its --help before it loads a locustfile).
 """
 
