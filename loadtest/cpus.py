@@ -7,6 +7,10 @@ host, not the engine. So by default the client gets the first core it may use an
 rest; measured on 2 cores, that keeps every run valid with the rig level with a lean reference
 client (README, "How good the measurer is").
 
+The layout is applied by default: `python -m loadtest.local_engine start` pins the engine to the
+engine's side, and a run against an engine so started moves its client to the rest by itself
+(`--no-pin`, add_pin_option, opts out).
+
     python3 -m loadtest.cpus [--engine LIST] [--client LIST]   # prints: ENGINE_CPUS CLIENT_CPUS
 
 prints the layout with what was not given filled in ("-" for "not pinned"), or one error line
