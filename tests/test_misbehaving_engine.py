@@ -170,8 +170,11 @@ def test_every_wrong_answer_ends_recorded_with_what_was_wrong(api: str, tmp_path
     assert "deadline: " in result.stderr  # the summary says what to do about each kind
 
 
-def test_a_run_whose_only_fault_is_a_flawed_count_exits_1_with_every_request_ok(tmp_path: Path):
-    """The issue's first report: usage.completion_tokens "many" crashed Locust's statistics."""
+@pytest.mark.parametrize("processes", [[], ["--processes", "2"]], ids=["one process", "two"])
+def test_a_run_whose_only_fault_is_a_flawed_count_exits_1_with_every_request_ok(
+        processes: list[str], tmp_path: Path):
+    """The issue's first report: usage.completion_tokens "many" crashed Locust's statistics.
+    With workers, each request's flaws travel to the master with its record."""
     case = {"kind": "field", "event": "usage", "path": "usage.completion_tokens", "value": "many"}
     prompts = tmp_path / "many.jsonl"
     prompts.write_text(json.dumps({"id": "many", "prompt": json.dumps(case)}) + "\n")
@@ -179,7 +182,7 @@ def test_a_run_whose_only_fault_is_a_flawed_count_exits_1_with_every_request_ok(
         result = run_locust("--host", url, "--engine", "vllm-cpu", "--out", str(tmp_path),
                             "--prompts", str(prompts), "--users", "2", "--requests", "4",
                             "--max-tokens", str(MAX_TOKENS), "--telemetry-interval", "0",
-                            timeout_s=60)
+                            *processes, timeout_s=60)
     assert result.returncode == 1, result.stderr[-3000:]
     assert "Traceback" not in result.stderr and "TypeError" not in result.stderr
     with open(tmp_path / "runs.csv", newline="") as file:
