@@ -25,7 +25,6 @@ Exit codes: 0 report written (or nothing to report, said in one line), 2 bad fol
 
 from __future__ import annotations
 
-import argparse
 import base64
 import html
 import re
@@ -36,6 +35,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from loadtest.cli.args import RigParser, command_prog
+from loadtest.cli.types import percent, writable_folder
 from loadtest.results.checks import WARNINGS
 from loadtest.report.goodput import (DEFAULT_SLO_SHARE_PCT, equivalence_table, is_open_loop,
                                      open_loop_markdown, plot_goodput, rate_table)
@@ -79,7 +80,7 @@ from loadtest.report.tables import (
     markdown_table,
 )
 
-__all__ = ["Report", "build_report", "main"]
+__all__ = ["Report", "build_report", "main", "parser"]
 
 _MAX_DISTRIBUTION_RUNS = 60
 
@@ -123,7 +124,7 @@ class Report:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
+    args = parser().parse_args(argv)
     root = Path(args.results)
     if not root.is_dir():
         print(f"error: no results folder {root} (pass the --out folder of a run or sweep)",
@@ -132,10 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else root / "report"
     try:
         failed = _failed_engines(args.failed)
-        share = _share(args.slo_share)
         runs = select_runs(load_runs(root), args.where)
     except (KeyError, ValueError) as exc:
-        print(f"error: {exc.args[0]}", file=sys.stderr)
+        # one line, whatever the user typed into the option it quotes
+        message = str(exc.args[0]).replace("\r", "\\r").replace("\n", "\\n")
+        print(f"error: {message}", file=sys.stderr)
         return 2
     if runs.empty:
         reason = "no matching runs" if args.where else "no runs.csv rows"
@@ -146,44 +148,36 @@ def main(argv: list[str] | None = None) -> int:
         _write(_empty_report(out, message))
         return 0
     report = build_report(runs, out, baseline=args.baseline, source=root, race=args.race,
-                          failed=failed, slo_share=share)
+                          failed=failed, slo_share=args.slo_share)
     _write(report)
     print("\n\n".join(report.races if args.race else report.races + report.tables))
     print(f"\nreport: {out / 'report.md'} and {out / 'report.html'}", file=sys.stderr)
     return 0
 
 
-def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.report",
-                                     description="Tables and plots from llm-load-rig results.")
-    parser.add_argument("results", nargs="?", default="results",
+def parser() -> RigParser:
+    p = RigParser(prog=command_prog("python -m loadtest.report"),
+                  description="Tables and plots from llm-load-rig results.",
+                  epilog="example:\n  rig report results/ --where engine=vllm-cpu|llamacpp-cpu")
+    p.add_argument("results", nargs="?", default="results",
                         help="results folder: every runs.csv below it is read (default results/)")
-    parser.add_argument("--out", help="where to write the report (default RESULTS/report/)")
-    parser.add_argument("--baseline", default=None, metavar="FLAGS",
+    p.add_argument("--out", type=writable_folder,
+                        help="where to write the report (default RESULTS/report/)")
+    p.add_argument("--baseline", default=None, metavar="FLAGS",
                         help="flags of the baseline for flag effects, as --baseline=FLAGS "
                         "(default: the flags of the first run)")
-    parser.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
+    p.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
                         help="keep only runs whose runs.csv COLUMN equals VALUE, or one of "
                         "A|B|... (repeatable)")
-    parser.add_argument("--race", action="store_true",
+    p.add_argument("--race", action="store_true",
                         help="open with the race even for one engine, and print only the race")
-    parser.add_argument("--failed", action="append", default=[], metavar="ENGINE=REASON",
+    p.add_argument("--failed", action="append", default=[], metavar="ENGINE=REASON",
                         help="an engine that was asked for but did not run, shown in the race "
                         "(repeatable)")
-    parser.add_argument("--slo-share", default=str(DEFAULT_SLO_SHARE_PCT), metavar="PCT",
+    p.add_argument("--slo-share", type=percent, default=str(DEFAULT_SLO_SHARE_PCT), metavar="PCT",
                         help="percent of requests that must meet the runs' --slo targets for a "
                         "rate to count as within them (default 99)")
-    return parser.parse_args(argv)
-
-
-def _share(text: str) -> float:
-    try:
-        share = float(text)
-    except ValueError:
-        raise ValueError(f"--slo-share must be a percent, got {text!r}") from None
-    if not 0 < share <= 100:
-        raise ValueError(f"--slo-share must be above 0 and at most 100, got {text!r}")
-    return share
+    return p
 
 
 def _failed_engines(pairs: list[str]) -> dict[str, str]:
