@@ -160,23 +160,23 @@ def parser() -> RigParser:
                   description="Tables and plots from llm-load-rig results.",
                   epilog="example:\n  rig report results/ --where engine=vllm-cpu|llamacpp-cpu")
     p.add_argument("results", nargs="?", default="results",
-                        help="results folder: every runs.csv below it is read (default results/)")
+                   help="results folder: every runs.csv below it is read (default results/)")
     p.add_argument("--out", type=writable_folder,
-                        help="where to write the report (default RESULTS/report/)")
+                   help="where to write the report (default RESULTS/report/)")
     p.add_argument("--baseline", default=None, metavar="FLAGS",
-                        help="flags of the baseline for flag effects, as --baseline=FLAGS "
-                        "(default: the flags of the first run)")
+                   help="flags of the baseline for flag effects, as --baseline=FLAGS "
+                   "(default: the flags of the first run)")
     p.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
-                        help="keep only runs whose runs.csv COLUMN equals VALUE, or one of "
-                        "A|B|... (repeatable)")
+                   help="keep only runs whose runs.csv COLUMN equals VALUE, or one of "
+                   "A|B|... (repeatable)")
     p.add_argument("--race", action="store_true",
-                        help="open with the race even for one engine, and print only the race")
+                   help="open with the race even for one engine, and print only the race")
     p.add_argument("--failed", action="append", default=[], metavar="ENGINE=REASON",
-                        help="an engine that was asked for but did not run, shown in the race "
-                        "(repeatable)")
+                   help="an engine that was asked for but did not run, shown in the race "
+                   "(repeatable)")
     p.add_argument("--slo-share", type=percent, default=str(DEFAULT_SLO_SHARE_PCT), metavar="PCT",
-                        help="percent of requests that must meet the runs' --slo targets for a "
-                        "rate to count as within them (default 99)")
+                   help="percent of requests that must meet the runs' --slo targets for a "
+                   "rate to count as within them (default 99)")
     return p
 
 
