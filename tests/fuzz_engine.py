@@ -136,8 +136,8 @@ class _TGIStream(_Stream):
                                            "input_length": _PROMPT_TOKENS, "seed": None})
 
 
-async def _answer(request: web.Request, stream: _Stream, case: dict[str, Any],
-                  openai: bool) -> web.StreamResponse:
+async def _answer(request: web.Request, stream: _Stream, case: dict[str, Any]
+                  ) -> web.StreamResponse:
     kind = case.get("kind", "ok")
     if kind == "not_stream":
         return web.json_response({"id": "fuzz", "choices": [{"index": 0, "text": " tok" *
@@ -153,7 +153,7 @@ async def _answer(request: web.Request, stream: _Stream, case: dict[str, Any],
                              if kind == "content_type" else "text/event-stream")
     await response.prepare(request)
     try:
-        async for piece in _pieces(kind, stream, openai):
+        async for piece in _pieces(kind, stream):
             await response.write(piece)
         await response.write_eof()
     except (ConnectionError, asyncio.CancelledError):
@@ -161,7 +161,7 @@ async def _answer(request: web.Request, stream: _Stream, case: dict[str, Any],
     return response
 
 
-async def _pieces(kind: str, stream: _Stream, openai: bool) -> AsyncIterator[bytes]:
+async def _pieces(kind: str, stream: Any) -> AsyncIterator[bytes]:
     """What the case writes, piece by piece (each piece one write, one HTTP chunk)."""
     sound = list(stream.events())
     if kind in ("ok", "field", "content_type"):
@@ -179,7 +179,7 @@ async def _pieces(kind: str, stream: _Stream, openai: bool) -> AsyncIterator[byt
     elif kind == "endless":
         index = 0
         while True:
-            yield stream.token(index)  # type: ignore[attr-defined]
+            yield stream.token(index)
             index += 1
             await asyncio.sleep(0)
     elif kind in ("pings", "trickle"):
@@ -203,7 +203,7 @@ async def _pieces(kind: str, stream: _Stream, openai: bool) -> AsyncIterator[byt
         for event in (*sound, sound[-1]):
             yield event
     elif kind == "after_done":
-        for event in (*sound, stream.token(0)):  # type: ignore[attr-defined]
+        for event in (*sound, stream.token(0)):
             yield event
     # "empty": nothing
 
@@ -211,22 +211,20 @@ async def _pieces(kind: str, stream: _Stream, openai: bool) -> AsyncIterator[byt
 async def _completions(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     case = json.loads(body["prompt"])
-    return await _answer(request, _OpenAIStream(case, int(body.get("max_tokens", 16))), case,
-                         openai=True)
+    return await _answer(request, _OpenAIStream(case, int(body.get("max_tokens", 16))), case)
 
 
 async def _chat(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     case = json.loads(body["messages"][-1]["content"])
-    return await _answer(request, _ChatStream(case, int(body.get("max_tokens", 16))), case,
-                         openai=True)
+    return await _answer(request, _ChatStream(case, int(body.get("max_tokens", 16))), case)
 
 
 async def _generate_stream(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     case = json.loads(body["inputs"])
     tokens = int(body.get("parameters", {}).get("max_new_tokens", 16))
-    return await _answer(request, _TGIStream(case, tokens), case, openai=False)
+    return await _answer(request, _TGIStream(case, tokens), case)
 
 
 async def _models(_: web.Request) -> web.Response:

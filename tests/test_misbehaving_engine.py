@@ -23,12 +23,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuzz_engine import KINDS, OPENAI_ONLY
-from loadtest.client.bounds import OUTPUT_MARGIN, OUTPUT_SLACK, parse_request_deadline
+from loadtest.client.bounds import OUTPUT_MARGIN, OUTPUT_SLACK, Bounds, parse_request_deadline
 from loadtest.client.options import ConfigError
 from loadtest.client.protocols import MAX_COUNT, openai, tgi
 from loadtest.client.transport import new_client, send
-from loadtest.client.bounds import Bounds
 from loadtest.client.workload import RequestSpec
+from loadtest.results.checks import ERROR_REMEDIES
+from loadtest.results.record import ERROR_KINDS
 from rig_helpers import run_locust, running_fuzz_engine
 
 # Hypothesis's per-example time limit fails examples on a shared, loaded machine: none here.
@@ -318,3 +319,7 @@ def test_the_bounds_read_each_request_body_s_own_length(prompt: str, max_tokens:
         body = dialect.build_body(api, "m", text, max_tokens, ignore_eos=False, temperature=0.0)
         deadline_s, limit = Bounds(read_timeout_s=10).for_request(body)
         assert (deadline_s, limit) == (10 + max_tokens, OUTPUT_MARGIN * max_tokens + OUTPUT_SLACK)
+
+
+def test_every_error_kind_has_its_remedy():
+    assert list(ERROR_REMEDIES) == list(ERROR_KINDS)
