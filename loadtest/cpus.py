@@ -19,10 +19,11 @@ and exit 2. Standard library only, so scripts can ask before anything is install
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from typing import Any
+
+from loadtest.cli.args import RigParser, command_prog  # standard library only, as this module
 
 __all__ = ["add_pin_option", "allowed_cpus", "checked_cpus", "complete_layout", "cpu_set",
            "default_layout", "format_cpus"]
@@ -113,11 +114,18 @@ def add_pin_option(parser: Any) -> None:
                              "leaves free; the row's client_pinned_by says which)")
 
 
+def parser() -> RigParser:
+    p = RigParser(prog=command_prog("python3 -m loadtest.cpus"),
+                  description="The engine/client core layout: prints ENGINE_CPUS CLIENT_CPUS "
+                              "('-' for not pinned), what was not given filled in.",
+                  epilog="example:\n  rig cpus --engine 1-15   # prints: 1-15 0")
+    p.add_argument("--engine", default="", help="the engine's cores, e.g. 1-15")
+    p.add_argument("--client", default="", help="the client's cores, e.g. 0")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m loadtest.cpus")
-    parser.add_argument("--engine", default="", help="the engine's cores, e.g. 1-15")
-    parser.add_argument("--client", default="", help="the client's cores, e.g. 0")
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     try:
         engine, client = complete_layout(args.engine, args.client)
     except ValueError as exc:

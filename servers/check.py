@@ -14,17 +14,18 @@ Exit codes: 0 all fine, 2 a setting refused (one `error:` line).
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
 from pathlib import Path
 
+from loadtest.cli.args import RigParser, command_prog
+from loadtest.cli.types import existing_file
 from servers.gpus import gpu_count
 from servers.registry import ENGINES, engine, from_env, validate
 from servers.settings import SettingError, env_name
 
-__all__ = ["check", "main", "read_env_file"]
+__all__ = ["check", "main", "parser", "read_env_file"]
 
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 
@@ -68,11 +69,21 @@ def check(slugs: list[str], env: dict[str, str], gpus: int | None) -> list[str]:
     return lines or ["ok: no engine has a setting set"]
 
 
+def parser() -> RigParser:
+    p = RigParser(prog=command_prog("python -m servers.check"),
+                  description="Check the engine settings `docker compose up` will read (a .env "
+                              "file and the environment) before anything starts.",
+                  epilog="example:\n  rig check-env tgi --env-file .env\n"
+                         "exit: 0 all fine, 2 a setting refused (one error: line)")
+    p.add_argument("engines", nargs="*", metavar="ENGINE",
+                   help="engines to check (default: every engine with a setting set)")
+    p.add_argument("--env-file", type=Path, default=Path(".env"),
+                   help="the settings file (default .env; a missing file is no settings)")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m servers.check", description=__doc__.split("\n")[0])
-    parser.add_argument("engines", nargs="*", metavar="ENGINE")
-    parser.add_argument("--env-file", type=Path, default=Path(".env"))
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     count = gpu_count()
     try:
         env = {**read_env_file(args.env_file), **os.environ}
