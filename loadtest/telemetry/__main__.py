@@ -5,24 +5,34 @@ Samples until SIGTERM, then writes DIR/telemetry_summary.json and prints it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
+from loadtest.cli.args import RigParser, command_prog
+from loadtest.cli.types import positive_int, positive_number, url, writable_folder
 from loadtest.telemetry.sampler import Sampler
+
+__all__ = ["main", "parser"]
+
+
+def parser() -> RigParser:
+    p = RigParser(prog=command_prog("python -m loadtest.telemetry"),
+                  description="Sample GPU and engine metrics until SIGTERM, then write and print "
+                              "the run's telemetry summary.")
+    p.add_argument("--run-dir", required=True, type=writable_folder)
+    p.add_argument("--engine", required=True, help="engine slug, picks the metric names")
+    p.add_argument("--url", required=True, type=url, help="engine base URL; /metrics is scraped")
+    p.add_argument("--gpus", default="all", help="NVML indices (0,1), all, or none")
+    p.add_argument("--interval", type=positive_number, default=0.5,
+                   help="seconds between samples")
+    p.add_argument("--parent-pid", type=positive_int, default=None,
+                   help="stop when this parent process is gone")
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.telemetry")
-    parser.add_argument("--run-dir", required=True, type=Path)
-    parser.add_argument("--engine", required=True, help="engine slug, picks the metric names")
-    parser.add_argument("--url", required=True, help="engine base URL; /metrics is scraped")
-    parser.add_argument("--gpus", default="all", help="NVML indices (0,1), all, or none")
-    parser.add_argument("--interval", type=float, default=0.5, help="seconds between samples")
-    parser.add_argument("--parent-pid", type=int, default=None,
-                        help="stop when this parent process is gone")
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     gpus: list[int] | None | str
     if args.gpus == "all":
         gpus = None

@@ -21,6 +21,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from loadtest.cli.args import RigParser
+from loadtest.cli.types import positive_number, writable_folder
 from loadtest.telemetry.hook import start_telemetry
 
 __all__ = ["main"]
@@ -30,11 +32,11 @@ _NO_ENGINE_URL = "http://127.0.0.1:9"  # nothing listens: the engine side is rec
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m loadtest.telemetry.gpu_proof")
-    parser.add_argument("out", type=Path)
+    parser = RigParser(prog="python3 -m loadtest.telemetry.gpu_proof")
+    parser.add_argument("out", type=writable_folder)
     parser.add_argument("--model", default="models/tiny-llama")
     parser.add_argument("--load", choices=["matmul", "generate"], help=argparse.SUPPRESS)
-    parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--seconds", type=positive_number, default=6.0)
     args = parser.parse_args(argv)
     if args.load == "matmul":
         return _matmul(args.seconds)
