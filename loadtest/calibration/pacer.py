@@ -32,7 +32,6 @@ Standard library only (uvloop when installed), so it runs wherever python3 does.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import ctypes
 import heapq
@@ -48,6 +47,9 @@ from array import array
 from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any
+
+from loadtest.cli.args import RigParser
+from loadtest.cli.types import non_negative_number, port, positive_int
 
 __all__ = ["Settings", "Stats", "summarize_lateness", "serve", "main"]
 
@@ -611,28 +613,29 @@ def serve(host: str, port: int, settings: Settings, *, workers: int = 1, loop_ki
             child.join(5)
 
 
+def _port_or_any(text: str) -> int:
+    """A TCP port, or 0: any free one (printed)."""
+    return 0 if text.strip() == "0" else port(text)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.calibration.pacer",
-                                     description=__doc__.split("\n\n")[0])
+    parser = RigParser(prog="python -m loadtest.calibration.pacer",
+                       description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8100, help="0 = any free port (printed)")
-    parser.add_argument("--ttft-ms", type=float, default=50.0, help="request read -> first token")
-    parser.add_argument("--gap-ms", type=float, default=20.0, help="between tokens")
-    parser.add_argument("--tokens", type=int, default=64,
+    parser.add_argument("--port", type=_port_or_any, default=8100, help="0 = any free port (printed)")
+    parser.add_argument("--ttft-ms", type=non_negative_number, default=50.0,
+                        help="request read -> first token")
+    parser.add_argument("--gap-ms", type=non_negative_number, default=20.0, help="between tokens")
+    parser.add_argument("--tokens", type=positive_int, default=64,
                         help="tokens per answer when the request names no max_tokens")
-    parser.add_argument("--workers", type=int, default=1,
+    parser.add_argument("--workers", type=positive_int, default=1,
                         help="processes sharing the port (SO_REUSEPORT); >1 moves /lateness "
                              "and /requests to --control-port")
-    parser.add_argument("--control-port", type=int, default=None, help="default: port + 1")
+    parser.add_argument("--control-port", type=port, default=None, help="default: port + 1")
     parser.add_argument("--loop", choices=("auto", "uvloop", "asyncio"), default="auto")
-    parser.add_argument("--spin-us", type=float, default=2000.0,
+    parser.add_argument("--spin-us", type=non_negative_number, default=2000.0,
                         help="wake this early and poll until each deadline (default 2000)")
     args = parser.parse_args(argv)
-    for name in ("ttft_ms", "gap_ms", "spin_us"):
-        if getattr(args, name) < 0:
-            parser.exit(2, f"error: --{name.replace('_', '-')} must be >= 0\n")
-    if args.tokens < 1 or args.workers < 1:
-        parser.exit(2, "error: --tokens and --workers must be positive\n")
     settings = Settings(round(args.ttft_ms * 1e6), round(args.gap_ms * 1e6), args.tokens,
                         round(args.spin_us * 1e3))
     _raise_file_limit()
