@@ -22,11 +22,12 @@ that the defaults are too few.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
 
+from loadtest.cli.args import RigParser
+from loadtest.cli.types import non_negative_int, positive_number
 from loadtest.results.files import read_runs
 
 __all__ = ["earlier_counts", "rerun_plan"]
@@ -60,13 +61,14 @@ def earlier_counts(rows: list[dict[str, str]], prompts: str, max_tokens: int) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.report.rerun_plan",
-                                     description=__doc__.split("\n\n")[0])
+    parser = RigParser(prog="python -m loadtest.report.rerun_plan",
+                       description=__doc__.split("\n\n")[0])
     parser.add_argument("runs_csv", type=Path)
     parser.add_argument("--count", action="store_true", help="print the number of rows only")
-    parser.add_argument("--after", type=int, default=0, help="read only the rows after the first N")
+    parser.add_argument("--after", type=non_negative_int, default=0,
+                        help="read only the rows after the first N")
     parser.add_argument("--tag", default="", help="only rows with this tag")
-    parser.add_argument("--seconds", type=float, default=TARGET_S)
+    parser.add_argument("--seconds", type=positive_number, default=TARGET_S)
     parser.add_argument("--earlier", metavar="PROMPTS:MAX_TOKENS",
                         help="the most requests run before at each user count on this workload")
     args = parser.parse_args(argv)
