@@ -1,17 +1,26 @@
 """Results folders the rig cannot simply add to: a runs.csv edited by hand, not UTF-8, or written by
 a newer rig is refused before the run in one line; an older one gets the new row; a disk that is
-full, or fills during the run, is one error line and exit 2, never a traceback or a torn file."""
+full, or fills during the run, is one error line and exit 2, never a traceback or a torn file.
+The report reads the same folders: it refuses what a run refuses, in one line, writing nothing,
+reports an older rig's rows, and never answers generated runs.csv files or options with a
+traceback."""
 
 from __future__ import annotations
 
 import csv
+import io
+import string
 import subprocess
+import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from loadtest.report.build import main as report
 from rig_helpers import free_port, run_locust
 
 SMALL_RUN = ("--users", "2", "--requests", "4", "--max-tokens", "8", "--ignore-eos",
@@ -48,6 +57,90 @@ def test_runs_csv_of_a_newer_rig_is_refused(tmp_path: Path):
 def test_a_csv_that_is_not_a_runs_csv_is_refused(tmp_path: Path):
     (tmp_path / "runs.csv").write_text("name,score\nx,1\n")
     _refused_before_the_run(tmp_path, "has no run_id column")
+
+
+_BROKEN = {  # runs.csv bytes a run refuses, and what the report's one line says of them
+    "edited by hand": (b"schema_version,run_id,engine\n1,a,vllm\n1,b,vllm,oops\n",
+                       "line 3 has 4 cells for 3 columns"),
+    "not UTF-8": ("run_id,engine\ncaf\u00e9,vllm\n".encode("latin-1"), "is not UTF-8 text"),
+    "a newer rig's": (b"schema_version,run_id,engine\n99,a,vllm\n", "written by a newer rig"),
+    "not a runs.csv": (b"name,score\nx,1\n", "has no run_id column"),
+    "a column twice": (b"run_id,users,users\na,1,2\n", "names the column 'users' twice"),
+}
+
+
+def _report(folder: Path, *args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = report([str(folder), *args])
+        except SystemExit as exc:  # argparse's refusal of an option
+            code = exc.code
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("kind", sorted(_BROKEN))
+def test_the_report_refuses_a_runs_csv_a_run_refuses_in_one_line(kind: str, tmp_path: Path):
+    data, message = _BROKEN[kind]
+    (tmp_path / "cell").mkdir()
+    (tmp_path / "cell" / "runs.csv").write_bytes(data)
+    code, out, err = _report(tmp_path)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+    assert not (tmp_path / "report").exists()  # nothing written
+
+
+def test_the_report_reads_an_older_rigs_rows(tmp_path: Path):
+    (tmp_path / "runs.csv").write_text("timestamp,run_id,engine,users,output_tok_per_s\n"
+                                       "2026-01-01T00:00:00Z,old-run,vllm-cpu,8,123.4\n")
+    code, out, _ = _report(tmp_path)
+    assert code == 0 and "| vllm-cpu | (defaults) | - | 8 | 1 | 123.4 |" in out
+
+
+_COLUMNS = ["timestamp", "engine", "model", "model_sha256", "flags", "gpu", "users", "requests",
+            "failed", "output_tok_per_s", "completion_time_s", "workload", "workload_sha256",
+            "verdict", "verdict_reasons", "warnings", "client_cpu_max_pct", "repeat", "rate",
+            "run_dir", "schema_version", "ttft_p99_ms"]
+_CELL = st.one_of(st.just(""), st.integers(-5, 300).map(str),
+                  st.floats(allow_nan=True, allow_infinity=True).map(str),
+                  st.sampled_from(["valid", "invalid", "nan", "inf", "-1", "1e400", "x;y", "usage"]),
+                  st.text(string.printable.replace("\r", ""), max_size=12))
+
+
+@st.composite
+def _runs_csv(draw: st.DrawFn) -> str:
+    columns = ["run_id", *draw(st.lists(st.sampled_from(_COLUMNS), unique=True, max_size=12))]
+    rows = [[f"r{index}", *draw(st.lists(_CELL, min_size=len(columns) - 1,
+                                         max_size=len(columns) - 1))]
+            for index in range(draw(st.integers(1, 6)))]
+    text = io.StringIO()
+    csv.writer(text).writerows([columns, *rows])
+    return text.getvalue()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_runs_csv())
+def test_a_generated_runs_csv_is_reported_or_refused_in_one_line_never_a_traceback(text: str):
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "runs.csv").write_text(text)
+        code, _, err = _report(Path(folder))
+    assert code in (0, 2), err
+    if code == 2:
+        assert err.count("\n") == 1 and err.startswith("error: "), err
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["--slo-share", "--where", "--failed", "--baseline"]),
+       st.text(string.printable.replace("\r", ""), max_size=20))
+def test_generated_report_options_are_taken_or_refused_in_one_line(option: str, value: str):
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "runs.csv").write_text(
+            "run_id,engine,users,output_tok_per_s,completion_time_s,requests,failed\n"
+            "a,vllm-cpu,4,100,10,32,0\n")
+        code, _, err = _report(Path(folder), f"{option}={value}")
+    assert code in (0, 2), err
+    if code == 2:
+        assert err.count("\n") == 1 and err.startswith("error: "), err
 
 
 def test_runs_csv_of_an_older_rig_gets_the_new_row(engine_url: str, tmp_path: Path):

@@ -123,7 +123,7 @@ def open_loop_markdown(table: pd.DataFrame, share_pct: float) -> tuple[str, list
                 notes.append(f"highest rate with >= {share_pct:g}% in SLO")
             if line["verdict"] and line["verdict"] != "valid":
                 notes.append(f"{line['verdict']}: {line['reasons']}")
-            body.append([name, f"{int(line['users'])}",
+            body.append([name, _f(line['users'], 0),
                          f"{line['rate']:g} {line['arrival']} ({_f(line['scheduled_rate_per_s'], 2)})",
                          _f(line["req_per_s"], 2), _f(line["output_tok_per_s"], 1),
                          f"{_f(line['ttft_sched_p50_ms'], 1)} / {_f(line['ttft_sched_p99_ms'], 1)}",
@@ -132,7 +132,7 @@ def open_loop_markdown(table: pd.DataFrame, share_pct: float) -> tuple[str, list
                          "-" if pd.isna(line["slo_met_pct"]) else f"{line['slo_met_pct']:.1f}%",
                          _f(line["goodput_req_per_s"], 2), _f(line["goodput_tok_per_s"], 1),
                          ", ".join(notes)])
-        summary = f"{name}, users cap {int(config.iloc[0]['users'])}: knee at " + \
+        summary = f"{name}, users cap {_f(config.iloc[0]['users'], 0)}: knee at " + \
             (f"{knee:g} req/s offered" if knee is not None else "-")
         if has_slo:
             summary += (f"; highest rate with >= {share_pct:g}% of requests meeting "

@@ -16,11 +16,14 @@ part; with none, its model is that last part. Runs of different models are never
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from loadtest.results.files import SCHEMA_VERSION
 
 __all__ = [
     "CELL",
@@ -37,6 +40,17 @@ __all__ = [
 ]
 
 CONFIG = ["engine", "flags", "gpu"]
+# the numbers every section reads; a row without one (an older rig's) shows "-" there
+_NUMBERS = ["users", "requests", "failed", "output_tok_per_s", "completion_time_s",
+            "client_cpu_max_pct", "avg_output_tokens", "ttft_p50_ms", "ttft_p99_ms",
+            "itl_p50_ms", "itl_p99_ms"]
+# counts: whole numbers; the report also computes with the measures, each a finite number >= 0
+_COUNTS = ["users", "requests", "failed", "completed", "repeat", "processes"]
+_MEASURES = [*_NUMBERS[3:], "e2e_p99_ms", "rate", "req_per_s", "gpu_mem_peak_mib",
+             "gpu_util_mean_pct", "gpu_j_per_output_token", "engine_kv_cache_peak_pct",
+             "engine_waiting_peak", "engine_running_peak", "engine_held_peak",
+             "goodput_req_per_s", "goodput_tok_per_s", "slo_met_pct"]
+_MOST = 1e12  # a count or measure past this is not one a run wrote
 CELL = [*CONFIG, "users"]
 MODEL = "model_key"  # the model's digest, or its short name where no run recorded one
 HEAT = [MODEL, "workload_sha256", "users"]
@@ -48,15 +62,17 @@ _TEXT = {"timestamp", "run_id", "engine", "model", "host", "flags", "gpu", "erro
 
 
 def load_runs(root: Path) -> pd.DataFrame:
-    """Every run row under `root`, one per run_id; empty when there are none."""
+    """Every run row under `root`, one per run_id; empty when there are none. ValueError, in one
+    line, for a runs.csv the report cannot read as this rig wrote it (_read_runs_csv)."""
     frames = []
     for path in sorted(root.rglob("runs.csv")):
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        frame = _read_runs_csv(path)
         frame["_csv_dir"] = str(path.parent)
         frames.append(frame)
-    if not frames:
+    runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if runs.empty:
         return pd.DataFrame()
-    runs = pd.concat(frames, ignore_index=True).drop_duplicates("run_id", keep="last")
+    runs = runs.drop_duplicates("run_id", keep="last")
     for column in runs.columns:
         if column not in _TEXT and not column.startswith("_"):
             runs[column] = _numeric(runs[column])
@@ -64,6 +80,9 @@ def load_runs(root: Path) -> pd.DataFrame:
                    "warnings", "tag", "timestamp", "workload"} - {"users"}:
         if column not in runs:
             runs[column] = ""
+    for column in _NUMBERS:  # an older rig's row may lack them: empty, not a crash
+        if column not in runs:
+            runs[column] = float("nan")
     runs[MODEL] = _model_keys(runs)
     return runs.sort_values(["timestamp", "run_id"]).reset_index(drop=True)
 
@@ -85,6 +104,60 @@ def _model_keys(runs: pd.DataFrame) -> list[str]:
 
 def _short_name(model: str) -> str:
     return Path(model).name or model
+
+
+def _read_runs_csv(path: Path) -> pd.DataFrame:
+    """One runs.csv as text cells (short rows of an older rig padded empty). ValueError for a
+    file that is not UTF-8, has a row longer than its header (edited by hand), has no run_id
+    column, names a column twice, or was written by a newer rig than this one."""
+    try:
+        with path.open(newline="", encoding="utf-8") as file:
+            reader = csv.reader(file)
+            header = next(reader, None) or []
+            rows = []
+            for cells in reader:
+                if len(cells) > len(header):
+                    raise ValueError(f"{path} line {reader.line_num} has {len(cells)} cells for "
+                                     f"{len(header)} columns (edited by hand?)")
+                if cells:
+                    rows.append(cells + [""] * (len(header) - len(cells)))
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text") from None
+    except csv.Error as exc:
+        raise ValueError(f"{path} is not a readable CSV ({exc})") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read it ({exc.strerror})") from None
+    if not header:
+        return pd.DataFrame()
+    if "run_id" not in header:
+        raise ValueError(f"{path} has no run_id column: not a runs.csv of this rig")
+    twice = sorted({name for name in header if header.count(name) > 1})
+    if twice:
+        raise ValueError(f"{path} names the column {twice[0]!r} twice (edited by hand?)")
+    frame = pd.DataFrame(rows, columns=header, dtype=str)
+    _check_numbers(path, frame)
+    versions = pd.to_numeric(frame.get("schema_version"), errors="coerce")
+    if versions is not None and (versions > SCHEMA_VERSION).any():
+        raise ValueError(f"{path} was written by a newer rig (schema_version "
+                         f"{versions.max():g}; this rig reads {SCHEMA_VERSION}): report it with "
+                         "that rig")
+    return frame
+
+
+def _check_numbers(path: Path, frame: pd.DataFrame) -> None:
+    """ValueError naming the first cell of a count or measure that no run writes: text, not
+    finite, negative, a count that is not whole (an empty cell or "nan" is a missing value)."""
+    for column in [c for c in (*_COUNTS, *_MEASURES) if c in frame]:
+        text = frame[column].str.strip()
+        values = pd.to_numeric(text, errors="coerce")
+        given = (text != "") & (text.str.lower() != "nan")
+        bad = given & ~(values.between(0, _MOST)
+                        & ((values % 1 == 0) if column in _COUNTS else True))
+        if bad.any():
+            index = int(bad.to_numpy().nonzero()[0][0])
+            what = "a whole number" if column in _COUNTS else "a number"
+            raise ValueError(f"{path} line {index + 2}: {column} is {frame[column].iloc[index]!r}, "
+                             f"not {what} from 0 to {_MOST:g}")
 
 
 def _numeric(column: pd.Series) -> pd.Series:
