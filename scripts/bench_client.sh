@@ -3,7 +3,8 @@
 #   Measures the measurer: this rig's Locust path against a minimal aiohttp client on the same
 #   engine and workload (default: 256 requests x 128 tokens, ignore_eos, 128 concurrent), and
 #   prints the ratios. Without --url it starts the embedded vLLM CPU engine and stops it after.
+#   The same as `rig bench` (loadtest/bench/client.py; --help lists every option).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install.sh > /dev/null
-exec .venv/bin/python scripts/bench_client.py "$@"
+exec .venv/bin/python -m loadtest.bench.client "$@"

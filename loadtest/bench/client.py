@@ -12,10 +12,11 @@ seconds per request (how fast the engine served that run). The first is the meas
 must agree within 2%; the second is the engine moving between the two runs, which on a real GPU
 engine is larger than any gap sought (paired rounds keep only its slow drift out).
 
-usage: python scripts/bench_client.py [--url URL] [--engine vllm-cpu] [--requests 256]
+usage: rig bench [--url URL] [--engine vllm-cpu] [--requests 256]
            [--max-tokens 128] [--users 8,32,128] [--rounds 11] [--out DIR]
            [--engine-cpus LIST] [--compute-cpus LIST] [--client-cpus LIST] [--untelemetered-rig]
-       python scripts/bench_client.py --summarize BENCH_CSV [BENCH_CSV ...]
+       rig bench --summarize BENCH_CSV [BENCH_CSV ...]
+(also `python -m loadtest.bench.client`, `scripts/bench_client.sh` and `scripts/bench_client.py`)
 Without --url it starts the local engine (--engine, default the embedded vLLM CPU) on a free port,
 pinned as asked, and stops it. Every run's per-request records are kept in --out (default
 results/bench-client/UTC-STAMP): the rig's runs as usual (runs.csv, runs/*/requests.jsonl), the
@@ -33,7 +34,6 @@ import json
 import math
 import os
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,15 +45,20 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from loadtest.cpus import cpu_set  # noqa: E402
-from loadtest.local_engine import LocalEngine  # noqa: E402
-from loadtest.client.probe import probe_engine  # noqa: E402
-from loadtest.client.protocols.openai import parse_line  # noqa: E402
-from loadtest.client.targets import TARGETS  # noqa: E402
-from loadtest.client.workload import build_workload  # noqa: E402
-from loadtest.results.files import read_records, read_runs  # noqa: E402
+from loadtest.cli.args import RigParser, command_prog
+from loadtest.cli.locust import REPO, locust_command
+from loadtest.cli.processes import free_port
+from loadtest.cli.types import (cpu_list, non_negative_int, non_negative_number, one_of,
+                                positive_int, positive_int_list, url, writable_folder)
+from loadtest.cpus import cpu_set
+from loadtest.local_engine import LocalEngine
+from loadtest.client.probe import probe_engine
+from loadtest.client.protocols.openai import parse_line
+from loadtest.client.targets import TARGETS
+from loadtest.client.workload import build_workload
+from loadtest.results.files import read_records, read_runs
+
+__all__ = ["main", "parser", "summarize"]
 
 
 async def _one(session: aiohttp.ClientSession, url: str, body: bytes) -> dict:
@@ -132,14 +137,14 @@ def reference(url: str, bodies: list[bytes], users: int, records: Path | None = 
 
 
 def rig(url: str, args: argparse.Namespace, users: int, telemetry_interval: str = "") -> dict:
-    cmd = [*_pin(args.client_cpus), *shlex.split(args.locust), "-f", str(REPO / "loadtest/engines.py"),
-           "--headless", "--only-summary", "--engine", args.engine, "--host", url,
-           "--users", str(users), "--requests", str(requests_for(args, users)),
-           "--max-tokens", str(args.max_tokens), "--out", str(args.out),
-           "--telemetry-interval", telemetry_interval or args.rig_telemetry_interval,
-           "--tag", "bench-client",
-           *(["--ignore-eos"] if args.ignore_eos else []), *(["--gpu", args.gpu] if args.gpu else []),
-           *(["--model", args.model] if args.model else []), *(["--api", args.api] if args.api else [])]
+    options = ["--only-summary", "--engine", args.engine, "--requests", str(requests_for(args, users)),
+               "--max-tokens", str(args.max_tokens), "--out", str(args.out),
+               "--telemetry-interval", telemetry_interval or f"{args.rig_telemetry_interval:g}",
+               "--tag", "bench-client",
+               *(["--ignore-eos"] if args.ignore_eos else []), *(["--gpu", args.gpu] if args.gpu else []),
+               *(["--model", args.model] if args.model else []), *(["--api", args.api] if args.api else [])]
+    cmd = locust_command(host=url, users=users, rig_options=options, cpus=args.client_cpus or None,
+                         locust=shlex.split(args.locust) or None)
     subprocess.run(cmd, check=True, capture_output=True)
     row = read_runs(args.out / "runs.csv")[-1]
     keys = ("output_tok_per_s", "ttft_p50_ms", "ttft_mean_ms", "completion_time_s", "output_tokens",
@@ -152,10 +157,6 @@ def rig(url: str, args: argparse.Namespace, users: int, telemetry_interval: str 
 
 def requests_for(args: argparse.Namespace, users: int) -> int:
     return max(args.requests, args.requests_per_user * users)
-
-
-def _pin(cpus: str) -> list[str]:
-    return ["taskset", "-c", cpus] if cpus else []
 
 
 def server_ttft_totals(url: str) -> tuple[float, float]:
@@ -179,12 +180,6 @@ def with_server_ttft(url: str, run: Callable[[], dict]) -> dict:
     sum1, count1 = server_ttft_totals(url)
     server_mean_ms = 1000 * (sum1 - sum0) / (count1 - count0) if count1 > count0 else float("nan")
     return result | {"server_ttft_mean_ms": server_mean_ms}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def compare(url: str, args: argparse.Namespace) -> int:
@@ -402,59 +397,68 @@ def _numbers(row: dict) -> dict:
             for k, v in row.items()}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="", help="an engine already running (else one is started)")
-    parser.add_argument("--engine", default="vllm-cpu", help="the rig's --engine (and the local "
-                        "engine started without --url)")
-    parser.add_argument("--api", default="", help="the rig's --api (default the engine's)")
-    parser.add_argument("--model", default="", help="model name to request (default: asked)")
-    parser.add_argument("--prompts", default="mixed")
-    parser.add_argument("--requests", type=int, default=256)
-    parser.add_argument("--requests-per-user", type=int, default=0,
-                        help="at least this many requests per user (the larger count wins)")
-    parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false")
-    parser.add_argument("--users", default="128", help="user counts, e.g. 8,32,128")
-    parser.add_argument("--rounds", type=int, default=11)
-    parser.add_argument("--no-reference", dest="reference", action="store_false",
-                        help="the rig's runs only (e.g. to race a slow engine on a lent GPU)")
-    parser.add_argument("--gpu", default="", help="the rig's --gpu (GPU telemetry)")
-    parser.add_argument("--rig-telemetry-interval", default="2",
-                        help="the rig's --telemetry-interval (its default 2; 0 = off)")
-    parser.add_argument("--untelemetered-rig", action="store_true",
-                        help="a third client each round: the rig with its telemetry off, to see "
+def parser() -> RigParser:
+    p = RigParser(prog=command_prog("python -m loadtest.bench.client"),
+                  description="Benchmark the measurer: the rig's Locust path beside a minimal "
+                              "aiohttp client on the same engine and workload, alternating.",
+                  epilog="examples:\n  rig bench --users 8,32 --rounds 3 --engine-cpus 1 --client-cpus 0\n"
+                         "  rig bench --summarize results/bench-client/*/bench.csv\n"
+                         "exit: 0 PASS, 1 FAIL (the rig off the reference), 2 bad input")
+    p.add_argument("--url", type=url, default=None,
+                   help="an engine already running (else one is started)")
+    p.add_argument("--engine", type=one_of(TARGETS, "engine"), default="vllm-cpu",
+                   help="the rig's --engine (and the local engine started without --url)")
+    p.add_argument("--api", default="", help="the rig's --api (default the engine's)")
+    p.add_argument("--model", default="", help="model name to request (default: asked)")
+    p.add_argument("--prompts", default="mixed")
+    p.add_argument("--requests", type=positive_int, default=256)
+    p.add_argument("--requests-per-user", type=non_negative_int, default=0,
+                   help="at least this many requests per user (the larger count wins)")
+    p.add_argument("--max-tokens", type=positive_int, default=128)
+    p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false")
+    p.add_argument("--users", type=positive_int_list, default="128",
+                   help="user counts, e.g. 8,32,128")
+    p.add_argument("--rounds", type=positive_int, default=11)
+    p.add_argument("--no-reference", dest="reference", action="store_false",
+                   help="the rig's runs only (e.g. to race a slow engine on a lent GPU)")
+    p.add_argument("--gpu", default="", help="the rig's --gpu (GPU telemetry)")
+    p.add_argument("--rig-telemetry-interval", type=non_negative_number, default="2",
+                   help="the rig's --telemetry-interval (its default 2; 0 = off)")
+    p.add_argument("--untelemetered-rig", action="store_true",
+                   help="a third client each round: the rig with its telemetry off, to see "
                         "what its sampler costs the engine")
-    parser.add_argument("--locust", default=str(REPO / ".venv/bin/locust")
-                        if (REPO / ".venv/bin/locust").exists() else f"{sys.executable} -m locust",
-                        help="how to run Locust (default .venv/bin/locust)")
-    parser.add_argument("--engine-cpus", default="", help="cores of the started engine")
-    parser.add_argument("--compute-cpus", default="", help="cores of its compute threads")
-    parser.add_argument("--client-cpus", default="", help="cores of both clients")
-    parser.add_argument("--out", type=Path,
-                        default=REPO / "results" / "bench-client" / time.strftime("%Y%m%dT%H%M%SZ",
-                                                                                 time.gmtime()))
-    parser.add_argument("--summarize", type=Path, nargs="+", metavar="BENCH_CSV",
-                        help="no runs: the ratios again from kept bench.csv files")
-    args = parser.parse_args()
+    p.add_argument("--locust", default="",
+                   help="a command that runs Locust (default: the rig's Python -m locust)")
+    p.add_argument("--engine-cpus", type=cpu_list, default=None, help="cores of the started engine")
+    p.add_argument("--compute-cpus", type=cpu_list, default=None,
+                   help="cores of its compute threads")
+    p.add_argument("--client-cpus", type=cpu_list, default=None, help="cores of both clients")
+    p.add_argument("--out", type=writable_folder,
+                   default=REPO / "results" / "bench-client" / time.strftime("%Y%m%dT%H%M%SZ",
+                                                                            time.gmtime()))
+    p.add_argument("--summarize", type=Path, nargs="+", metavar="BENCH_CSV",
+                   help="no runs: the ratios again from kept bench.csv files")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     if args.summarize:
         return summarize(args.summarize)
+    args.user_counts = args.users
+    args.users = ",".join(map(str, args.users))  # as printed
     try:
-        args.user_counts = [int(u) for u in args.users.split(",")]
-    except ValueError:
-        parser.error(f"--users wants counts like 8,32,128, got {args.users!r}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    if args.url:
-        return compare(args.url.rstrip("/"), args)
-    engine = LocalEngine(port=free_port(), engine=args.engine, log_path=args.out / "engine.log",
-                         cpus=args.engine_cpus or None, compute_cpus=args.compute_cpus or None)
-    with engine:
-        return compare(engine.url, args)
+        args.out.mkdir(parents=True, exist_ok=True)
+        if args.url:
+            return compare(args.url, args)
+        engine = LocalEngine(port=free_port(), engine=args.engine, log_path=args.out / "engine.log",
+                             cpus=args.engine_cpus, compute_cpus=args.compute_cpus)
+        with engine:
+            return compare(engine.url, args)
+    except KeyboardInterrupt:  # the engine is stopped on the way out; every finished run is kept
+        print("interrupted: the runs finished so far are in bench.csv", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:  # the engine is stopped on the way out; every finished run is kept
-        print("interrupted: the runs finished so far are in bench.csv", file=sys.stderr)
-        sys.exit(130)
+    sys.exit(main())
