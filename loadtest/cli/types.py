@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from loadtest.cpus import allowed_cpus, cpu_set, format_cpus
 
-__all__ = ["BadValue", "cpu_list", "duration", "existing_file", "non_negative_int",
+__all__ = ["BadValue", "at_least", "cpu_list", "duration", "existing_file", "non_negative_int",
            "non_negative_number", "number_in", "one_of", "output_file", "percent", "port", "positive_int",
            "positive_int_list", "positive_number", "positive_number_list", "url",
            "writable_folder"]
@@ -73,6 +73,17 @@ def positive_number(text: object) -> float:
     if value <= 0:
         raise BadValue(f"must be above 0, got {text!r}")
     return value
+
+
+def at_least(minimum: float) -> Callable[[object], float]:
+    """A type for a finite number of at least `minimum` (a timeout's floor, a rate's)."""
+    def bounded(text: object) -> float:
+        value = _finite(text)
+        if value < minimum:
+            raise BadValue(f"must be at least {minimum:g}, got {text!r}")
+        return value
+    bounded.__name__ = f"at_least_{minimum:g}"
+    return bounded
 
 
 def number_in(low: float, high: float) -> Callable[[object], float]:

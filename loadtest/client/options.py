@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadtest.cli.types import BadValue, at_least, positive_int
 from loadtest.results.redact import redact, redact_url
 from loadtest.client.targets import TARGETS, Target
 
@@ -166,19 +167,13 @@ def ensure_writable(folder: Path, name: str = "--out") -> None:
 
 def _positive_int(name: str, value: Any) -> int:
     try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}") from None
-    if number <= 0:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-    return number
+        return positive_int(value)
+    except BadValue as exc:
+        raise ConfigError(f"{name} {exc}") from None
 
 
 def _number(name: str, value: Any, minimum: float) -> float:
     try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name} must be a number, got {value!r}") from None
-    if number < minimum:
-        raise ConfigError(f"{name} must be at least {minimum:g}, got {value!r}")
-    return number
+        return at_least(minimum)(value)
+    except BadValue as exc:
+        raise ConfigError(f"{name} {exc}") from None
