@@ -434,3 +434,13 @@ def test_the_hash_is_known_without_building(given: dict, tmp_path: Path):
     built = build(3, **given)
     assert built.sha256 == workload_sha256("mixed", 3, max_tokens=16,
                                            source=workload_options(options(**given)))
+
+
+@needs_model
+def test_in_process_runs_send_the_server_runs_prompts():
+    from loadtest.inprocess.runner import _requests
+    given = {"workload": "synthetic", "input_len": "10-40", "output_len": "5-9"}
+    workload = build(6, **given)
+    run = SimpleNamespace(source=workload_options(options(**given)), prompts="mixed", max_tokens=16)
+    assert [(r["text"], r["max_tokens"]) for r in _requests(workload, run)] == [
+        (b["prompt"], b["max_tokens"]) for b in bodies(workload)]

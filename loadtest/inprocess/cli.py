@@ -20,6 +20,7 @@ from loadtest.cli.types import (cpu_list, non_negative_int, positive_int, positi
 from loadtest.cpus import complete_layout
 from loadtest.inprocess.engines import ENGINES, SpecError, parse_spec
 from loadtest.inprocess.runner import InprocError, InprocRun, run_inprocess
+from loadtest.workload import add_workload_options, workload_options
 
 __all__ = ["main", "parser"]
 
@@ -69,6 +70,7 @@ def parser() -> RigParser:
                    help="cores for the engine's worker (default: all but the first, as servers)")
     p.add_argument("--no-pin", action="store_true", help="let the worker use every core")
     p.add_argument("--timeout", type=positive_number, default=1800, help="seconds before the run is stopped")
+    add_workload_options(p)  # the server runs' workload sources (conversations and traces refused)
     return p
 
 
@@ -91,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             min_requests_per_batch=PER_BATCH if len(args.batch) > 1 else 0,
             requests=args.requests, prompts=args.prompts, max_tokens=args.max_tokens,
             warmup_requests=args.warmup_requests, out=args.out, tag=args.tag, repeat=args.repeat,
-            repeats=args.repeats, gpu=args.gpu, engine_cpus=engine_cpus, timeout_s=args.timeout))
+            repeats=args.repeats, gpu=args.gpu, engine_cpus=engine_cpus, timeout_s=args.timeout,
+            source=workload_options(args)))
     except (SpecError, InprocError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtest.client.workload import WorkloadError, build_workload, load_prompts
+from loadtest.workload import WorkloadError, WorkloadOptions, build_workload, load_prompts
 from loadtest.cpus import allowed_cpus, cpu_set, format_cpus
 from loadtest.inprocess.engines import REPO, InprocEngine
 from loadtest.results.checks import WARNINGS, check_run
@@ -67,6 +67,7 @@ class InprocRun:
     gpu: str = ""
     engine_cpus: str = ""  # "" = not pinned
     timeout_s: float = 1800
+    source: WorkloadOptions | None = None  # --workload and its options (None: the prompt set)
 
     @property
     def batch_sizes(self) -> tuple[int, ...]:
@@ -86,6 +87,21 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
+def _requests(workload: Any, run: InprocRun) -> list[dict[str, Any]]:
+    """The worker's requests: each prompt text and output length, as the server run's bodies
+    hold them (the same workload, built by loadtest/workload/)."""
+    if run.source is None or run.source.source == "prompts":
+        prompts = load_prompts(run.prompts)
+        return [{"request_id": i, "prompt_id": prompts[i % len(prompts)].id,
+                 "text": prompts[i % len(prompts)].text,
+                 "max_tokens": prompts[i % len(prompts)].max_tokens or run.max_tokens}
+                for i in range(len(workload.specs))]
+    bodies = (json.loads(spec.body) for spec in workload.specs)
+    return [{"request_id": i, "prompt_id": spec.prompt_id, "text": body["prompt"],
+             "max_tokens": body["max_tokens"]}
+            for i, (spec, body) in enumerate(zip(workload.specs, bodies))]
+
+
 def run_inprocess(run: InprocRun, quiet: bool = False) -> list[dict[str, Any]]:
     """Run it `run.repeats` times in one worker (the engine loaded and warmed up once), write
     each repeat's files and runs.csv row; returns the rows. InprocError when it could not run
@@ -96,18 +112,20 @@ def run_inprocess(run: InprocRun, quiet: bool = False) -> list[dict[str, Any]]:
         raise InprocError(why)
     if any(b > 1 for b in run.batch_sizes) and not engine.batches:
         raise InprocError(f"{engine.slug} runs one sequence at a time: --batch 1 only")
+    model_dir = engine.model if engine.model.is_dir() else engine.model.parent / engine.model.stem
     try:
         workloads = {b: build_workload(run.prompts, run.requests_at(b), api="completions",
                                        model="-", max_tokens=run.max_tokens, ignore_eos=True,
-                                       temperature=0.0) for b in run.batch_sizes}
-        prompts = load_prompts(run.prompts)
+                                       temperature=0.0, source=run.source,
+                                       model_dir=str(model_dir)) for b in run.batch_sizes}
         check_runs_file(run.out / "runs.csv")  # one a new row would corrupt: refused before
     except (WorkloadError, ResultsError) as exc:
         raise InprocError(str(exc)) from None
-    requests = [{"request_id": i, "prompt_id": prompts[i % len(prompts)].id,
-                 "text": prompts[i % len(prompts)].text,
-                 "max_tokens": prompts[i % len(prompts)].max_tokens or run.max_tokens}
-                for i in range(max(run.requests_at(b) for b in run.batch_sizes))]
+    largest = workloads[max(run.batch_sizes, key=run.requests_at)]
+    if largest.sessions or largest.schedule_ns is not None:
+        raise InprocError("in-process runs send single requests back to back: conversation "
+                          "and trace workloads need a server run (locust -f loadtest/engines.py)")
+    requests = _requests(largest, run)
     # Rounds: `repeats` runs at each batch size; before the first of each size a warm-up of
     # the workload's first prompts (a full batch at least), never recorded.
     rounds = []
@@ -121,7 +139,6 @@ def run_inprocess(run: InprocRun, quiet: bool = False) -> list[dict[str, Any]]:
     threads = len(cpu_set(run.engine_cpus)) if run.engine_cpus else 0
     job = {"adapter": engine.adapter, "model": str(engine.model), "options": run.options,
            "threads": threads, "rounds": rounds}
-    model_dir = engine.model if engine.model.is_dir() else engine.model.parent / engine.model.stem
     digest = model_dir / "model_sha256.txt"
     base: dict[str, Any] = {
         "engine": engine.slug, "mode": "in-process", "model": model_dir.name, "host": "in-process",
@@ -172,6 +189,7 @@ class _Rounds:
         self.meta = {"timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", now), "run_id": run_id,
                      **self.base, "users": batch, "requests": len(plan["requests"]),
                      "workload": workload.name, "workload_sha256": workload.sha256,
+                     "workload_source": workload.source, **workload.columns,
                      "warmup_requests": len(plan["warmup"]), "repeat": repeat,
                      "run_dir": str(run_dir)}
         self.records = []

@@ -70,6 +70,7 @@ class TokenText:
         # Tokens the tokenizer adds to every encoded prompt (BOS), as an engine encodes it.
         self.special = len(self.tokenizer.encode("", add_special_tokens=True).ids)
         self.words = self._word_pool()
+        self.word_lengths = np.array([len(word) for word in self.words], dtype=np.int64)
 
     def _word_pool(self) -> np.ndarray:
         texts = [self.tokenizer.decode([i]) for i in range(self.vocab_size)]
@@ -87,11 +88,11 @@ class TokenText:
 
     def draw(self, rng: np.random.Generator, tokens: int) -> str:
         """A random text that the engine encodes to exactly `tokens` tokens (special included)."""
-        return "".join(self.words[rng.integers(0, len(self.words), tokens - self.special)])
+        return "".join(self.words[rng.integers(0, len(self.words), tokens - self.special)].tolist())
 
     def words_text(self, rng: np.random.Generator, words: int) -> str:
         """`words` random pool words: a piece (prefix, suffix, block) of a longer prompt."""
-        return "".join(self.words[rng.integers(0, len(self.words), words)])
+        return "".join(self.words[rng.integers(0, len(self.words), words)].tolist())
 
     def count(self, text: str) -> int:
         """Tokens in `text` as an engine encodes a prompt (special tokens included)."""

@@ -91,8 +91,8 @@ class Trace(Sequence[Item]):
 
     def _make_block(self, block_id: int) -> tuple[str, np.ndarray]:
         rng = np.random.default_rng([self._seed, _BLOCK_STREAM, block_id])
-        words = self._tokens.words[rng.integers(0, len(self._tokens.words), BLOCK_TOKENS)]
-        return "".join(words), np.cumsum([len(w) for w in words])
+        picked = rng.integers(0, len(self._tokens.words), BLOCK_TOKENS)
+        return "".join(self._tokens.words[picked].tolist()), np.cumsum(self._tokens.word_lengths[picked])
 
 
 def load_trace(path: Path, context: Context) -> Trace:
