@@ -17,7 +17,6 @@ host pins its client to the other cores by itself (``pin_client_beside``), and `
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -29,7 +28,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from loadtest.cli.args import RigParser, command_prog
 from loadtest.cli.processes import stop_process_group
+from loadtest.cli.types import cpu_list, port, positive_number
 from loadtest.cpus import allowed_cpus, checked_cpus, cpu_set, default_layout, format_cpus
 from servers.local import LOCAL, LocalRecipe
 from servers.vllm_cpu import ENGINE_PYTHON, TINY_MODEL
@@ -246,17 +247,24 @@ def _healthy(url: str, path: str = "/health") -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.local_engine")
+    parser = RigParser(
+        prog=command_prog("python -m loadtest.local_engine"),
+        description="Start, stop or list engines run as local processes of this machine.",
+        epilog="examples:\n  python -m loadtest.local_engine start --engine vllm-cpu --port 8000 "
+               "--pidfile /tmp/vllm.pid\n  python -m loadtest.local_engine list\n"
+               "  python -m loadtest.local_engine stop --pidfile /tmp/vllm.pid\n"
+               "exit: 0 done, 2 bad input or the engine did not start (one error: line)")
     parser.add_argument("action", choices=["start", "stop", "list"])
     parser.add_argument("--engine", default="vllm-cpu", choices=sorted(LOCAL))
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=port, default=8000)
     parser.add_argument("--pidfile", type=Path, default=None, help="required by start and stop")
     parser.add_argument("--log", type=Path, default=None)
-    parser.add_argument("--timeout", type=float, default=600)
-    parser.add_argument("--cpus", default=None,
+    parser.add_argument("--timeout", type=positive_number, default=600,
+                        help="seconds to wait for the engine's health (default 600)")
+    parser.add_argument("--cpus", type=cpu_list, default=None,
                         help="cores the engine may use, e.g. 1 or 2-15 (default: all but the first)")
     parser.add_argument("--no-pin", action="store_true", help="leave the engine on every core")
-    parser.add_argument("--compute-cpus", default=None,
+    parser.add_argument("--compute-cpus", type=cpu_list, default=None,
                         help="cores for its compute threads, where it binds them (default --cpus)")
     parser.add_argument("extra", nargs="*", help="extra engine flags, after --")
     args = parser.parse_args(argv)
