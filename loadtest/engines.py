@@ -35,10 +35,9 @@ from loadtest.results.record import RequestRecord
 from loadtest.results.files import ResultsError, check_runs_file
 from loadtest.client.run import Run, run_options
 from loadtest.client.conversation import Conversation, run_session
-from loadtest.cli.run import add_rig_options
+from loadtest.cli.run import add_locustfile_options
 from loadtest.client.transport import new_client, open_connection, send
 from loadtest.workload import WorkloadError, workload_options
-from loadtest.cpus import add_pin_option
 from loadtest.local_engine import pin_client_beside
 
 log = logging.getLogger("llm-load-rig")
@@ -52,8 +51,7 @@ def _refuse(message: str) -> None:
 
 @events.init_command_line_parser.add_listener
 def _add_options(parser: Any) -> None:
-    add_rig_options(parser)  # the same function builds `rig run --help`, which lists them
-    add_pin_option(parser)
+    add_locustfile_options(parser)  # the same function builds `rig run --help`, which lists them
 
 
 @events.init.add_listener

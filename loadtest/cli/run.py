@@ -1,9 +1,9 @@
 """`rig run`: one fixed workload against one engine (the locustfile, loadtest/engines.py).
 
 The rig's options are registered on Locust's parser by the locustfile through
-`add_rig_options`, and on `rig run`'s parser by the same function, so `rig run --help` lists
-exactly what `locust -f loadtest/engines.py` accepts. (Locust prints its `--help` before it
-imports a locustfile, so `locust ... --help` cannot show them.) `rig run` checks every option
+`add_locustfile_options`, and on `rig run`'s parser by the same function, so `rig run --help`
+lists exactly what `locust -f loadtest/engines.py` accepts. (Locust prints its `--help` before
+it imports a locustfile, so `locust ... --help` cannot show them.) `rig run` checks every option
 the way the locustfile will (one `error:` line, exit 2, nothing started), then replaces itself
 with the Locust process, so signals and the exit code are Locust's own.
 """
@@ -22,20 +22,28 @@ from loadtest.client.arrivals import add_arrival_options
 from loadtest.client.bounds import add_bounds_options
 from loadtest.client.options import ConfigError, add_options, config_from_options
 from loadtest.client.run import run_options
+from loadtest.cpus import add_pin_option
 from loadtest.workload.options import add_workload_options
 from loadtest.results.equivalence import add_keep_outputs_option
 from loadtest.results.goodput import add_slo_option
 
-__all__ = ["add_rig_options", "main", "parser", "rig_arguments"]
+__all__ = ["add_locustfile_options", "add_rig_options", "main", "parser", "rig_arguments"]
 
 def add_rig_options(parser: Any) -> None:
-    """Every option the locustfile adds to Locust's parser (and `rig run` to its own)."""
+    """The rig's run options (engine, workload, open loop, goodput, outputs, bounds)."""
     add_options(parser)
     add_arrival_options(parser)
     add_slo_option(parser)
     add_keep_outputs_option(parser)
     add_workload_options(parser)
     add_bounds_options(parser)
+
+
+def add_locustfile_options(parser: Any) -> None:
+    """Every option the locustfile adds to Locust's parser, and `rig run` to its own: the run
+    options and the client's --no-pin (loadtest/cpus.py)."""
+    add_rig_options(parser)
+    add_pin_option(parser)
 
 
 def parser() -> RigParser:
@@ -60,14 +68,14 @@ def parser() -> RigParser:
                         help="Locust worker processes (the client's cores)")
     locust.add_argument("--client-cpus", type=cpu_list, default=None,
                         help="pin the client to these cores (taskset list, e.g. 0)")
-    add_rig_options(p)
+    add_locustfile_options(p)
     return p
 
 
 def rig_arguments(args: argparse.Namespace) -> list[str]:
     """The rig's options of `args` that differ from their defaults, as Locust arguments."""
     rig_only = argparse.ArgumentParser(add_help=False)
-    add_rig_options(rig_only)
+    add_locustfile_options(rig_only)
     out: list[str] = []
     for action in rig_only._actions:
         value = getattr(args, action.dest)
