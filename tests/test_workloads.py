@@ -118,6 +118,12 @@ def test_output_length_defaults_to_max_tokens():
     assert workload.name == "synthetic-50x24-4"
 
 
+@needs_model
+def test_a_model_named_by_alias_finds_the_rigs_own_model_folder():
+    from loadtest.workload.tokens import find_tokenizer
+    assert find_tokenizer("", "tiny-llama") == (MODEL / "tokenizer.json").resolve()
+
+
 def test_a_missing_tokenizer_is_one_line(tmp_path: Path):
     with pytest.raises(WorkloadError, match="is no local folder holding tokenizer.json"):
         build_workload("mixed", 4, api="completions", model="m", max_tokens=8,
@@ -444,3 +450,58 @@ def test_in_process_runs_send_the_server_runs_prompts():
     run = SimpleNamespace(source=workload_options(options(**given)), prompts="mixed", max_tokens=16)
     assert [(r["text"], r["max_tokens"]) for r in _requests(workload, run)] == [
         (b["prompt"], b["max_tokens"]) for b in bodies(workload)]
+
+
+_OPTION_NAMES = ["workload", "input_len", "output_len", "dataset_format", "columns", "dataset_mode",
+                 "min_input_len", "max_input_len", "prefix_groups", "prefix_len", "turns",
+                 "think_time", "speedup", "seed"]
+
+
+@given(name=st.sampled_from(_OPTION_NAMES), value=st.text(max_size=24))
+@_fast
+def test_any_value_of_any_option_is_taken_or_refused_in_one_line(name: str, value: str):
+    try:
+        workload_options(options(**{name: value}))
+    except WorkloadError as exc:
+        assert "\n" not in str(exc) and str(exc)
+
+
+_JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                            lambda inner: st.lists(inner, max_size=3)
+                            | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
+_TRACE_ROWS = st.fixed_dictionaries({}, optional={
+    "timestamp": _JSON_VALUES, "input_length": _JSON_VALUES, "output_length": _JSON_VALUES,
+    "hash_ids": _JSON_VALUES})
+
+
+@needs_model
+@given(row=_TRACE_ROWS)
+@_fast
+def test_a_generated_trace_line_is_replayed_or_refused_naming_its_line(row: dict, tmp_path_factory):
+    path = tmp_path_factory.mktemp("trace") / "t.jsonl"
+    path.write_text(json.dumps(TRACE[0]) + "\n" + json.dumps(row) + "\n")
+    try:
+        workload = build(2, workload="trace", trace=str(path))
+    except WorkloadError as exc:
+        assert str(exc).startswith(f"{path}:2: ") and "\n" not in str(exc)
+    else:
+        assert count(json.loads(workload.specs[1].body)["prompt"]) == row["input_length"]
+
+
+_CHAT_LINES = st.one_of(
+    _JSON_VALUES.map(json.dumps),
+    st.fixed_dictionaries({"messages": st.lists(st.fixed_dictionaries(
+        {}, optional={"role": st.sampled_from(["user", "system", "assistant", "bot", 3]),
+                      "content": _JSON_VALUES}), max_size=3)}).map(json.dumps),
+    st.text(max_size=20))
+
+
+@given(line=_CHAT_LINES)
+@_fast
+def test_a_generated_chat_line_is_read_or_refused_naming_its_line(line: str, tmp_path_factory):
+    path = tmp_path_factory.mktemp("chat") / "chat.jsonl"
+    path.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n' + line.replace("\n", " ") + "\n")
+    try:
+        build(2, workload="dataset", dataset=str(path), dataset_format="openai")
+    except WorkloadError as exc:
+        assert str(exc).startswith(f"{path}:2: ") and "\n" not in str(exc)

@@ -7,7 +7,8 @@ word is checked alone and beside another; the first prompts built are checked wh
 tokenizer that merges across words is refused rather than mis-counted.
 
 The tokenizer is `tokenizer.json` in the served model's folder (vLLM's /v1/models "root", see
-Run.model_dir) or `--tokenizer PATH` (the file or its folder). `tokenizers` (Rust) loads it.
+Run.model_dir), in the rig's models/NAME when the engine names its model NAME (llama.cpp's
+alias), or `--tokenizer PATH` (the file or its folder). `tokenizers` (Rust) loads it.
 """
 
 from __future__ import annotations
@@ -25,14 +26,18 @@ from loadtest.workload.spec import WorkloadError
 __all__ = ["TokenText", "find_tokenizer", "load_token_text"]
 
 TOKENIZER_FILE = "tokenizer.json"
+MODELS_DIR = Path(__file__).resolve().parents[2] / "models"  # the models scripts/install.sh makes
 _WORD = re.compile(r" [A-Za-z]{2,}")
 _MIN_WORDS = 64  # fewer whole-word tokens than this: prompts would repeat too visibly
 _cache: dict[Path, "TokenText"] = {}
 
 
 def find_tokenizer(option: str, model_dir: str) -> Path:
-    """`--tokenizer` (a file or a folder holding tokenizer.json), else the served model's folder."""
+    """`--tokenizer` (a file or a folder holding tokenizer.json), else the served model's folder,
+    else the rig's own models/NAME for an engine that names its model by alias (llama.cpp)."""
     where = Path(option) if option else Path(model_dir) if model_dir else None
+    if not option and where is not None and not where.is_dir() and (MODELS_DIR / model_dir).is_dir():
+        where = MODELS_DIR / model_dir
     if where is None:
         raise WorkloadError("token-exact prompts need the model's tokenizer: the engine names "
                             "no local model folder, so pass --tokenizer PATH (tokenizer.json)")
