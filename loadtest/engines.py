@@ -33,11 +33,11 @@ from loadtest.client.probe import (EngineInfo, ProbeError, check_prompts_fit, ch
                                    probe_engine)
 from loadtest.results.record import RequestRecord
 from loadtest.results.files import ResultsError, check_runs_file
-from loadtest.client.run import Run, run_options
+from loadtest.client.run import Run
 from loadtest.client.conversation import Conversation, run_session
-from loadtest.cli.run import add_locustfile_options
+from loadtest.cli.run import add_locustfile_options, check_run_options
 from loadtest.client.transport import new_client, open_connection, send
-from loadtest.workload import WorkloadError, workload_options
+from loadtest.workload import WorkloadError
 from loadtest.local_engine import pin_client_beside
 
 log = logging.getLogger("llm-load-rig")
@@ -88,9 +88,7 @@ def _pin(environment: Any, url: str | None) -> None:
 
 def _checked_run(environment: Any) -> Run:
     """A new run of the options' workload against environment.host, the engine asked first."""
-    config = config_from_options(environment.parsed_options, environment.host)
-    run_options(environment.parsed_options)  # open loop, --slo, --keep-outputs: refused early
-    workload_options(environment.parsed_options)  # the workload's options: refused early too
+    config = check_run_options(environment.parsed_options, environment.host)  # refused early
     ensure_writable(config.out)
     check_runs_file(config.out / "runs.csv")
     info = probe_engine(config.url, config.api, config.headers(),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from loadtest.cli.args import RigParser, command_prog
@@ -20,14 +21,16 @@ from loadtest.cli.locust import locust_command
 from loadtest.cli.types import cpu_list, positive_int, positive_number, url
 from loadtest.client.arrivals import add_arrival_options
 from loadtest.client.bounds import add_bounds_options
-from loadtest.client.options import ConfigError, add_options, config_from_options
+from loadtest.client.options import ConfigError, RunConfig, add_options, config_from_options
 from loadtest.client.run import run_options
 from loadtest.cpus import add_pin_option
+from loadtest.workload import WorkloadError, workload_options
 from loadtest.workload.options import add_workload_options
 from loadtest.results.equivalence import add_keep_outputs_option
 from loadtest.results.goodput import add_slo_option
 
-__all__ = ["add_locustfile_options", "add_rig_options", "main", "parser", "rig_arguments"]
+__all__ = ["add_locustfile_options", "add_rig_options", "check_run_options", "checked_args", "main",
+           "parser", "rig_arguments"]
 
 def add_rig_options(parser: Any) -> None:
     """The rig's run options (engine, workload, open loop, goodput, outputs, bounds)."""
@@ -87,8 +90,19 @@ def rig_arguments(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def check_run_options(options: Any, host: str | None) -> RunConfig:
+    """Every check of the run's options that needs no engine (the locustfile makes the same
+    ones before it asks the engine anything); ConfigError or WorkloadError, one line."""
+    config = config_from_options(options, host)
+    run_options(options)  # open loop, --slo, --keep-outputs
+    workload_options(options)  # the workload's own options
+    return config
+
+
+def checked_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    """`rig run`'s options, checked as the locustfile will check them, and the Locust options
+    after `--`; exits 2 with one `error:` line on bad input (nothing started, nothing written)."""
+    argv = list(argv)
     locust_extra: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
@@ -97,10 +111,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.num_users = args.users  # the name Locust gives it, which the checks read
     try:
-        config_from_options(args, args.host)
-        run_options(args)
-    except ConfigError as exc:
+        check_run_options(args, args.host)
+    except (ConfigError, WorkloadError) as exc:
         p.error(str(exc))
+    return args, locust_extra
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, locust_extra = checked_args(sys.argv[1:] if argv is None else argv)
     cmd = locust_command(host=args.host or "", users=args.users,
                          rig_options=rig_arguments(args) + locust_extra, processes=args.processes,
                          cpus=args.client_cpus, spawn_rate=args.spawn_rate)
