@@ -92,6 +92,13 @@ class Report:
     blocks: list[tuple[str, str]] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)  # comparison tables, for stdout
     races: list[str] = field(default_factory=list)  # race tables and their winners, for stdout
+    said: set[str] = field(default_factory=set)  # explanations given once, not in every heat
+
+    def once(self, text: str) -> None:
+        """A paragraph that explains a kind of section: said at its first occurrence only."""
+        if text not in self.said:
+            self.said.add(text)
+            self.text(text)
 
     def heading(self, level: int, text: str) -> None:
         self.blocks.append((f"h{level}", text))
@@ -426,7 +433,7 @@ def _flags_section(report: Report, runs: pd.DataFrame, baseline: str | None) -> 
             report.text(f"No cell ran the baseline flags `{baseline}`: nothing to compare with.")
         return
     report.heading(3, "Flag effects")
-    report.text("Each options cell against the baseline options at the same engine, gpu and "
+    report.once("Each options cell against the baseline options at the same engine, gpu and "
                 "users. Ratios are cell / baseline (tok/s above 1 is faster; time and latency "
                 "above 1 are slower). A difference counts only when it is larger than both "
                 "cells' repeat spreads added together.")
@@ -441,7 +448,8 @@ def _distribution_section(report: Report, runs: pd.DataFrame, suffix: str) -> No
         if folder is not None:
             samples.append((_run_label(run), read_requests(folder)))
     if not samples:
-        report.text("No run of this heat has its requests.jsonl here: no distributions.")
+        report.once("No requests.jsonl beside these runs (a runs.csv kept without its runs/ "
+                    "folder): no latency distributions.")
         return
     path = report.out / f"distributions{suffix}.png"
     plot_distributions([(label, frame) for label, frame in samples if not frame.empty], path)
@@ -572,10 +580,13 @@ _HTML_PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>llm-load-rig report</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; }}
-table {{ border-collapse: collapse; font-size: 13px; margin: 1em 0; }}
+table {{ border-collapse: collapse; font-size: 12px; margin: 1em 0; display: block;
+         overflow-x: auto; }}
 th, td {{ border: 1px solid #ccc; padding: 3px 6px; text-align: right; }}
 th {{ background: #f3f3f3; }}
 td:first-child, td:nth-child(2), td:last-child {{ text-align: left; }}
+td {{ white-space: nowrap; }}
+td:last-child {{ min-width: 14em; white-space: normal; }}
 img {{ max-width: 100%; }}
 code {{ font-size: 12px; }}
 </style></head><body>
