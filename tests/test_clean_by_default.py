@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from rig_helpers import REPO, free_port, run_locust
 
 from loadtest.cpus import default_layout, format_cpus
@@ -154,3 +156,25 @@ def test_local_engine_start_is_clean_by_default(slug: str, reset: str, state: Pa
         subprocess.run([sys.executable, "-m", "loadtest.local_engine", "stop", "--pidfile", str(pidfile)],
                        cwd=REPO, timeout=60)
     assert started_engines() == []
+
+
+_JUNK = st.text(alphabet="abc -,.x:", min_size=1, max_size=6).filter(lambda t: t.strip() != "")
+_BAD = {
+    "--port": st.one_of(_JUNK, st.integers(max_value=0).map(str), st.integers(min_value=65536).map(str)),
+    "--cpus": st.one_of(_JUNK, st.integers(min_value=max(CORES) + 1).map(str),
+                        st.integers(min_value=1, max_value=50).map(lambda n: f"{n}-0")),
+    "--timeout": st.one_of(_JUNK, st.floats(max_value=0).map(str), st.just("nan")),
+}
+
+
+@given(data=st.data(), option=st.sampled_from(sorted(_BAD)))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_bad_option_values_are_one_error_line(data: st.DataObject, option: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Generated bad values: exit 2 with one error line, before any engine starts."""
+    from loadtest.local_engine import main
+    value = data.draw(_BAD[option])
+    with pytest.raises(SystemExit) as exit_:
+        main(["start", "--pidfile", "/nonexistent/dir/p", f"{option}={value}"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
