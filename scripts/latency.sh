@@ -8,7 +8,7 @@
 #   and in-process engines alike. Prints the studies' table (platform, options, gpu, avg tok/s,
 #   avg time, avg output tokens) with the distribution of per-request tok/s, and writes it to
 #   DIR/latency.md with DIR/latency.png (DIR defaults to results/latency; a re-run adds runs).
-#   ENGINE: a local server (servers/local/: vllm-cpu, llamacpp-cpu, transformers, ...), started
+#   ENGINE: a local server (a RECIPE in servers/<slug>.py: vllm-cpu, llamacpp-cpu, transformers, ...), started
 #     on 127.0.0.1:P (default 8000), measured by the rig's client, then stopped; or an in-process
 #     engine ENGINE[:VARIANT] (python -m loadtest.inprocess --help lists them: vllm-offline,
 #     transformers-generate[:streamer], ctranslate2[:float32|:int8], llama-cpp-python).

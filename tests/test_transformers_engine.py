@@ -1,6 +1,6 @@
 """transformers serve --continuous-batching as a local engine, driven by the rig as users run it.
 
-Starts the real server (servers/local/transformers.py, from .venv-transformers) on a free port,
+Starts the real server (servers/transformers.py, from .venv-transformers) on a free port,
 once for this module; skipped with the reason when scripts/install.sh has not made its venv.
 """
 

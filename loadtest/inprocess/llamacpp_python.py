@@ -10,7 +10,7 @@ rig races; LLAMA_CPP_LIB_PATH points the package at it. A package installed with
 `Llama.generate` yields one token id per decode step: each is stamped, and generation stops
 after exactly `max_tokens` of them (generate itself never stops at EOS; the count is the ids the
 engine returned). Greedy (temp 0). Context and threads follow the server's recipe
-(servers/local/llamacpp_cpu.py): 2048 tokens, as many threads as the cores the worker may use
+(servers/llamacpp_cpu.py): 2048 tokens, as many threads as the cores the worker may use
 minus one, at least one. llama-cpp-python decodes one sequence at a time: batch 1 only.
 """
 

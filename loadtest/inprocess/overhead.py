@@ -4,7 +4,7 @@
         [--requests N] [--max-tokens M] [--repeats R] [--out DIR] [--port P] [--engine-cpus L]
 
 Pairs (same engine build, same model, same engine settings):
-- vllm:     vllm-cpu (vLLM's OpenAI server, servers/local/vllm_cpu.py) vs vllm-offline (its `LLM`
+- vllm:     vllm-cpu (vLLM's OpenAI server, servers/vllm_cpu.py) vs vllm-offline (its `LLM`
             class, stepped in a closed loop: B requests in flight, as B users keep a server busy)
 - llamacpp: llamacpp-cpu (llama-server) vs llama-cpp-python on a libllama built from the same
             tree with the same flags; llama-cpp-python decodes one sequence at a time, so this

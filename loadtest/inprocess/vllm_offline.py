@@ -5,7 +5,7 @@ loop itself so that it can stamp each step's new tokens (requests added with
 `RequestOutputKind.DELTA`: a step's output holds only the tokens it made), and so that batch B
 is a closed loop like B users of a server: B requests in flight, the next one added as soon as
 one finishes. Greedy, `ignore_eos`, exactly `max_tokens` tokens; the count is the ids the engine
-returned. Engine settings are the server's (servers/local/vllm_cpu.py): bfloat16, max_model_len
+returned. Engine settings are the server's (servers/vllm_cpu.py): bfloat16, max_model_len
 2048, 2048 batched tokens and 256 sequences per step (the server's defaults; the LLM class
 defaults to more), VLLM_CPU_KVCACHE_SPACE from the environment the rig sets.
 """
@@ -30,7 +30,7 @@ class Adapter:
             raise Missing(f"vllm is not importable here ({exc}): run scripts/install.sh "
                           "(it makes .venv-vllm)") from None
         self.SamplingParams, self.kind = SamplingParams, RequestOutputKind.DELTA
-        # The server's settings (servers/local/vllm_cpu.py and vLLM's OPENAI_API_SERVER batch
+        # The server's settings (servers/vllm_cpu.py and vLLM's OPENAI_API_SERVER batch
         # defaults off H100-class GPUs): the LLM class would otherwise take 8192 batched tokens.
         self.settings = {"dtype": options.get("dtype", "bfloat16"),
                          "max_model_len": int(options.get("max_model_len", 2048)),

@@ -6,7 +6,7 @@ why a started engine is no longer running (None while it runs), log_tail(), and 
 which is safe to call twice and always leaves nothing running.
 
 - RunningEngine: an engine someone else started (`--host URL`); never started or stopped.
-- LocalProcess: an engine with a local recipe (servers/local/: vllm-cpu, llamacpp-cpu,
+- LocalProcess: an engine with a local recipe (RECIPE in servers/<slug>.py: vllm-cpu, llamacpp-cpu,
   transformers, llamacpp) as a process of this machine (loadtest/local_engine.py), flags from
   settings; a GPU engine sees only its GPU set (CUDA_VISIBLE_DEVICES).
 - LocalReplicas: the same without Docker, one process per GPU of the set (each seeing only its
