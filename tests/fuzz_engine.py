@@ -24,6 +24,8 @@ request's record (its `prompt_id`) says which case it met. A case is {"kind": KI
   empty         HTTP 200, an event-stream with no body
   not_stream    HTTP 200 with the whole answer as one JSON object (application/json)
   html          HTTP 200 with an HTML error page
+  not_http      bytes that are no HTTP answer, then the connection closed
+  bad_chunking  a stream whose chunked encoding breaks after its first event
   content_type  the sound stream under "content_type" (default application/json)
   bad_utf8      a token event whose text holds bytes that are not UTF-8
   deep_json     a data line of JSON nested 100,000 deep
@@ -39,14 +41,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from aiohttp import web
 
 KINDS = ("ok", "field", "split", "overlong", "endless", "pings", "trickle", "silent", "empty",
-         "not_stream", "html", "content_type", "bad_utf8", "deep_json", "no_done", "double_done",
-         "after_done")
+         "not_stream", "html", "not_http", "bad_chunking", "content_type", "bad_utf8",
+         "deep_json", "no_done", "double_done", "after_done")
 OPENAI_ONLY = ("no_done", "double_done", "after_done")
 MODEL = "fuzz-model"
 _PROMPT_TOKENS = 3
@@ -145,6 +148,10 @@ async def _answer(request: web.Request, stream: _Stream, case: dict[str, Any]
                                                              "finish_reason": "length"}],
                                   "usage": {"prompt_tokens": _PROMPT_TOKENS,
                                             "completion_tokens": stream.tokens}})
+    if kind == "not_http":  # no status line, no headers: bytes, then the connection closed
+        request.transport.write(b"hello, this is not HTTP\r\n\r\n")
+        request.transport.close()
+        return web.Response()  # never sent: the connection is gone
     if kind == "html":
         return web.Response(text="<html><body><h1>502 Bad Gateway</h1></body></html>\n",
                             content_type="text/html")
@@ -152,6 +159,10 @@ async def _answer(request: web.Request, stream: _Stream, case: dict[str, Any]
     response.content_type = (case.get("content_type", "application/json")
                              if kind == "content_type" else "text/event-stream")
     await response.prepare(request)
+    if kind == "bad_chunking":  # the first event as a chunk, then a chunk size that is not hex
+        await response.write(next(stream.events()))
+        request.transport.write(b"zz\r\ngarbage\r\n")
+        await asyncio.sleep(3600)
     try:
         async for piece in _pieces(kind, stream):
             await response.write(piece)
@@ -251,6 +262,7 @@ async def _serve(port: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    logging.disable(logging.CRITICAL)  # the rig cuts answers by design: nothing to report
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=0)
     asyncio.run(_serve(parser.parse_args(argv).port))

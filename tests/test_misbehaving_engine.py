@@ -91,11 +91,13 @@ FIELDS = {
 # each wrong stream's outcome: an error_kind, "flaw" (usable, flagged), or None (sound)
 STREAMS = {"ok": None, "split": None, "overlong": "stream_protocol", "endless": "over_max_tokens",
            "pings": "deadline", "trickle": "deadline", "silent": "timeout", "empty": "truncated",
-           "not_stream": "stream_protocol", "html": "stream_protocol", "content_type": "flaw",
+           "not_stream": "stream_protocol", "html": "stream_protocol",
+           "not_http": "stream_protocol", "bad_chunking": "stream_protocol", "content_type": "flaw",
            "bad_utf8": "stream_protocol", "deep_json": "stream_protocol", "no_done": "truncated",
            "double_done": "flaw", "after_done": "stream_protocol"}
 STREAM_WORDS = {"overlong": "over 1048576 bytes", "endless": "past", "pings": "deadline",
                 "trickle": "deadline", "not_stream": "application/json", "html": "SSE",
+                "not_http": "not valid HTTP", "bad_chunking": "not valid HTTP",
                 "content_type": "Content-Type", "bad_utf8": "UTF-8", "deep_json": "JSON",
                 "double_done": "second [DONE]", "after_done": "after [DONE]"}
 

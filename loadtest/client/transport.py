@@ -35,7 +35,7 @@ from time import perf_counter_ns
 import gevent
 
 from geventhttpclient import HTTPClient
-from geventhttpclient.response import HTTPConnectionClosed
+from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
 from loadtest.client.bounds import OUTPUT_MARGIN, OUTPUT_SLACK, Bounds
 from loadtest.client.protocols import ProtocolError, StreamEvent
@@ -324,6 +324,8 @@ def _read_error_body(response) -> str:
 def _failure_kind(exc: BaseException, *, before_response: bool) -> str:
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return "timeout"
+    if _not_http(exc):
+        return "stream_protocol"
     if before_response and isinstance(exc, (ConnectionRefusedError, socket.gaierror)):
         return "connect"
     if before_response and isinstance(exc, OSError) and not isinstance(exc, ConnectionResetError):
@@ -331,5 +333,15 @@ def _failure_kind(exc: BaseException, *, before_response: bool) -> str:
     return "truncated"
 
 
+def _not_http(exc: BaseException) -> bool:
+    """The answer broke HTTP itself: a status line, headers or chunked encoding that llhttp
+    cannot parse (its errors carry llhttp's error code: ('Invalid character in chunk size', 12)).
+    A connection that closed early raises HTTPParseError too ("connection closed ...",
+    "Incomplete response."): that is `truncated`, as from an engine that dies."""
+    return (isinstance(exc, HTTPParseError) and len(exc.args) == 2
+            and isinstance(exc.args[1], int))
+
+
 def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return f"not valid HTTP: {text}" if _not_http(exc) else text
