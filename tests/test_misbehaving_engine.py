@@ -160,7 +160,7 @@ def test_every_wrong_answer_ends_recorded_with_what_was_wrong(api: str, tmp_path
     ok = [r for r in records if r["error_kind"] is None]
     assert all(r["output_tokens"] == MAX_TOKENS for r in ok)  # a bad count never counted
     assert all(r["prompt_tokens"] in (None, 3) for r in records)
-    flawed = [r for r in records if r.get("engine_flaws")]
+    flawed = [r for r in ok if r.get("engine_flaws")]
     assert int(row["failed"]) == len(records) - len(ok)
     assert int(row["flawed_requests"]) == len(flawed) > 0
     assert int(row["output_tokens"]) == MAX_TOKENS * len(ok)

@@ -115,9 +115,10 @@ def bounds_columns(bounds: Bounds, max_tokens: int) -> dict[str, Any]:
 
 
 def flaw_columns(records: Sequence[RequestRecord]) -> dict[str, Any]:
-    """`flawed_requests`: requests the engine answered with values the rig ignored;
-    `engine_flaws`: the first few distinct of those values, said in words."""
-    flawed = [r for r in records if r.engine_flaws]
+    """`flawed_requests`: completed requests the engine answered with values the rig ignored
+    (a failed one is counted as failed, its error says what went wrong); `engine_flaws`: the
+    first few distinct of those values, said in words."""
+    flawed = [r for r in records if r.engine_flaws and r.ok]
     seen: dict[str, None] = {}
     for record in flawed:
         for flaw in record.engine_flaws:
