@@ -40,6 +40,10 @@ class Target:
     # How --ignore-eos reaches the engine: "ignore_eos" (the vLLM-family body field) or
     # "generation_config" (transformers serve: a per-request config with no EOS token).
     ignore_eos_as: str = "ignore_eos"
+    # An empty completion chunk is a token whose text is not complete yet (vLLM's byte-level
+    # tokens); False where it never is and the engine sends one before it generates
+    # (text-generation-webui), which would otherwise be the run's first token.
+    empty_chunk_is_token: bool = True
     # The engine serves one model that its /v1/models does not list (transformers serve lists
     # the hub cache): the probe reads the name from its refusal of another model.
     pinned_model: bool = False

@@ -128,7 +128,7 @@ RECIPE = LocalRecipe(slug="textgen-cpu", command=command, missing=missing, model
 SPEC = EngineSpec(
     slug="textgen-cpu",
     container=ENGINE,
-    target=Target(ENGINE.host_port, ignore_eos_as="ban_eos_token"),
+    target=Target(ENGINE.host_port, ignore_eos_as="ban_eos_token", empty_chunk_is_token=False),
     local=RECIPE,
     metrics_none="text-generation-webui's API has no Prometheus endpoint (its llama-server's is on "
                  f"the API port + {INNER_PORT_OFFSET})",

@@ -236,3 +236,19 @@ def test_a_corrupt_tarball_is_one_error_line_and_nothing_written(tmp_path: Path,
     assert installed.stderr == (f"error: {tarball} is not text-generation-webui 1dcde41d03d1 (its sha256 "
                                 "differs): fetch it again, or remove it to clone the commit instead\n")
     assert not (root / "build").exists() and not (root / ".venv-textgen").exists()
+
+
+def test_its_opening_empty_chunk_is_not_the_first_token() -> None:
+    """text-generation-webui sends an empty completion chunk before it generates (and never an
+    empty one for a token): counted as the first token, it made TTFT the time to that chunk,
+    26 ms where its first token came after 704 ms in the generation lock's queue."""
+    from loadtest.client.protocols import openai
+    from servers.textgen_cpu import SPEC
+    opening = (b'data: {"id": "cmpl-1", "object": "text_completion", "model": "tiny-llama.gguf", '
+               b'"choices": [{"index": 0, "finish_reason": null, "text": "", "logprobs": null}], "usage": null}')
+    assert SPEC.target.empty_chunk_is_token is False
+    event = openai.parse_line(opening, empty_chunk_is_token=SPEC.target.empty_chunk_is_token)
+    assert event is not None and not event.output
+    assert openai.parse_line(opening).output  # vLLM's empty chunk is a byte-level token
+    token = opening.replace(b'"text": ""', b'"text": " the"')
+    assert openai.parse_line(token, empty_chunk_is_token=False).output

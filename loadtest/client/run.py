@@ -5,6 +5,7 @@ The master (or the only process) owns the files and the summary; workers only se
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import secrets
@@ -87,7 +88,8 @@ class Run:
                                        model_dir=self.model_dir)
         self.bounds = run_bounds(self.options.request_deadline_s, config.read_timeout_s)
         dialect = dialect_for(config.api)
-        self.parse_line = dialect.parse_line
+        self.parse_line = (dialect.parse_line if config.target.empty_chunk_is_token
+                           else functools.partial(dialect.parse_line, empty_chunk_is_token=False))
         self.tokens_source: str = dialect.TOKENS_SOURCE
         self.headers = config.headers()
         self.request_name = f"{config.engine}:{self.workload.name}"

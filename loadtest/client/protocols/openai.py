@@ -51,9 +51,10 @@ def build_body(api: str, model: str, prompt: str | list[dict[str, str]], max_tok
     return json.dumps(body).encode()
 
 
-def parse_line(line: bytes) -> StreamEvent | None:
+def parse_line(line: bytes, empty_chunk_is_token: bool = True) -> StreamEvent | None:
     """One line of the stream. Checked as the package docstring says: the chunk's shape (choices,
-    text, finish reason, token ids) or a ProtocolError; usage's counts or a flaw, ignored."""
+    text, finish reason, token ids) or a ProtocolError; usage's counts or a flaw, ignored.
+    ``empty_chunk_is_token``: the target's (servers/spec.py Target)."""
     payload = sse_data(line)
     if payload is None:
         return None
@@ -78,7 +79,7 @@ def parse_line(line: bytes) -> StreamEvent | None:
         if not isinstance(choice, dict):
             raise ProtocolError(f"a choice is {shown(choice)}, not an object")
         choice_text = _choice_text(choice)
-        if _carries_token(choice, choice_text):
+        if _carries_token(choice, choice_text, empty_chunk_is_token):
             output, text = True, choice_text
         finish_reason = checked_text(choice.get("finish_reason"), "finish_reason") or finish_reason
         if choice.get("token_ids") is not None:  # only when asked (--recount, --keep-outputs)
@@ -99,13 +100,13 @@ def _token_ids(ids: Any) -> list[int]:
     return ids
 
 
-def _carries_token(choice: dict[str, Any], text: str | None) -> bool:
+def _carries_token(choice: dict[str, Any], text: str | None, empty_chunk_is_token: bool = True) -> bool:
     """A generated token arrived, even one whose text is still empty (a byte-level token that is
     part of a multi-byte character decodes to "" until the character is complete). Not a token:
     chat's opening role announcement, and a closing chunk that only carries the finish reason."""
     if text:
         return True
-    return text == "" and choice.get("finish_reason") is None
+    return empty_chunk_is_token and text == "" and choice.get("finish_reason") is None
 
 
 def _choice_text(choice: dict[str, Any]) -> str | None:
