@@ -19,9 +19,16 @@ Concurrency is the loader's: text-generation-webui holds a generation lock aroun
 unless the llama.cpp loader runs more than one slot (``--parallel``), so the recipe gives it the
 llamacpp-cpu engine's slots and per-slot context (``--ctx-size`` is the total, split over the
 slots); ``-- --parallel 1`` is upstream's default, one request at a time. The Transformers
-loader always serves one at a time. Its servers run under servers/textgen-cpu/boot.py, which
-ends the process with one ``error:`` line where upstream would carry on on another port or
-without a model.
+loader always serves one at a time. Under that lock, more than 40 streams at once deadlock it
+for good: each waits for the lock on one of anyio's 40 worker threads, and the holder's stream
+needs a free one to go on (evidence/2026-11-25-textgen). Its servers run under
+servers/textgen-cpu/boot.py, which ends the process with one ``error:`` line where upstream would
+carry on on another port or without a model.
+
+Its ``usage.completion_tokens`` is the answer's text re-tokenized, not the tokens generated
+(a random-weight model's byte tokens re-tokenize to more), so the rig flags uneven lengths;
+its llama-server's ``llamacpp:tokens_predicted_total`` counts what was generated. Its stream
+opens with an empty chunk before it generates, which is not a token (``empty_chunk_is_token``).
 """
 
 from __future__ import annotations
