@@ -16,8 +16,9 @@ WARNINGS = {
     "client_cpu_high": "a client process peaked above 90% of a core, so it may have delayed its "
                        "own timestamps: add --processes, or fewer users per process",
     "failed_requests": "some requests failed: see the errors column and requests.jsonl",
-    "output_tokens_from_chunks": "the engine reported no token counts, so output tokens are "
-                                 "counted stream chunks (a chunk may hold several tokens)",
+    "output_tokens_from_chunks": "the engine reported no usable token count for some or all "
+                                 "requests, so their output tokens are counted stream chunks "
+                                 "(a chunk may hold several tokens)",
     "uneven_output_lengths": "requests stopped at different lengths (min and max differ by more "
                              "than 10%), so tok/s compares unequal work: use --ignore-eos",
     "too_few_requests": "fewer than 2 requests per user: the run measures ramp-up and tail, not "
