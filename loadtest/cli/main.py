@@ -33,6 +33,8 @@ class Command:
     module: str  # the module that does the work
     parser: str | None = "parser"  # its function building its RigParser (None: it parses itself)
     script: str = ""  # a bash preset run instead of a module (scripts/...)
+    check: str = ""  # "module:function" parsing AND checking argv with no side effect, where the
+    #                  module checks more than its parser does (default: the parser's parse_args)
 
     @property
     def name(self) -> str:
@@ -48,6 +50,21 @@ class Command:
         finally:
             invoked_as.reset(token)
 
+    def check_argv(self, argv: Sequence[str]) -> object:
+        """Parse and check `argv` as the command will, starting nothing: its namespace, or
+        SystemExit (2 and one `error:` line on bad input, 0 after --help)."""
+        token = invoked_as.set(f"rig {self.name}")
+        try:
+            if self.check:
+                module, _, function = self.check.partition(":")
+                return getattr(importlib.import_module(module), function)(list(argv))
+            parser = self.build_parser()
+            if parser is None:
+                raise TypeError(f"rig {self.name} parses its own arguments")
+            return parser.parse_args(list(argv))
+        finally:
+            invoked_as.reset(token)
+
     def run(self, argv: list[str]) -> int:
         if self.script:
             return subprocess.call([str(REPO / self.script), *argv], cwd=REPO)
@@ -60,9 +77,10 @@ class Command:
 
 
 COMMANDS: tuple[Command, ...] = (
-    Command(("run",), "one fixed workload against one engine (the locustfile)", "loadtest.cli.run"),
+    Command(("run",), "one fixed workload against one engine (the locustfile)", "loadtest.cli.run",
+            check="loadtest.cli.run:checked_args"),
     Command(("race",), "the demo's race: local engines, every user count, one table",
-            "loadtest.race"),
+            "loadtest.race", check="loadtest.race.args:parse_args"),
     Command(("sweep", "threads"), "how many users saturate an engine", "loadtest.sweep.threads"),
     Command(("sweep", "flags"), "each engine configuration of a YAML matrix, measured",
             "loadtest.sweep.flags"),
@@ -80,7 +98,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(("latency-table",), "the studies' latency table from a results folder",
             "loadtest.inprocess.latency"),
     Command(("inprocess",), "the fixed workload through an engine library, in-process",
-            "loadtest.inprocess.cli"),
+            "loadtest.inprocess.cli", check="loadtest.inprocess.cli:checked_args"),
     Command(("overhead",), "a server's overhead per request: server vs in-process",
             "loadtest.inprocess.overhead"),
     Command(("engine",), "local engines: start | stop | list", "loadtest.local_engine", parser=None),

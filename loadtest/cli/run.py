@@ -22,7 +22,6 @@ from loadtest.cli.types import cpu_list, positive_int, positive_number, url
 from loadtest.client.arrivals import add_arrival_options
 from loadtest.client.bounds import add_bounds_options
 from loadtest.client.options import ConfigError, RunConfig, add_options, config_from_options
-from loadtest.client.run import run_options
 from loadtest.cpus import add_pin_option
 from loadtest.workload import WorkloadError, workload_options
 from loadtest.workload.options import add_workload_options
@@ -93,6 +92,8 @@ def rig_arguments(args: argparse.Namespace) -> list[str]:
 def check_run_options(options: Any, host: str | None) -> RunConfig:
     """Every check of the run's options that needs no engine (the locustfile makes the same
     ones before it asks the engine anything); ConfigError or WorkloadError, one line."""
+    from loadtest.client.run import run_options  # imports Locust (gevent's patches): only here
+
     config = config_from_options(options, host)
     run_options(options)  # open loop, --slo, --keep-outputs
     workload_options(options)  # the workload's own options

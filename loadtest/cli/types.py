@@ -199,12 +199,12 @@ def output_file(text: object) -> Path:
     return path
 
 
+_CPU_LIST = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")  # cpu_set alone takes "0-" as "0"
+
+
 def cpu_list(text: object) -> str:
     """A Linux CPU list (`1`, `0-3`, `0,2-3`) of cores this process may use."""
-    try:
-        chosen = cpu_set(str(text))
-    except ValueError:
-        chosen = set()
+    chosen = cpu_set(str(text)) if _CPU_LIST.fullmatch(str(text)) else set()
     if not chosen:  # not a list, or an empty range such as 3-1
         raise BadValue(f"must be a CPU list like 1 or 0-3, got {text!r}")
     cores = allowed_cpus()

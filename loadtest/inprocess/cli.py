@@ -10,6 +10,7 @@ happen (one `error:` line, e.g. an engine that is not installed, naming the inst
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ from loadtest.inprocess.engines import ENGINES, SpecError, parse_spec
 from loadtest.inprocess.runner import InprocError, InprocRun, run_inprocess
 from loadtest.workload import add_workload_options, workload_options
 
-__all__ = ["main", "parser"]
+__all__ = ["checked_args", "main", "parser"]
 
 
 PER_BATCH = 4  # requests per sequence when several batch sizes run: a steady state at each
@@ -78,23 +79,36 @@ def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM as Ctrl-C: the worker's process group is stopped on the way out
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminated)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background
+def checked_args(argv: list[str] | None) -> argparse.Namespace:
+    """The options, every one checked before the worker starts (engine spec, layout, workload);
+    one `error:` line and exit 2 otherwise."""
+    p = parser()
+    args = p.parse_args(argv)
     try:
-        engine, variant, options, flags = parse_spec(args.engine)
+        args.spec = parse_spec(args.engine)
         if args.no_pin and args.engine_cpus:
             raise SpecError("--no-pin and --engine-cpus exclude each other")
-        engine_cpus = "" if args.no_pin else complete_layout(args.engine_cpus or "", "")[0]
+        args.engine_cpus = "" if args.no_pin else complete_layout(args.engine_cpus or "", "")[0]
+        args.source = workload_options(args)
+    except (SpecError, ValueError) as exc:
+        p.error(str(exc))
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = checked_args(argv)
+    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background
+    engine, variant, options, flags = args.spec
+    try:
         rows = run_inprocess(InprocRun(
             engine=engine, variant=variant, options=options, flags=flags, batch=args.batch[0],
             batches=args.batch if len(args.batch) > 1 else (),
             min_requests_per_batch=PER_BATCH if len(args.batch) > 1 else 0,
             requests=args.requests, prompts=args.prompts, max_tokens=args.max_tokens,
             warmup_requests=args.warmup_requests, out=args.out, tag=args.tag, repeat=args.repeat,
-            repeats=args.repeats, gpu=args.gpu, engine_cpus=engine_cpus, timeout_s=args.timeout,
-            source=workload_options(args)))
+            repeats=args.repeats, gpu=args.gpu, engine_cpus=args.engine_cpus, timeout_s=args.timeout,
+            source=args.source))
     except (SpecError, InprocError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
