@@ -108,7 +108,7 @@ def check_value(setting: str, value: str) -> None:
     if setting == "EXTRA_ARGS":
         return
     if setting in _INT_SETTINGS:
-        if not value.isdigit() or int(value) < 1:
+        if not value.isdecimal() or int(value) < 1:
             raise SettingError(f"{setting} must be a whole number >= 1 (got {value!r})")
     elif setting == "GPU_MEMORY_FRACTION":
         try:
@@ -120,7 +120,7 @@ def check_value(setting: str, value: str) -> None:
     elif setting == "DTYPE" and value not in _DTYPES:
         raise SettingError(f"DTYPE must be one of {', '.join(sorted(_DTYPES))} (got {value!r})")
     elif setting == "PORT":
-        if not value.isdigit() or not 0 < int(value) < 65536:
+        if not value.isdecimal() or not 0 < int(value) < 65536:
             raise SettingError(f"PORT must be a TCP port number (got {value!r})")
     elif setting == "GPUS":
         parse_gpus(value)

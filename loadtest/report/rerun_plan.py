@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [row for row in rows[args.after:] if not args.tag or row.get("tag") == args.tag]
     if args.earlier:
         prompts, _, max_tokens = args.earlier.rpartition(":")
-        if not (prompts and max_tokens.isdigit()):
+        if not (prompts and max_tokens.isdecimal()):
             parser.error(f"--earlier wants PROMPTS:MAX_TOKENS, e.g. mixed:64, got {args.earlier!r}")
         plan = earlier_counts(rows, prompts, int(max_tokens))
     else:

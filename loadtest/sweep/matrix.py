@@ -440,7 +440,7 @@ def _int_list(value: Any, where: str) -> tuple[int, ...]:
 
 
 def _positive(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isdigit() \
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isdecimal() \
             or int(value) < 1:
         raise MatrixError(f"{where} must be a whole number >= 1, got {value!r}")
     return int(value)

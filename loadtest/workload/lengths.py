@@ -71,7 +71,7 @@ class Lengths:
 def parse_lengths(text: str, option: str) -> Lengths:
     """The distribution `text` spells; WorkloadError naming `option` when it spells none."""
     text = str(text).strip()
-    if text.isdigit():
+    if text.isdecimal():  # isdigit() takes "²", which int() refuses
         return _fixed(int(text), option, text)
     if (found := _RANGE.fullmatch(text)) is not None:
         low, high = _bounds(int(found[1]), int(found[2]), option, text)

@@ -182,7 +182,7 @@ def _columns(text: str) -> dict[str, str]:
 
 
 def _whole(option: str, text: str, minimum: int, maximum: int = MAX_SEED) -> int:
-    if not text.isdigit() or not minimum <= int(text) <= maximum:
+    if not text.isdecimal() or not minimum <= int(text) <= maximum:
         raise WorkloadError(f"{option} must be a whole number from {minimum} to {maximum}, got {text!r}")
     return int(text)
 
