@@ -65,7 +65,7 @@ layout=$("${PYTHON:-python3}" -m loadtest.cpus --engine "$engine_cpus" 2>&1) || 
 read -r engine_cpus client_cpus <<< "$layout"
 pin_client=() pin_engine=()
 if [[ $engine_cpus != - ]]; then pin_engine=(--engine-cpus "$engine_cpus"); else engine_cpus=""; fi
-if [[ $client_cpus != - ]]; then pin_client=(taskset -c "$client_cpus"); fi
+if [[ $client_cpus != - ]]; then pin_client=(--client-cpus "$client_cpus"); fi
 
 scripts/install.sh
 if [[ ${#installs[@]} -gt 0 ]]; then scripts/install_inprocess.sh "${installs[@]}"; fi
@@ -78,11 +78,11 @@ trap stop_engine EXIT
 trap 'exit 130' INT TERM
 
 status=0
-locust() {
-  local cmd=("${pin_client[@]}" .venv/bin/locust -f loadtest/engines.py --headless --only-summary
-             --engine "$engine" --host "http://127.0.0.1:$port" --prompts mixed --users 1
+locust() {  # one run of the locustfile: `rig run` (loadtest/cli/run.py) builds its command
+  local cmd=(.venv/bin/python -m loadtest.cli.main run "${pin_client[@]}" --engine "$engine"
+             --host "http://127.0.0.1:$port" --prompts mixed --users 1
              --max-tokens "$max_tokens" --ignore-eos --out "$out" ${gpu:+--gpu "$gpu"}
-             ${engine_cpus:+"--flags=--cpus $engine_cpus"} "$@")
+             ${engine_cpus:+"--flags=--cpus $engine_cpus"} "$@" -- --only-summary)
   echo "+ ${cmd[*]}" >&2
   "${cmd[@]}"
 }
