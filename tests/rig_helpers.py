@@ -72,9 +72,9 @@ def crash_under_run(url: str, out: Path, crash: Callable[[], None], *args: str,
     """Run the fixed workload against `url`, call `crash` once a few requests have finished,
     and wait for the run to end; the run must end by itself, with exit 1 (requests failed, the
     rig did not). Returns the run's requests.jsonl."""
-    cmd = [str(REPO / ".venv/bin/locust"), "-f", str(REPO / "loadtest/engines.py"), "--headless",
-           "--only-summary", "--host", url, "--users", str(users), "--requests", str(requests),
-           "--max-tokens", str(max_tokens), "--ignore-eos", "--out", str(out), *args]
+    cmd = locust_command(host=url, users=users, rig_options=[
+        "--only-summary", "--requests", str(requests), "--max-tokens", str(max_tokens),
+        "--ignore-eos", "--out", str(out), *args])
     locust = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               cwd=REPO)
     requests_log = None
