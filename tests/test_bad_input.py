@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from loadtest.cli.run import add_locustfile_options
 from rig_helpers import free_port, run_locust
 
 
@@ -132,3 +136,36 @@ def test_a_huge_prompt_line(engine_url: str, tmp_path: Path):
     prompts.write_text('{"prompt": "ok"}\n{"prompt": "' + "x" * (5 << 20) + '"}\n')
     _refused(run_locust("--host", engine_url, "--prompts", str(prompts)),
              f"{prompts}:2: a line of 5 MiB; a prompt may be at most 4 MiB")
+
+
+def _numeric_options() -> list[str]:
+    """The locustfile's options that take a number (their default is one), found in the same
+    function that registers them on Locust's parser."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_locustfile_options(parser)
+    numeric = []
+    for action in parser._actions:
+        try:
+            float(str(action.default))
+        except ValueError:
+            continue
+        if action.nargs != 0 and action.option_strings:
+            numeric.append(action.option_strings[-1])
+    return numeric
+
+
+@settings(max_examples=6, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(option=st.sampled_from(_numeric_options()),
+       value=st.one_of(st.sampled_from(["nan", "inf", "-inf", "1e999", "", "²", "0x10"]),
+                       st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Nd")),
+                               min_size=1, max_size=8)))
+def test_a_malformed_number_is_one_line_from_locust_itself(option: str, value: str):
+    """A sample through the real locustfile (a process each): a number option given a word,
+    NaN, infinity or an empty value ends in one `error:` line and exit 2, before anything is
+    sent. Every option of every command is walked in-process in tests/test_cli.py."""
+    result = run_locust(f"{option}={value}", "--host", f"http://127.0.0.1:{free_port()}",
+                        timeout_s=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr[-2000:]
