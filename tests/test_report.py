@@ -22,6 +22,10 @@ _SHA_A, _SHA_B = "a" * 64, "b" * 64
 # A race kept from an H100 (llama.cpp against transformers, 1 to 128 users): transformers named
 # the model by its path, llama.cpp by its alias, and only transformers recorded its digest.
 _GPU_RACE = REPO / "evidence" / "2026-11-23" / "gpu-race-h100"
+# The demo's race of the three CPU engines at 1 and 8 users, every request kept: transformers
+# named the model by its path, llama.cpp served the GGUF and recorded no digest, and llama.cpp's
+# runs were judged invalid on the busy host.
+_CPU_RACE = REPO / "evidence" / "2026-11-25" / "race-cpu"
 # One engine under six flag sets at 24-256 users, the request count rising with the users.
 _LAYOUTS = REPO / "evidence" / "2026-11-24" / "gpu" / "one-gpu-layouts-h100"
 
@@ -83,10 +87,10 @@ def _heat_rows(markdown: str) -> list[dict[str, str]]:
 
 
 def _evidence(tmp_path: Path, folder: Path) -> Path:
-    """A results folder holding a copy of a kept runs.csv (the report writes beside it)."""
+    """A copy of a kept results folder (runs.csv and its runs/ where kept): the report writes
+    beside it."""
     results = tmp_path / folder.name
-    results.mkdir()
-    shutil.copy(folder / "runs.csv", results / "runs.csv")
+    shutil.copytree(folder, results, ignore=shutil.ignore_patterns("README.md", "*.png"))
     return results
 
 
@@ -243,6 +247,27 @@ def test_the_sections_of_a_real_race_are_its_heats_with_every_engine_in_each(tmp
     assert "Not comparable" not in md and "Group" not in md
     assert list(sections)[:2] == ["Race: the fastest engine at each user count",
                                   "Across user counts"]
+
+
+def test_the_demo_race_of_three_cpu_engines_has_every_engine_in_each_heat(tmp_path: Path):
+    results = _evidence(tmp_path, _CPU_RACE)
+    runs = load_runs(results)
+    assert set(runs["model"]) == {"tiny-llama", "/work/main/models/tiny-llama"}
+    assert set(runs[runs["engine"] == "llamacpp-cpu"]["model_sha256"]) == {""}
+    assert runs[MODEL].nunique() == 1  # one model, though three engines named it two ways
+    code, md = _report(results, "--race")
+    assert code == 0 and "Not comparable" not in md
+    sections = _sections(md)
+    for title in ("Heat: mixed-56x64 at 1 user", "Heat: mixed-96x64 at 8 users"):
+        rows = {row["platform"]: row for row in _tables(sections[title])[0]}
+        assert set(rows) == {"vllm-cpu", "llamacpp-cpu", "transformers"}, title
+        assert rows["llamacpp-cpu"]["notes"].startswith("**1 of 1 runs invalid** (client_overloaded)")
+    race = _tables(sections["Race: the fastest engine at each user count"])[0]
+    assert {row["platform"] for row in race} == {"vllm-cpu", "transformers"}  # invalid: apart
+    pngs = {p.name for p in (results / "report").glob("*.png")}
+    assert pngs == {"race.png", "users.png", "frontier.png", "distributions-h1.png",
+                    "distributions-h2.png"}  # the curves once, each heat its distributions
+    assert len(list((results / "report" / "timelines").glob("*.png"))) == 3
 
 
 def test_engines_serving_one_model_under_two_names_share_its_heats(tmp_path: Path):

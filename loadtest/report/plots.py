@@ -58,6 +58,14 @@ def curves(cells: pd.DataFrame, by: list[str] | None = None
     return lines
 
 
+def _invalid(axis: plt.Axes, cells: pd.DataFrame, x: str, y: str) -> bool:
+    """A black cross over each cell with an invalid run: drawn, but not to be trusted."""
+    marked = cells[cells.get("invalid", pd.Series(0, index=cells.index)) > 0]
+    axis.plot(marked[x], marked[y], linestyle="none", marker="x", markersize=9,
+              markeredgewidth=2, color="black")
+    return not marked.empty
+
+
 def _others(axis: plt.Axes, x: pd.Series, y: pd.Series, colour: str) -> None:
     """Cells of a configuration's other workloads at a user count: hollow, off its line."""
     axis.plot(x, y, linestyle="none", marker="o", markerfacecolor="none", color=colour)
@@ -66,7 +74,7 @@ def _others(axis: plt.Axes, x: pd.Series, y: pd.Series, colour: str) -> None:
 def plot_users(cells: pd.DataFrame, path: Path) -> None:
     """Completion time and output tok/s against users; error bars: sd over repeats."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    hollow = False
+    hollow = crossed = False
     for label, config, others in curves(cells):
         line = left.errorbar(config["users"], config["time_s_mean"],
                              yerr=config["time_s_sd"].fillna(0), marker="o", capsize=3,
@@ -76,9 +84,15 @@ def plot_users(cells: pd.DataFrame, path: Path) -> None:
         _others(left, others["users"], others["time_s_mean"], line.get_color())
         _others(right, others["users"], others["tok_s_mean"], line.get_color())
         hollow = hollow or not others.empty
+        every = pd.concat([config, others])
+        crossed = _invalid(left, every, "users", "time_s_mean") or crossed
+        crossed = _invalid(right, every, "users", "tok_s_mean") or crossed
     if hollow:
         right.plot([], [], linestyle="none", marker="o", markerfacecolor="none", color="grey",
                    label="a shorter workload at that user count")
+    if crossed:
+        right.plot([], [], linestyle="none", marker="x", markeredgewidth=2, color="black",
+                   label="an invalid run in the cell (see its heat)")
     for axis, title in ((left, "completion time (s)"), (right, "output tok/s")):
         _users_axis(axis, cells["users"])
         axis.set_ylabel(title)
@@ -141,9 +155,11 @@ def plot_race(cells: pd.DataFrame, fastest: dict[tuple[str, float], str], path: 
 def plot_frontier(cells: pd.DataFrame, path: Path) -> None:
     """Output tok/s against TTFT p99 and ITL p99, one line per configuration, points = users."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    crossed = False
     for label, config, _ in curves(cells):
         for axis, column in zip(axes, ("ttft_p99_ms", "itl_p99_ms")):
             line = axis.plot(config[column], config["tok_s_mean"], marker="o", label=label)[0]
+            crossed = _invalid(axis, config, column, "tok_s_mean") or crossed
             for _, cell in config.iterrows():
                 axis.annotate(f"u{cell['users']:g}", (cell[column], cell["tok_s_mean"]),
                               textcoords="offset points", xytext=(4, 4), fontsize=7,
@@ -155,6 +171,9 @@ def plot_frontier(cells: pd.DataFrame, path: Path) -> None:
         axis.grid(alpha=0.3)
         axis.set_xlim(left=0)
         axis.set_ylim(bottom=0)
+    if crossed:
+        axes[1].plot([], [], linestyle="none", marker="x", markeredgewidth=2, color="black",
+                     label="an invalid run in the cell (see its heat)")
     axes[1].legend(fontsize=8, loc="best")
     fig.suptitle("Throughput-latency frontier (up and to the left is better; uN = N users)",
                  fontsize=10)
