@@ -16,10 +16,8 @@ as their APIs batch); llama-cpp-python runs one at a time.
 from __future__ import annotations
 
 import json
-import os
 import platform
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -29,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadtest.cli.processes import stop_process_group
 from loadtest.workload import WorkloadError, WorkloadOptions, build_workload, load_prompts
 from loadtest.cpus import allowed_cpus, cpu_set, format_cpus
 from loadtest.inprocess.engines import REPO, InprocEngine
@@ -294,30 +293,13 @@ def _drive(run: InprocRun, job: dict[str, Any], rounds: _Rounds, quiet: bool) ->
 
 def _stop(process: subprocess.Popen[bytes], grace_s: float) -> None:
     """The worker's whole process group (vLLM's engine core is a child of it), once the worker
-    has had `grace_s` to exit by itself: SIGTERM, then SIGKILL what is left after 20 s. The
-    worker is reaped while waiting, so that its zombie does not keep the group alive."""
+    has had `grace_s` to exit by itself: SIGTERM, then SIGKILL what is left after 20 s."""
     if grace_s:
         try:
             process.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             pass
-    for sig, wait_s in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            break
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            process.poll()
-            try:
-                os.killpg(process.pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
-            continue
-        break
-    process.wait()
+    stop_process_group(process, grace_s=20.0, kill_wait_s=5.0)
 
 
 def _print_summary(row: dict[str, Any]) -> None:
