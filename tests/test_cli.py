@@ -285,6 +285,9 @@ def test_rig_help_lists_every_command():
     (["calibrate", "--client-cores", "4096"], "--client-cores names cores"),
     (["bench", "--url", "localhost:8000"], "--url must be an http(s) URL"),
     (["check-env", "--bogus"], "unrecognized arguments: --bogus"),
+    (["engine", "start", "--port", "70000"], "--port must be a port number"),  # parses itself
+    (["engine", "restart"], "invalid choice: 'restart'"),
+    (["latency", "--requests", "0", "vllm-cpu"], "--requests must be a positive integer"),  # bash
 ])
 def test_the_real_command_refuses_in_one_line(args: list[str], message: str, tmp_path: Path):
     """A sample through the real process: exit 2, one line on stderr, nothing on stdout."""
