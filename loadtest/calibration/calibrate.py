@@ -50,8 +50,8 @@ from typing import Any
 from loadtest.cli.args import RigParser, command_prog
 from loadtest.cli.locust import locust_command
 from loadtest.cli.processes import free_port, stop_process_group
-from loadtest.cli.types import (cpu_list, positive_int, positive_int_list, positive_number,
-                                writable_folder)
+from loadtest.cli.types import (cpu_list, duration, positive_int, positive_int_list,
+                                positive_number, writable_folder)
 from loadtest.cpus import cpu_set
 from loadtest.results.metadata import cpu_model
 from loadtest.results.record import RequestRecord
@@ -114,8 +114,8 @@ def parser() -> RigParser:
     parser.add_argument("--client-cores", type=_cores, help="cores for the client (default: the rest)")
     parser.add_argument("--pacer-workers", type=positive_int,
                         help="pacer processes (default: one per pacer core)")
-    parser.add_argument("--timeout", type=positive_number, default=600.0,
-                        help="seconds one setting may take (default 600)")
+    parser.add_argument("--timeout", type=duration, default=600.0,
+                        help="how long one setting may take: seconds, or 10m (default 600)")
     return parser
 
 

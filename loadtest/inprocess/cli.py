@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.types import (cpu_list, non_negative_int, positive_int, positive_int_list,
-                                positive_number, writable_folder)
+from loadtest.cli.types import (cpu_list, duration, non_negative_int, positive_int,
+                                positive_int_list, writable_folder)
 from loadtest.cpus import complete_layout
 from loadtest.inprocess.engines import ENGINES, SpecError, parse_spec
 from loadtest.inprocess.runner import InprocError, InprocRun, run_inprocess
@@ -70,7 +70,8 @@ def parser() -> RigParser:
     p.add_argument("--engine-cpus", type=cpu_list, default=None,
                    help="cores for the engine's worker (default: all but the first, as servers)")
     p.add_argument("--no-pin", action="store_true", help="let the worker use every core")
-    p.add_argument("--timeout", type=positive_number, default=1800, help="seconds before the run is stopped")
+    p.add_argument("--timeout", type=duration, default=1800,
+                   help="how long before the run is stopped: seconds, or 30m, 2h (default 1800)")
     add_workload_options(p)  # the server runs' workload sources (conversations and traces refused)
     return p
 

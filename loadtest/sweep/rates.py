@@ -34,8 +34,8 @@ from loadtest.results.goodput import parse_slo
 from loadtest.cli.args import RigParser, command_prog
 from loadtest.cli.locust import locust_command
 from loadtest.cli.processes import free_port
-from loadtest.cli.types import (BadValue, cpu_list, non_negative_int, one_of, percent, positive_int,
-                                positive_number, positive_number_list, url, writable_folder)
+from loadtest.cli.types import (BadValue, cpu_list, duration, non_negative_int, one_of, percent,
+                                positive_int, positive_number_list, url, writable_folder)
 from loadtest.sweep.measure import run_locust
 
 __all__ = ["main", "parser"]
@@ -76,8 +76,8 @@ def parser() -> RigParser:
     p.add_argument("--name", default="", help="sweep name: tag and report folder (default rates-ENGINE)")
     p.add_argument("--out", type=writable_folder, default=Path("results"),
                    help="results folder (default results/)")
-    p.add_argument("--run-timeout", type=positive_number, default="900",
-                   help="seconds one run may take (default 900)")
+    p.add_argument("--run-timeout", type=duration, default="900",
+                   help="how long one run may take: seconds, or 15m (default 900)")
     return p
 
 
