@@ -103,7 +103,8 @@ class WorkloadOptions:
     def describe(self) -> str:
         per_user = f", or {self.requests_per_user} per user if more" if self.requests_per_user else ""
         what = " ".join(f"{k}={v}" for k, v in self.source) if self.source else self.prompts
-        return f"{what} x {self.requests} requests{per_user}, max {self.max_tokens} tokens"
+        outputs = "" if dict(self.source).get("output_len") else f", max {self.max_tokens} tokens"
+        return f"{what} x {self.requests} requests{per_user}{outputs}"
 
 
 @dataclass(frozen=True)
