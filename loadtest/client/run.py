@@ -200,6 +200,10 @@ class Run:
         if o.slo is not None:
             meta["slo"] = o.slo.text
         meta["keep_outputs"] = o.keep_outputs
+        if self.workload.source != "prompts":  # built prompts: their source and tokenizer name them
+            meta["prompts_sha256"] = hashlib.sha256((self.workload.sha256 + str(
+                self.workload.columns.get("tokenizer_sha256", ""))).encode()).hexdigest()
+            return meta
         try:  # names the prompts, so runs of other lengths or engines compare answer by answer
             meta["prompts_sha256"] = hashlib.sha256(
                 resolve_prompts(self.config.prompts).read_bytes()).hexdigest()
