@@ -228,8 +228,7 @@ def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
         about = f" ({model_label(model)})" if len(models) > 1 else ""
         _race_section(report, model, race, failed or {}, suffix, about)
         _curves_section(report, model, suffix, about)
-        heats = sorted(model.groupby(HEAT, sort=False),
-                       key=lambda item: (item[0][2], str(item[1]["workload"].iloc[0])))
+        heats = sorted(model.groupby(HEAT, sort=False), key=_heat_order)
         several_shas = len({sha for (_, sha, _), _ in heats}) > len(
             {str(h["workload"].iloc[0]) for _, h in heats})
         for index, (_, heat) in enumerate(heats, start=1):
@@ -370,6 +369,14 @@ def _race_notes(runs: pd.DataFrame, columns: tuple[str, ...] = ("model", "output
             notes.append(f"{what} " + ", ".join(f"`{r[column]}` ({r['engine']})"
                                                for _, r in pairs.iterrows()))
     return ("The engines " + "; ".join(notes) + ".") if notes else ""
+
+
+def _heat_order(item: tuple[tuple[str, str, float], pd.DataFrame]) -> tuple[float, float, str]:
+    """Heats by user count, then by requests per run (a short workload before its raised
+    count), then by name."""
+    (_, _, users), heat = item
+    requests = pd.to_numeric(heat["requests"], errors="coerce").max()
+    return users, -1.0 if pd.isna(requests) else float(requests), str(heat["workload"].iloc[0])
 
 
 def _curves_section(report: Report, runs: pd.DataFrame, suffix: str, about: str) -> None:
