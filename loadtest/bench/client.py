@@ -55,7 +55,7 @@ from loadtest.local_engine import LocalEngine
 from loadtest.client.probe import probe_engine
 from loadtest.client.protocols.openai import parse_line
 from loadtest.client.targets import TARGETS
-from loadtest.client.workload import build_workload
+from loadtest.workload import build_workload
 from loadtest.results.files import read_records, read_runs
 
 __all__ = ["main", "parser", "summarize"]

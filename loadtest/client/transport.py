@@ -40,7 +40,7 @@ from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 from loadtest.client.bounds import OUTPUT_MARGIN, OUTPUT_SLACK, Bounds
 from loadtest.client.protocols import ProtocolError, StreamEvent
 from loadtest.results.record import RequestRecord
-from loadtest.client.workload import RequestSpec
+from loadtest.workload.spec import RequestSpec
 
 __all__ = ["new_client", "open_connection", "send"]
 

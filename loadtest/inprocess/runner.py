@@ -1,6 +1,6 @@
 """One in-process run: the fixed workload through an engine library, recorded as a server run is.
 
-The rig builds the same workload as a server run (loadtest/client/workload.py: same prompts,
+The rig builds the same workload as a server run (loadtest/workload/: same prompts,
 same order, same workload_sha256), starts the engine's worker in the engine's venv
 (loadtest/inprocess/worker.py; pinned to the engine's cores as a local server is), and turns
 each JSON line it sends into a RequestRecord (loadtest/results/record.py): written to
