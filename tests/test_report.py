@@ -262,6 +262,7 @@ def test_the_demo_race_of_three_cpu_engines_has_every_engine_in_each_heat(tmp_pa
         rows = {row["platform"]: row for row in _tables(sections[title])[0]}
         assert set(rows) == {"vllm-cpu", "llamacpp-cpu", "transformers"}, title
         assert rows["llamacpp-cpu"]["notes"].startswith("**1 of 1 runs invalid** (client_overloaded)")
+        assert "workload `mixed-" in sections[title] and "from source `prompts`" in sections[title]
     race = _tables(sections["Race: the fastest engine at each user count"])[0]
     assert {row["platform"] for row in race} == {"vllm-cpu", "transformers"}  # invalid: apart
     pngs = {p.name for p in (results / "report").glob("*.png")}

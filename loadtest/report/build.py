@@ -403,9 +403,8 @@ def _heat_section(report: Report, heat: pd.DataFrame, suffix: str, about: str,
     title = f"Heat: {heat_label(heat)}{about}"
     report.heading(2, title)
     engines = sorted(set(heat["engine"].astype(str)))
-    sha = str(heat["workload_sha256"].iloc[0])[:12] or "?"
-    report.text(f"{len(heat)} run{'' if len(heat) == 1 else 's'} of {', '.join(engines)}"
-                f"{f' (workload sha256 {sha})' if name_sha else ''}. "
+    report.text(f"{len(heat)} run{'' if len(heat) == 1 else 's'} of {', '.join(engines)}; "
+                f"{_workload_text(heat, name_sha)}. "
                 f"{_race_notes(heat, ('output_tokens_source',))}".strip())
     table = comparison_markdown(cell_table(heat))
     report.table(table)
@@ -413,6 +412,23 @@ def _heat_section(report: Report, heat: pd.DataFrame, suffix: str, about: str,
     _gpus_section(report, heat, suffix)
     _flags_section(report, heat, baseline)
     _distribution_section(report, heat, suffix)
+
+
+# what a workload source was asked for (loadtest/workload), where the row says it
+_SOURCE_COLUMNS = ("input_len", "output_len", "prefix_groups", "prefix_len", "think_time_s",
+                   "workload_seed")
+
+
+def _workload_text(heat: pd.DataFrame, name_sha: bool) -> str:
+    """The heat's workload: its source and what the source was asked for, its digest."""
+    first = heat.iloc[0]
+    source = str(first.get("workload_source") or "")
+    asked = [f"{column} {first[column]}" for column in _SOURCE_COLUMNS
+             if column in heat and str(first[column]) not in ("", "nan")]
+    sha = str(first["workload_sha256"])[:12] or "?"
+    text = f"workload `{first['workload']}`" + (f" from source `{source}`" if source else "")
+    text += f" ({', '.join(asked)})" if asked else ""
+    return text + (f", sha256 {sha}" if name_sha or source else "")
 
 
 def _gpus_section(report: Report, runs: pd.DataFrame, suffix: str) -> None:
