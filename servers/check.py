@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.types import existing_file
 from servers.gpus import gpu_count
 from servers.registry import ENGINES, engine, from_env, validate
 from servers.settings import SettingError, env_name

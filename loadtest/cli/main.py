@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from loadtest.cli.args import RigParser, fail, invoked_as
+from loadtest.cli.args import fail, invoked_as
 from loadtest.cli.locust import REPO
 
 __all__ = ["COMMANDS", "Command", "main"]

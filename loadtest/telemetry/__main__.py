@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from loadtest.cli.args import RigParser, command_prog
 from loadtest.cli.types import positive_int, positive_number, url, writable_folder
