@@ -26,6 +26,9 @@ _GPU_RACE = REPO / "evidence" / "2026-11-23" / "gpu-race-h100"
 # named the model by its path, llama.cpp served the GGUF and recorded no digest, and llama.cpp's
 # runs were judged invalid on the busy host.
 _CPU_RACE = REPO / "evidence" / "2026-11-25" / "race-cpu"
+# llama.cpp on two H200s, one server per GPU against one split across both, at 64 and 256 users;
+# each run's per-GPU telemetry kept in runs/RUN_ID/telemetry_summary.json.
+_TWO_GPUS = REPO / "evidence" / "2026-11-24" / "gpu" / "two-gpu-layouts-h200"
 # One engine under six flag sets at 24-256 users, the request count rising with the users.
 _LAYOUTS = REPO / "evidence" / "2026-11-24" / "gpu" / "one-gpu-layouts-h100"
 
@@ -300,6 +303,18 @@ def test_a_race_at_one_user_count_has_no_against_users_plot(tmp_path: Path):
     assert not list((results / "report").glob("*.png"))
     heats = [title for title in _sections(md) if title.startswith("Heat: ")]
     assert heats == ["Heat: mixed-128x128 at 32 users", "Heat: mixed-256x128 at 32 users"]
+
+
+def test_each_heat_shows_each_gpu_and_the_gpus_plot_is_drawn_once(tmp_path: Path):
+    results = _evidence(tmp_path, _TWO_GPUS)
+    _, md = _report(results)
+    heats = {title: text for title, text in _sections(md).items() if title.startswith("Heat: ")}
+    assert len(heats) == 2
+    for title, text in heats.items():
+        gpus = _tables(text.split("### Each GPU: utilization and memory")[1])[0]
+        assert len(gpus) == 2, title  # one row per layout in the heat
+    assert md.count("![utilization and peak memory of each GPU against users]") == 1
+    assert [p.name for p in (results / "report").glob("gpus*.png")] == ["gpus.png"]
 
 
 def test_a_flags_sweep_is_reported_by_heats_with_flag_effects_in_each(tmp_path: Path):

@@ -395,6 +395,7 @@ def _curves_section(report: Report, runs: pd.DataFrame, suffix: str, about: str)
     plot_frontier(cells, report.out / f"frontier{suffix}.png")
     report.heading(3, "Throughput-latency frontier")
     report.image(report.out / f"frontier{suffix}.png", "output tok/s against TTFT p99 and ITL p99")
+    _gpus_plot(report, runs, suffix)
 
 
 def _heat_section(report: Report, heat: pd.DataFrame, suffix: str, about: str,
@@ -409,7 +410,7 @@ def _heat_section(report: Report, heat: pd.DataFrame, suffix: str, about: str,
     table = comparison_markdown(cell_table(heat))
     report.table(table)
     report.tables.append(f"{title}\n{table}")
-    _gpus_section(report, heat, suffix)
+    _gpus_section(report, heat)
     _flags_section(report, heat, baseline)
     _distribution_section(report, heat, suffix)
 
@@ -431,18 +432,27 @@ def _workload_text(heat: pd.DataFrame, name_sha: bool) -> str:
     return text + (f", sha256 {sha}" if name_sha or source else "")
 
 
-def _gpus_section(report: Report, runs: pd.DataFrame, suffix: str) -> None:
-    """Each GPU's utilization and memory, for runs that sampled more than one GPU."""
+def _gpus_section(report: Report, runs: pd.DataFrame) -> None:
+    """Each GPU's utilization and memory in a heat, for runs that sampled more than one GPU."""
     cells = gpu_cells(per_gpu_rows(runs))
     if cells.empty:
         return
     report.heading(3, "Each GPU: utilization and memory")
-    report.text("From each run's telemetry (NVML, sampled during the run): per GPU, its mean "
+    report.once("From each run's telemetry (NVML, sampled during the run): per GPU, its mean "
                 "utilization (the share of time a kernel ran on it; min-max over the repeats), "
                 "its peak memory and mean power, averaged over the cell's repeats. A layout that "
                 "keeps one GPU waiting for the other shows it here, not in the pooled "
                 "`gpu_util_mean_pct` of the runs table.")
     report.table(gpus_markdown(cells))
+
+
+def _gpus_plot(report: Report, runs: pd.DataFrame, suffix: str) -> None:
+    """Each GPU's utilization and memory against users, drawn once, where runs sampled more
+    than one GPU at more than one user count."""
+    cells = gpu_cells(per_gpu_rows(runs))
+    if cells.empty or cells["users"].nunique() < 2:
+        return
+    report.heading(3, "Each GPU against users")
     path = report.out / f"gpus{suffix}.png"
     plot_gpus(cells, path)
     report.image(path, "utilization and peak memory of each GPU against users")

@@ -108,8 +108,10 @@ def plot_gpus(cells: pd.DataFrame, path: Path) -> None:
     left.set(xlabel="users", ylabel="GPU utilization, mean over the run (%)", ylim=(0, 105),
              title="Utilization per GPU (bars: min-max over repeats)")
     right.set(xlabel="users", ylabel="GPU memory, peak (GiB)", title="Memory per GPU")
+    users = sorted(set(cells["users"].dropna()))
     for axis in (left, right):
         axis.set_xscale("log", base=2)
+        axis.set_xticks(users, [f"{u:g}" for u in users])  # the user counts run, not 2^n
         axis.grid(alpha=0.3)
     left.legend(fontsize=7)
     fig.tight_layout()
