@@ -1,5 +1,6 @@
-"""The race (loadtest/report/race.py, the report's race section, scripts/demo.sh): hand-made rows, then
-the real demo on a short workload with every local engine that can start here."""
+"""The race (loadtest/report/race.py, the report's race section, scripts/demo.sh running
+loadtest/race/): hand-made rows, then the real demo on a short workload with every local engine
+that can start here. The race's planning is tested apart, without engines: test_race_plan.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from rig_helpers import REPO, free_port
 from loadtest.cpus import allowed_cpus, default_layout, format_cpus
 from loadtest.report.race import race_cells, race_markdown, winner_line, winners
 from loadtest.report.build import main
-from loadtest.report.rerun_plan import earlier_counts, rerun_plan
 from loadtest.report.runset import load_runs, select_runs
 from servers.local import LOCAL
 
@@ -209,52 +209,6 @@ def test_bad_failed_option_is_one_error_line(tmp_path: Path, capsys: pytest.Capt
     assert main([str(tmp_path), "--failed", "no-reason-sign"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: --failed no-reason-sign")
-
-
-def test_heats_with_a_run_too_short_to_rank_are_planned_again_with_more_requests():
-    """Seen on a faster machine than the demo's counts were tuned on: vLLM's run at 32 users took
-    2.8 s (invalid: short_run), so only transformers was ranked there."""
-    rows = [{"users": "1", "requests": "56", "completion_time_s": "11.3", "verdict_reasons": ""},
-            {"users": "1", "requests": "56", "completion_time_s": "2.39",
-             "verdict_reasons": "short_run"},
-            {"users": "32", "requests": "128", "completion_time_s": "2.82",
-             "verdict_reasons": "client_overloaded;short_run"},
-            {"users": "32", "requests": "128", "completion_time_s": "4.8",
-             "verdict_reasons": "short_run"},
-            {"users": "32", "requests": "128", "completion_time_s": "6.0", "verdict_reasons": ""},
-            {"users": "128", "requests": "256", "completion_time_s": "4.9",
-             "verdict_reasons": "short_run"},
-            {"users": "8", "requests": "96", "completion_time_s": "6.7", "verdict_reasons": ""}]
-    # the shortest run at each count lasts 6.5 s or more with a whole multiple (at least 2x)
-    assert rerun_plan(rows) == {1: 56 * 3, 32: 128 * 3, 128: 256 * 2}
-    assert rerun_plan(rows[-1:]) == {}
-
-
-def test_short_runs_of_different_counts_are_all_covered_and_failed_runs_ask_for_nothing():
-    """Short runs of two counts at one user count (an engine that ran a count already raised for
-    a faster one): vLLM's 96 requests in 4.8 s ask for 192, llama.cpp's 192 in 4.9 s for 384,
-    and the heat takes the larger. A run whose requests failed (an engine that answered errors
-    at once) says nothing about the count."""
-    def row(users: str, requests: str, seconds: str, reasons: str,
-            failed: str = "0") -> dict[str, str]:
-        return {"users": users, "requests": requests, "completion_time_s": seconds,
-                "verdict_reasons": reasons, "failed": failed}
-
-    rows = [row("8", "96", "4.8", "short_run"), row("8", "192", "4.9", "short_run"),
-            row("8", "192", "6.9", ""),
-            row("1", "56", "0.3", "failed_requests;short_run", failed="56")]
-    assert rerun_plan(rows) == {8: 384}
-    assert rerun_plan(rows[1:]) == {8: 384} and rerun_plan(rows[:1]) == {8: 192}
-
-
-def test_a_rerun_starts_from_the_larger_counts_an_earlier_race_ran():
-    def row(users: str, prompts: str, requests: str, max_tokens: str) -> dict[str, str]:
-        return {"users": users, "prompts": prompts, "requests": requests, "max_tokens": max_tokens}
-
-    rows = [row("1", "mixed", "56", "64"), row("1", "mixed", "224", "64"),
-            row("8", "mixed", "96", "64"), row("8", "mixed", "512", "128"),
-            row("32", "story", "512", "64")]
-    assert earlier_counts(rows, "mixed", 64) == {1: 224, 8: 96}
 
 
 def test_a_heat_is_one_workload_at_one_user_count(tmp_path: Path):

@@ -1,0 +1,39 @@
+"""`rig race` / `python -m loadtest.race`: race local engines on one workload (loadtest/race/).
+
+`--dry-run` checks the arguments and prints the plan without starting anything: scripts/demo.sh
+asks it before installing, so bad input fails at once.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from loadtest.race.args import RaceArgs, parse_args
+from loadtest.race.execute import EarlierRunsError, earlier_race_counts, run_race
+from loadtest.race.plan import first_counts
+
+__all__ = ["main"]
+
+
+def _dry_run(args: RaceArgs, earlier: dict[int, int]) -> str:
+    counts = first_counts(args.users, args.requests, earlier)
+    heats = ", ".join(f"{n} {'user' if n == 1 else 'users'} x {counts[n]}" for n in args.users)
+    return (f"engines: {', '.join(args.engines)} on port {args.port}\n"
+            f"layout: engine on cores {args.engine_cpus or 'any'}, client on cores "
+            f"{args.client_cpus or 'any'}\n"
+            f"heats (users x requests): {heats}\n"
+            f"run options: {' '.join(args.run_options) or '(none)'}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        earlier = earlier_race_counts(args)
+    except EarlierRunsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        print(_dry_run(args, earlier))
+        return 0
+    return run_race(args, earlier)

@@ -1,0 +1,182 @@
+"""The race, carried out: each leg of the plan starts its engine, warms it up, runs the locustfile
+at each user count the plan gives, and stops it; then the race table (loadtest/report).
+
+What to run and when is loadtest/race/plan.py's; this module only does it, and says what
+happened: an engine that does not start or cannot run is recorded and the race goes on, a run
+with failed requests is counted in its row and ends the race with exit 1.
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from loadtest.cli.locust import locust_command
+from loadtest.local_engine import EngineStartError, LocalEngine
+from loadtest.race.args import RaceArgs
+from loadtest.race.plan import MAX_TOKENS, PROMPTS, Leg, Race, earlier_counts, first_counts
+from loadtest.results.files import read_runs
+
+__all__ = ["EarlierRunsError", "TAG", "earlier_race_counts", "run_race"]
+
+TAG = "demo"  # every race run is tagged so; the report's race picks them by it
+WORKLOAD = ("--prompts", PROMPTS, "--max-tokens", str(MAX_TOKENS), "--ignore-eos")
+WARMUP = {"users": 8, "requests": 16}  # first requests pay one-off costs; never in runs.csv
+
+
+class EarlierRunsError(ValueError):
+    """The results folder's runs.csv cannot be read: one line for the user."""
+
+
+def earlier_race_counts(args: RaceArgs) -> dict[int, int]:
+    """{users: the most requests an earlier race in args.out ran there on this workload}; empty
+    when the count was given, there is no earlier race, or the run options change the workload
+    in a way runs.csv's columns cannot tell apart."""
+    columns = args.workload_columns
+    if args.requests is not None or columns is None:
+        return {}
+    rows = [row for row in _rows(args.out) if row.get("tag") == TAG]
+    return earlier_counts(rows, columns["prompts"], int(columns["max_tokens"]))
+
+
+def run_race(args: RaceArgs, earlier: dict[int, int]) -> int:
+    """Race args.engines; the exit status (0 all ran every request, 1 not)."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _race(args, earlier)
+    except KeyboardInterrupt:
+        print("** race interrupted; the engine was stopped", file=sys.stderr)
+        return 130
+
+
+def _race(args: RaceArgs, earlier: dict[int, int]) -> int:
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(f"layout: engine on cores {args.engine_cpus or 'any'}, client on cores "
+          f"{args.client_cpus or 'any'}", file=sys.stderr)
+    race = Race(args.engines, args.users, first_counts(args.users, args.requests, earlier),
+                raise_short=args.requests is None)
+    first_row = len(_rows(args.out))
+    status = 0
+    for leg in race.legs():
+        if leg.catch_up:
+            print(f"** {leg.engine} ran {_users(leg.users)} with fewer requests than a later "
+                  "engine needed: it runs them again with the heats' counts", file=sys.stderr)
+        status = max(status, _run_leg(race, leg, args))
+    report = _report(args.out, race, _rows(args.out)[first_row:])
+    return report or status
+
+
+def _run_leg(race: Race, leg: Leg, args: RaceArgs) -> int:
+    """Start leg.engine, warm it up, run the plan's runs, stop it; 1 when it did not run or
+    requests failed, else 0."""
+    print(f"== {leg.engine}", file=sys.stderr)
+    engine = LocalEngine(args.port, log_path=args.out / f"engine-{leg.engine}.log",
+                         engine=leg.engine, cpus=args.engine_cpus or None)
+    try:
+        engine.start()
+    except EngineStartError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return _did_not_run(race, leg.engine, f"did not start: {str(exc).splitlines()[0]}")
+    assert engine.process is not None
+    print(f"{leg.engine} healthy at {engine.url} (pid {engine.process.pid}, log "
+          f"{engine.log_path})", file=sys.stderr)
+    try:
+        return _runs(race, leg, args)
+    finally:
+        engine.stop()
+
+
+def _runs(race: Race, leg: Leg, args: RaceArgs) -> int:
+    warmup_log = args.out / f"warmup-{leg.engine}.log"
+    if _locust(args, leg.engine, warmup_log=warmup_log, warmup=True, **WARMUP) == 2:
+        why = next((line for line in _lines(warmup_log) if line.startswith("error:")),
+                   f"see {warmup_log}")
+        return _did_not_run(race, leg.engine, f"the warm-up could not run ({why})")
+    status = 0
+    runs_csv = args.out / "runs.csv"
+    for users in race.runs(leg):
+        before = len(read_runs(runs_csv))
+        requests = race.counts[users]
+        code = _locust(args, leg.engine, users=users, requests=requests)
+        if code == 1:
+            print(f"** {leg.engine}: some requests failed at {_users([users])} (counted in its "
+                  "row)", file=sys.stderr)
+            status = 1
+        elif code != 0:
+            return _did_not_run(race, leg.engine,
+                                f"its run at {_users([users])} could not run (exit {code})")
+        raised = race.record(leg.engine, users, read_runs(runs_csv)[before:])
+        if raised:
+            print(f"** {leg.engine}'s run at {_users([users])} lasted under 5 s: that heat now "
+                  f"has {raised} requests, not {requests}; {leg.engine} runs it again",
+                  file=sys.stderr)
+    return status
+
+
+def _locust(args: RaceArgs, engine: str, *, users: int, requests: int, warmup: bool = False,
+            warmup_log: Path | None = None) -> int:
+    """One run of the locustfile against the engine on args.port; its exit code. A warm-up's
+    output goes to its log, a run's to this process's stdout and stderr."""
+    options = ["--only-summary", "--engine", engine, *WORKLOAD, "--out", str(args.out)]
+    if args.engine_cpus:
+        options.append(f"--flags=--cpus {args.engine_cpus}")
+    options += [*args.run_options, "--requests", str(requests)]
+    options += ["--warmup"] if warmup else ["--tag", TAG]
+    command = locust_command(host=f"http://127.0.0.1:{args.port}", users=users,
+                             rig_options=options, cpus=args.client_cpus or None)
+    print(f"+ {shlex.join(command)}", file=sys.stderr)
+    if warmup_log is None:
+        return subprocess.run(command, check=False).returncode
+    with warmup_log.open("w") as log:
+        return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
+                              check=False).returncode
+
+
+def _did_not_run(race: Race, engine: str, reason: str) -> int:
+    print(f"** {engine} did not run: {reason}; the race goes on without it", file=sys.stderr)
+    race.did_not_run(engine, reason)
+    return 1
+
+
+def _report(out: Path, race: Race, rows: Sequence[dict[str, str]]) -> int:
+    """Print the race of this race's heats (every demo run of them in `out`: earlier races
+    count as repeats) and write out/report/; the report's exit status."""
+    from loadtest.report.build import main as report  # pandas and matplotlib: only now
+
+    heats = sorted({f"{row['workload']}@{row['users']}" for row in rows
+                    if row.get("tag") == TAG and row.get("users", "").isdigit()
+                    and race.counts.get(int(row["users"])) == int(row["requests"] or 0)})
+    where = ["--where", f"tag={TAG}"]
+    if heats:
+        where += ["--where", "heat=" + "|".join(heats)]
+    failed = [arg for engine, why in race.out.items() for arg in ("--failed", f"{engine}={why}")]
+    sys.stdout.flush()
+    return report([str(out), "--race", *where, *failed])
+
+
+def _rows(out: Path) -> list[dict[str, str]]:
+    try:
+        return read_runs(out / "runs.csv")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError) as exc:
+        raise EarlierRunsError(f"cannot read {out / 'runs.csv'}: {exc}") from None
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def _users(counts: Sequence[int]) -> str:
+    return f"{','.join(map(str, counts))} {'user' if list(counts) == [1] else 'users'}"
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    """SIGTERM ends the race as Ctrl-C does: the running engine is stopped on the way out."""
+    raise KeyboardInterrupt

@@ -1,0 +1,73 @@
+"""The locustfile's own options, as the race passes them through to every run.
+
+The race's command line takes any option of the locustfile (`--workload`, `--input-len`,
+`--max-tokens`, `--rate`, ...) besides its own, so a race runs on any workload. Knowing those
+options by name lets it refuse a typo before any engine starts, and tell an option's value from
+USERS and REQUESTS (`--input-len 512 1,8` is 512 tokens at 1 and 8 users).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["RunOptionError", "locustfile_options", "split_words"]
+
+
+class RunOptionError(ValueError):
+    """A run option the locustfile does not take, or one without its value: one line."""
+
+
+def _option_adders() -> list[Callable[[Any], None]]:
+    """The functions loadtest/engines.py registers on Locust's parser, in its order
+    (tests/test_race_plan.py checks that both name the same options)."""
+    from loadtest.cli.run import add_rig_options
+    from loadtest.cpus import add_pin_option
+
+    return [add_rig_options, add_pin_option]
+
+
+def locustfile_options() -> dict[str, bool] | None:
+    """{option string: whether it takes a value} for every option the locustfile adds; None
+    when they cannot be imported (scripts/demo.sh's check before installing: the race itself
+    runs in the rig's venv and checks again)."""
+    try:
+        adders = _option_adders()
+    except ImportError:
+        return None
+    parser = argparse.ArgumentParser(add_help=False)
+    for add in adders:
+        add(parser)
+    return {option: action.nargs != 0
+            for action in parser._actions for option in action.option_strings}
+
+
+def split_words(words: Sequence[str], known: Mapping[str, bool] | None) -> tuple[list[str],
+                                                                                 list[str]]:
+    """(positional words, run options) from the words the race's own parser did not take.
+
+    With ``known`` (locustfile_options()), an option not in it is refused and a known option
+    that takes a value takes the next word; without it, any option is passed and takes the next
+    word unless that starts with `-` (`--option=value` is never ambiguous)."""
+    positional: list[str] = []
+    passed: list[str] = []
+    wants_value = False
+    for word in words:
+        if word.startswith("-") and len(word) > 1 and not word[1].isdigit():
+            name, equals, _ = word.partition("=")
+            if known is not None and name not in known:
+                raise RunOptionError(f"unknown option {name}: neither the race's nor the "
+                                     "locustfile's")
+            if known is not None and equals and not known[name]:
+                raise RunOptionError(f"{name} takes no value, got {word!r}")
+            passed.append(word)
+            wants_value = not equals and (known is None or known[name])
+        elif wants_value:
+            passed.append(word)
+            wants_value = False
+        else:
+            positional.append(word)
+    if wants_value and known is not None:
+        raise RunOptionError(f"{passed[-1]} needs a value")
+    return positional, passed

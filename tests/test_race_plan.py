@@ -1,0 +1,320 @@
+"""The race's planning (loadtest/race/plan.py) on made-up runs, and its command line
+(loadtest/race/args.py): heats, raised counts, order, catch-up, engines that do not start, bad
+input. Nothing here starts an engine or Locust."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Collection, Mapping
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from rig_helpers import REPO
+
+from loadtest.race.args import RACE_OWNED, parse_args
+from loadtest.race.plan import (CATCH_UP_PASSES, DEFAULT_USERS, MAX_TRIES, Race,
+                                default_requests, earlier_counts, first_counts, raised_counts)
+from loadtest.race.run_options import locustfile_options
+
+SHORT_S = 5.0  # the verdict's short_run threshold
+
+Run = tuple[str, int, int]  # (engine, users, requests), in the order they ran
+
+
+def race_runs(race: Race, seconds_per_request: Mapping[tuple[str, int], float],
+              not_starting: Collection[str] = (), failing: Collection[tuple[str, int]] = ()
+              ) -> list[Run]:
+    """Walk ``race`` as loadtest/race/execute.py does, each run lasting its requests times the
+    engine's seconds per request at that user count (under 5 s: short_run); engines in
+    ``not_starting`` do not start, (engine, users) in ``failing`` cannot run."""
+    runs: list[Run] = []
+    for leg in race.legs():
+        if leg.engine in not_starting:
+            race.did_not_run(leg.engine, "did not start")
+            continue
+        for users in race.runs(leg):
+            if (leg.engine, users) in failing:
+                race.did_not_run(leg.engine, f"its run at {users} users could not run (exit 2)")
+                break
+            requests = race.counts[users]
+            runs.append((leg.engine, users, requests))
+            seconds = requests * seconds_per_request[leg.engine, users]
+            race.record(leg.engine, users, [_row(users, requests, seconds)])
+    return runs
+
+
+def _row(users: int, requests: int, seconds: float, failed: int = 0) -> dict[str, str]:
+    reasons = ["failed_requests"] * bool(failed) + ["short_run"] * (seconds < SHORT_S)
+    return {"users": str(users), "requests": str(requests), "completion_time_s": f"{seconds:.3f}",
+            "verdict_reasons": ";".join(reasons), "failed": str(failed)}
+
+
+def _speeds(engines: dict[str, float], users: tuple[int, ...]) -> dict[tuple[str, int], float]:
+    """Every engine as fast at every user count: seconds per request."""
+    return {(engine, count): s for engine, s in engines.items() for count in users}
+
+
+# --- the heats' first counts ---------------------------------------------------------------
+
+def test_the_default_heats_are_56_96_128_and_256_requests():
+    assert first_counts(DEFAULT_USERS) == {1: 56, 8: 96, 32: 128, 128: 256}
+
+
+@given(st.integers(1, 10_000))
+def test_a_default_count_is_4_per_user_within_its_floor_and_cap(users: int):
+    count = default_requests(users)
+    assert (56 if users == 1 else 96) <= count or count == max(2 * users, 256)
+    assert count <= max(2 * users, 256)
+    assert default_requests(users + 1) >= count  # more users never get fewer requests
+
+
+@given(st.lists(st.integers(1, 512), min_size=1, max_size=6, unique=True),
+       st.integers(1, 100_000))
+def test_a_given_count_is_every_heats_and_never_raised(users: list[int], requests: int):
+    race = Race(["a", "b"], users, first_counts(users, requests, {u: 10**6 for u in users}),
+                raise_short=False)
+    runs = race_runs(race, _speeds({"a": 1e-6, "b": 1e-6}, tuple(users)))  # every run short
+    assert {count for _, _, count in runs} == {requests}
+    assert len(runs) == 2 * len(users)  # nothing ran twice
+
+
+def test_a_rerun_starts_from_the_larger_counts_an_earlier_race_ran():
+    def row(users: str, prompts: str, requests: str, max_tokens: str) -> dict[str, str]:
+        return {"users": users, "prompts": prompts, "requests": requests, "max_tokens": max_tokens}
+
+    rows = [row("1", "mixed", "56", "64"), row("1", "mixed", "224", "64"),
+            row("8", "mixed", "96", "64"), row("8", "mixed", "512", "128"),
+            row("32", "story", "512", "64"), row("32", "mixed", "40", "64")]
+    earlier = earlier_counts(rows, "mixed", 64)
+    assert earlier == {1: 224, 8: 96, 32: 40}
+    assert first_counts([1, 8, 32], earlier=earlier) == {1: 224, 8: 96, 32: 128}
+
+
+# --- raised counts ---------------------------------------------------------------------------
+
+def test_heats_with_a_run_too_short_to_rank_are_planned_again_with_more_requests():
+    """Seen on a faster machine than the demo's counts were tuned on: vLLM's run at 32 users took
+    2.8 s (invalid: short_run), so only transformers was ranked there."""
+    rows = [{"users": "1", "requests": "56", "completion_time_s": "11.3", "verdict_reasons": ""},
+            {"users": "1", "requests": "56", "completion_time_s": "2.39",
+             "verdict_reasons": "short_run"},
+            {"users": "32", "requests": "128", "completion_time_s": "2.82",
+             "verdict_reasons": "client_overloaded;short_run"},
+            {"users": "32", "requests": "128", "completion_time_s": "4.8",
+             "verdict_reasons": "short_run"},
+            {"users": "32", "requests": "128", "completion_time_s": "6.0", "verdict_reasons": ""},
+            {"users": "128", "requests": "256", "completion_time_s": "4.9",
+             "verdict_reasons": "short_run"},
+            {"users": "8", "requests": "96", "completion_time_s": "6.7", "verdict_reasons": ""}]
+    # the shortest run at each count lasts 6.5 s or more with a whole multiple (at least 2x)
+    assert raised_counts(rows) == {1: 56 * 3, 32: 128 * 3, 128: 256 * 2}
+    assert raised_counts(rows[-1:]) == {}
+
+
+def test_short_runs_of_different_counts_are_all_covered_and_failed_runs_ask_for_nothing():
+    """Short runs of two counts at one user count (an engine that ran a count already raised for
+    a faster one): vLLM's 96 requests in 4.8 s ask for 192, llama.cpp's 192 in 4.9 s for 384,
+    and the heat takes the larger. A run whose requests failed (an engine that answered errors
+    at once) says nothing about the count."""
+    rows = [_row(8, 96, 4.8), _row(8, 192, 4.9), _row(8, 192, 6.9), _row(1, 56, 0.3, failed=56)]
+    assert raised_counts(rows) == {8: 384}
+    assert raised_counts(rows[1:]) == {8: 384} and raised_counts(rows[:1]) == {8: 192}
+
+
+@given(st.integers(1, 4096), st.floats(0.0, 4.999))
+def test_a_raised_count_lasts_the_target_at_the_run_s_pace(requests: int, seconds: float):
+    raised = raised_counts([_row(8, requests, seconds)])[8]
+    assert raised % requests == 0 and raised >= 2 * requests
+    assert raised / requests * max(seconds, 0.1) >= 6.5 - 1e-9
+
+
+# --- order and catch-up ----------------------------------------------------------------------
+
+def test_every_engine_runs_every_heat_once_in_rising_order_when_none_is_short():
+    race = Race(["vllm-cpu", "llamacpp-cpu", "transformers"], [32, 1, 8],
+                first_counts([1, 8, 32]))
+    runs = race_runs(race, _speeds({"vllm-cpu": 1.0, "llamacpp-cpu": 1.0, "transformers": 1.0},
+                                   (1, 8, 32)))
+    assert runs == [(e, u, {1: 56, 8: 96, 32: 128}[u])
+                    for e in ("vllm-cpu", "llamacpp-cpu", "transformers") for u in (1, 8, 32)]
+
+
+def test_a_short_run_is_run_again_at_once_and_the_engines_before_it_catch_up_at_the_end():
+    """The demo's default race here: llama.cpp runs 56 requests at one user in about 2 s
+    (short_run): it runs 168 at once, before its next user count; transformers, after it, runs
+    168 from the start; vLLM, before it, runs one user again at the end."""
+    speeds = _speeds({"vllm-cpu": 0.2, "transformers": 0.3}, (1, 8))
+    speeds |= {("llamacpp-cpu", 1): 0.04, ("llamacpp-cpu", 8): 0.1}
+    race = Race(["vllm-cpu", "llamacpp-cpu", "transformers"], [1, 8], first_counts([1, 8]))
+    assert race_runs(race, speeds) == [
+        ("vllm-cpu", 1, 56), ("vllm-cpu", 8, 96),
+        ("llamacpp-cpu", 1, 56), ("llamacpp-cpu", 1, 168), ("llamacpp-cpu", 8, 96),
+        ("transformers", 1, 168), ("transformers", 8, 96),
+        ("vllm-cpu", 1, 168)]
+    assert race.counts == {1: 168, 8: 96}
+    assert all(race.behind(engine) == () for engine in race.engines)  # nobody is behind
+
+
+def test_one_engine_runs_a_heat_at_most_three_times_in_a_row():
+    """An engine whose every run lasts 1 s, however many requests: each short run asks for
+    7x its count; the third run is short too but raises nothing."""
+    race = Race(["fast"], [1], first_counts([1]))
+    runs: list[Run] = []
+    for leg in race.legs():
+        for users in race.runs(leg):
+            runs.append((leg.engine, users, race.counts[users]))
+            race.record(leg.engine, users, [_row(users, race.counts[users], 1.0)])
+    assert runs == [("fast", 1, 56), ("fast", 1, 392), ("fast", 1, 2744)]
+    assert len(runs) == MAX_TRIES and race.counts == {1: 2744}
+
+
+def test_a_count_raised_while_catching_up_is_caught_up_once_more():
+    """c's 56 requests at one user are short: 168. Catching up, b is short at 168 (a faster pace
+    at that count): 336, which c after it runs in the same pass and a, before it, in a second
+    pass."""
+    race = Race(["a", "b", "c"], [1], first_counts([1]))
+    runs: list[Run] = []
+    for leg in race.legs():
+        for users in race.runs(leg):
+            requests = race.counts[users]
+            runs.append((leg.engine, users, requests))
+            pace = {"a": 0.1, "b": 0.1 if requests <= 56 else 0.02, "c": 0.05}[leg.engine]
+            race.record(leg.engine, users, [_row(users, requests, requests * pace)])
+    assert runs == [("a", 1, 56), ("b", 1, 56), ("c", 1, 56), ("c", 1, 168),
+                    ("a", 1, 168), ("b", 1, 168), ("b", 1, 336), ("c", 1, 336),
+                    ("a", 1, 336)]
+    assert CATCH_UP_PASSES == 2 and race.counts == {1: 336}
+
+
+def test_an_engine_that_does_not_start_is_out_and_the_race_goes_on():
+    speeds = _speeds({"vllm-cpu": 0.04, "transformers": 0.3, "llamacpp-cpu": 0.3}, (1, 8))
+    race = Race(["transformers", "llamacpp-cpu", "vllm-cpu"], [1, 8], first_counts([1, 8]))
+    runs = race_runs(race, speeds, not_starting={"llamacpp-cpu"})
+    assert "llamacpp-cpu" not in {engine for engine, _, _ in runs}
+    assert race.out == {"llamacpp-cpu": "did not start"}
+    assert runs[-1] == ("transformers", 8, race.counts[8])  # transformers caught up alone
+
+
+def test_an_engine_whose_run_cannot_run_stops_there_and_never_catches_up():
+    speeds = _speeds({"a": 0.3, "b": 0.01}, (1, 8))
+    race = Race(["a", "b"], [1, 8], first_counts([1, 8]))
+    runs = race_runs(race, speeds, failing={("a", 8)})
+    assert [r for r in runs if r[0] == "a"] == [("a", 1, 56)]  # no catch-up at 1 user
+    assert "a" in race.out and race.behind("a") == (1, 8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(engines=st.lists(st.sampled_from(["v", "l", "t", "x"]), min_size=1, max_size=4,
+                        unique=True),
+       users=st.lists(st.sampled_from([1, 2, 4, 8, 32, 128]), min_size=1, max_size=4,
+                      unique=True),
+       pace=st.dictionaries(st.sampled_from(["v", "l", "t", "x"]),
+                            st.floats(0.001, 0.5), min_size=4),
+       not_starting=st.sets(st.sampled_from(["v", "l", "t", "x"]), max_size=2))
+def test_every_engine_in_the_race_ends_on_each_heat_s_final_count(
+        engines: list[str], users: list[int], pace: dict[str, float], not_starting: set[str]):
+    """Whatever the engines' paces (seconds per request), each engine that started ran each heat
+    last with the heat's final count, in rising user order within each start, no heat more than
+    MAX_TRIES times in a row, and counts never went down."""
+    race = Race(engines, users, first_counts(users))
+    runs = race_runs(race, {(e, u): pace[e] for e in engines for u in users}, not_starting)
+    assert set(race.out) == not_starting & set(engines)
+    for engine in set(engines) - not_starting:
+        assert race.behind(engine) == (), (engine, runs)
+    last: dict[int, int] = {}
+    streak: list[Run] = []
+    for run in runs:
+        assert run[2] >= last.get(run[1], 0)  # a heat's count only grows
+        last[run[1]] = run[2]
+        streak = [*streak, run] if streak and streak[-1][:2] == run[:2] else [run]
+        assert len(streak) <= MAX_TRIES
+
+
+# --- the command line --------------------------------------------------------------------------
+
+def test_unknown_options_and_values_are_passed_to_every_run_and_users_found_among_them(
+        tmp_path: Path):
+    args = parse_args(["--out", str(tmp_path), "--workload", "synthetic", "--input-len", "512",
+                       "1,8", "64", "--recount", "--", "--rate=2"])
+    assert (args.users, args.requests) == ((1, 8), 64)
+    assert args.run_options == ("--workload", "synthetic", "--input-len", "512", "--recount",
+                                "--rate=2")
+    assert args.workload_columns is None  # the earlier counts cannot tell this workload apart
+    assert parse_args(["--max-tokens", "128", "--out", str(tmp_path)]).workload_columns == {
+        "prompts": "mixed", "max_tokens": "128"}
+
+
+def test_the_race_knows_every_option_the_locustfile_takes():
+    """loadtest/race/run_options.py lists the functions loadtest/engines.py registers: both
+    name the same options."""
+    code = ("import argparse, json, loadtest.engines as e; p = argparse.ArgumentParser("
+            "add_help=False); e._add_options(p); print(json.dumps(sorted(o for a in p._actions "
+            "for o in a.option_strings)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=120, check=True)
+    known = locustfile_options()
+    assert known is not None and sorted(known) == json.loads(done.stdout)
+    assert RACE_OWNED - {"-H", "-u", "--host", "--users"} <= set(known)
+
+
+_OPTIONS = ["--engines", "--out", "--port", "--engine-cpus", "--client-cpus"]
+
+
+def _pair(option: str, values: st.SearchStrategy[str]) -> st.SearchStrategy[list[str]]:
+    return values.map(lambda value: [option, value])
+
+
+_NOT_A_PORT = st.one_of(st.integers(max_value=0), st.integers(min_value=65536)).map(str) | \
+    st.text(min_size=1).filter(lambda t: not t.strip().isdigit() and not t.startswith("-"))
+_NOT_CORES = st.integers(min_value=64).map(str) | st.sampled_from(["a", "3-1", "0,", "x-2", ""])
+_NOT_ENGINES = st.text(min_size=1).filter(
+    lambda t: not t.startswith("-") and bool(set(t.split(",")) - {"vllm-cpu", "transformers"}))
+_NOT_USERS = st.text(min_size=1).filter(
+    lambda t: not t.startswith("-") and not t.replace(",", "").isdigit())
+_BAD_ARGS = st.one_of(
+    _pair("--port", _NOT_A_PORT),
+    _pair("--engine-cpus", _NOT_CORES), _pair("--client-cpus", _NOT_CORES),
+    _pair("--engines", _NOT_ENGINES),
+    _NOT_USERS.map(lambda users: [users]),
+    st.integers(max_value=0).map(lambda requests: ["1", str(requests)]),
+    st.lists(st.integers(1, 9).map(str), min_size=3, max_size=4),  # a third positional
+    st.sampled_from([["--bogus"], ["--engines"], ["--no-pin", "--client-cpus", "0"],
+                     ["--requests", "5"], ["--", "--host=http://x"], ["1,1"],
+                     ["--max-tokens"], ["--ignore-eos=1"], ["1", "--", "3"]]))
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # capsys: read each time
+@given(args=_BAD_ARGS)
+def test_bad_arguments_are_one_error_line_and_exit_2(
+        args: list[str], tmp_path_factory: pytest.TempPathFactory,
+        capsys: pytest.CaptureFixture[str]):
+    out = tmp_path_factory.mktemp("race") / "results"
+    with pytest.raises(SystemExit) as exited:
+        parse_args(["--out", str(out), *args])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert not out.exists()  # nothing written
+
+
+def test_a_dry_run_prints_the_plan_and_starts_nothing(tmp_path: Path):
+    done = subprocess.run([sys.executable, "-m", "loadtest.race", "--dry-run", "--out",
+                           str(tmp_path / "r"), "--engines", "transformers", "--no-pin", "1,4"],
+                          capture_output=True, text=True, cwd=REPO, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "heats (users x requests): 1 user x 56, 4 users x 96" in done.stdout
+    assert "layout: engine on cores any, client on cores any" in done.stdout
+    assert not (tmp_path / "r").exists()
+
+
+def test_help_exits_0_and_names_the_options():
+    parser_help = subprocess.run([sys.executable, "-m", "loadtest.race", "--help"],
+                                 capture_output=True, text=True, cwd=REPO, timeout=60,
+                                 check=False)
+    assert parser_help.returncode == 0
+    assert parser_help.stdout.startswith("usage: python -m loadtest.race")
+    assert all(option in parser_help.stdout for option in _OPTIONS + ["--no-pin", "Exit:"])
