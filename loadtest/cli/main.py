@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 from loadtest.cli.args import fail, invoked_as
 from loadtest.cli.locust import REPO
@@ -40,13 +41,21 @@ class Command:
     def name(self) -> str:
         return " ".join(self.words)
 
+    def _import(self, module: str) -> ModuleType:
+        try:
+            return importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name and module.startswith(exc.name):  # the command itself, not what it needs
+                fail(f"rig {self.name}: {module} is not in this checkout")
+            raise
+
     def build_parser(self) -> argparse.ArgumentParser | None:
         """The command's parser, for tests and help; None for a command that parses itself."""
         if self.parser is None:
             return None
         token = invoked_as.set(f"rig {self.name}")
         try:
-            return getattr(importlib.import_module(self.module), self.parser)()
+            return getattr(self._import(self.module), self.parser)()
         finally:
             invoked_as.reset(token)
 
@@ -57,7 +66,7 @@ class Command:
         try:
             if self.check:
                 module, _, function = self.check.partition(":")
-                return getattr(importlib.import_module(module), function)(list(argv))
+                return getattr(self._import(module), function)(list(argv))
             parser = self.build_parser()
             if parser is None:
                 raise TypeError(f"rig {self.name} parses its own arguments")
@@ -68,7 +77,7 @@ class Command:
     def run(self, argv: list[str]) -> int:
         if self.script:
             return subprocess.call([str(REPO / self.script), *argv], cwd=REPO)
-        entry: Callable[[list[str]], int] = importlib.import_module(self.module).main
+        entry: Callable[[list[str]], int] = self._import(self.module).main
         token = invoked_as.set(f"rig {self.name}")
         try:
             return int(entry(argv) or 0)
