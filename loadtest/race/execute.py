@@ -30,7 +30,8 @@ WARMUP = {"users": 8, "requests": 16}  # first requests pay one-off costs; never
 
 
 class EarlierRunsError(ValueError):
-    """The results folder's runs.csv cannot be read: one line for the user."""
+    """The results folder's runs.csv cannot be read (before the race: bad input; during it: a
+    file torn or edited meanwhile): one line for the user."""
 
 
 def earlier_race_counts(args: RaceArgs) -> dict[int, int]:
@@ -49,6 +50,9 @@ def run_race(args: RaceArgs, earlier: dict[int, int]) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         return _race(args, earlier)
+    except EarlierRunsError as exc:  # runs.csv torn or edited during the race
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("** race interrupted; the engine was stopped", file=sys.stderr)
         return 130
@@ -98,9 +102,8 @@ def _runs(race: Race, leg: Leg, args: RaceArgs) -> int:
                    f"see {warmup_log}")
         return _did_not_run(race, leg.engine, f"the warm-up could not run ({why})")
     status = 0
-    runs_csv = args.out / "runs.csv"
     for users in race.runs(leg):
-        before = len(read_runs(runs_csv))
+        before = len(_rows(args.out))
         requests = race.counts[users]
         code = _locust(args, leg.engine, users=users, requests=requests)
         if code == 1:
@@ -110,7 +113,7 @@ def _runs(race: Race, leg: Leg, args: RaceArgs) -> int:
         elif code != 0:
             return _did_not_run(race, leg.engine,
                                 f"its run at {_users([users])} could not run (exit {code})")
-        raised = race.record(leg.engine, users, read_runs(runs_csv)[before:])
+        raised = race.record(leg.engine, users, _rows(args.out)[before:])
         if raised:
             print(f"** {leg.engine}'s run at {_users([users])} lasted under 5 s: that heat now "
                   f"has {raised} requests, not {requests}; {leg.engine} runs it again",
@@ -151,12 +154,14 @@ def _report(out: Path, race: Race, rows: Sequence[dict[str, str]]) -> int:
     heats = sorted({f"{row['workload']}@{row['users']}" for row in rows
                     if row.get("tag") == TAG and row.get("users", "").isdigit()
                     and race.counts.get(int(row["users"])) == int(row["requests"] or 0)})
-    where = ["--where", f"tag={TAG}"]
-    if heats:
-        where += ["--where", "heat=" + "|".join(heats)]
+    if not heats:  # no engine ran: nothing to rank, and no table to draw
+        for engine, why in race.out.items():
+            print(f"{engine} did not run: {why}")
+        return 0
     failed = [arg for engine, why in race.out.items() for arg in ("--failed", f"{engine}={why}")]
     sys.stdout.flush()
-    return report([str(out), "--race", *where, *failed])
+    return report([str(out), "--race", "--where", f"tag={TAG}",
+                   "--where", "heat=" + "|".join(heats), *failed])
 
 
 def _rows(out: Path) -> list[dict[str, str]]:
