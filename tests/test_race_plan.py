@@ -18,7 +18,7 @@ from rig_helpers import REPO
 from loadtest.race.args import RACE_OWNED, parse_args
 from loadtest.race.plan import (CATCH_UP_PASSES, DEFAULT_USERS, MAX_TRIES, Race,
                                 default_requests, earlier_counts, first_counts, raised_counts)
-from loadtest.race.run_options import locustfile_options
+from loadtest.race.run_options import RunOptionError, locustfile_options, split_words
 
 SHORT_S = 5.0  # the verdict's short_run threshold
 
@@ -246,6 +246,14 @@ def test_unknown_options_and_values_are_passed_to_every_run_and_users_found_amon
     assert args.workload_columns is None  # the earlier counts cannot tell this workload apart
     assert parse_args(["--max-tokens", "128", "--out", str(tmp_path)]).workload_columns == {
         "prompts": "mixed", "max_tokens": "128"}
+
+
+def test_without_the_locustfile_s_options_any_option_passes_and_takes_the_next_word():
+    """scripts/demo.sh's check before installing: the names are checked again by the race."""
+    assert split_words(["--input-len", "512", "1,8", "--x=1", "64", "--flag", "-v"], None) == (
+        ["1,8", "64"], ["--input-len", "512", "--x=1", "--flag", "-v"])
+    with pytest.raises(RunOptionError):
+        split_words(["--recount", "--no-such"], locustfile_options())
 
 
 def test_the_race_knows_every_option_the_locustfile_takes():

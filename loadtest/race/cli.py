@@ -18,7 +18,8 @@ __all__ = ["main"]
 
 def _dry_run(args: RaceArgs, earlier: dict[int, int]) -> str:
     counts = first_counts(args.users, args.requests, earlier)
-    heats = ", ".join(f"{n} {'user' if n == 1 else 'users'} x {counts[n]}" for n in args.users)
+    heats = ", ".join(f"{n} {'user' if n == 1 else 'users'} x {counts[n]}"
+                      for n in sorted(args.users))
     return (f"engines: {', '.join(args.engines)} on port {args.port}\n"
             f"layout: engine on cores {args.engine_cpus or 'any'}, client on cores "
             f"{args.client_cpus or 'any'}\n"

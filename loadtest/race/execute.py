@@ -54,7 +54,7 @@ def run_race(args: RaceArgs, earlier: dict[int, int]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("** race interrupted; the engine was stopped", file=sys.stderr)
+        print("** race interrupted (the engine it had started was stopped)", file=sys.stderr)
         return 130
 
 
