@@ -346,3 +346,17 @@ def test_open_loop_sessions_across_processes_start_on_schedule(engine_url: str, 
             assert after["scheduled_ns"] - before["done_ns"] >= 195_000_000
             assert after["sent_ns"] - after["scheduled_ns"] < 50_000_000
     assert (row["arrival"], row["burstiness"], row["sessions_complete"]) == ("gamma", "0.5", "6")
+
+
+@pytest.mark.parametrize("args, api", [
+    (["--workload", "conversation"], "chat"),
+    (["--workload", "dataset", "--dataset-mode", "conversation"], "chat"),
+    (["--workload", "conversation", "--api", "completions"], "completions"),  # refused later
+    (["--workload", "synthetic"], "completions"),
+])
+def test_a_conversation_goes_over_chat_unless_told_otherwise(args: list[str], api: str):
+    from loadtest.cli.run import parser
+    from loadtest.client.options import config_from_options
+
+    options = parser().parse_args(["--engine", "vllm-cpu", *args])
+    assert config_from_options(options, "http://127.0.0.1:1").api == api

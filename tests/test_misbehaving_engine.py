@@ -13,7 +13,9 @@ No real engine runs here (fast tier).
 from __future__ import annotations
 
 import csv
+import http.server
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from hypothesis import strategies as st
 from fuzz_engine import KINDS, OPENAI_ONLY
 from loadtest.client.bounds import OUTPUT_MARGIN, OUTPUT_SLACK, Bounds, parse_request_deadline
 from loadtest.client.options import ConfigError
+from loadtest.client.probe import ProbeError, probe_engine
 from loadtest.client.protocols import MAX_COUNT, openai, tgi
 from loadtest.client.transport import new_client, send
 from loadtest.client.workload import RequestSpec
@@ -326,3 +329,46 @@ def test_the_bounds_read_each_request_body_s_own_length(prompt: str, max_tokens:
 
 def test_every_error_kind_has_its_remedy():
     assert list(ERROR_REMEDIES) == list(ERROR_KINDS)
+
+
+class _ModelsAnswer(http.server.BaseHTTPRequestHandler):
+    """/v1/models (and /version) answering whatever JSON the test sets."""
+    body = b"{}"
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=_JSON, entry=st.dictionaries(st.sampled_from(["id", "root", "max_model_len"]), _JSON))
+def test_the_engines_model_list_is_read_or_refused_whatever_it_holds(data: Any, entry: Any):
+    """The check before a run asks the engine's /v1/models: any JSON there is read (a name
+    found or not) or a ProbeError, never a crash."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ModelsAnswer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        for answer in ({"data": data}, {"data": [entry]}, data):
+            _ModelsAnswer.body = json.dumps(answer).encode()
+            try:
+                info = probe_engine(f"http://127.0.0.1:{server.server_address[1]}", "completions",
+                                    {}, timeout_s=5)
+            except ProbeError:
+                continue
+            assert isinstance(info.model, str)
+            assert info.max_model_len is None or info.max_model_len > 0
+    finally:
+        server.shutdown()
+        server.server_close()

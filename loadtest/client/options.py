@@ -94,7 +94,7 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
     if engine not in TARGETS:
         raise ConfigError(f"unknown engine {engine!r}; choose one of: {', '.join(TARGETS)}")
     target = TARGETS[engine]
-    api = options.api or target.api
+    api = options.api or _default_api(options, target)
     if api not in target.apis:
         raise ConfigError(f"engine {engine} speaks --api {' or '.join(target.apis)}, not {api!r}")
     url = (host or _base_url(engine, target)).rstrip("/")
@@ -127,6 +127,13 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
         api_key=api_key,
         recount=bool(getattr(options, "recount", False)),
     )
+
+
+def _default_api(options: Any, target: Target) -> str:
+    """The engine's own API, or chat for a conversation (its turns are message lists)."""
+    conversational = (getattr(options, "workload", "") == "conversation"
+                      or getattr(options, "dataset_mode", "") == "conversation")
+    return "chat" if conversational and "chat" in target.apis else target.api
 
 
 def _base_url(engine: str, target: Target) -> str:

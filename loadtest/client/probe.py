@@ -49,7 +49,8 @@ def probe_engine(url: str, api: str, headers: dict[str, str], timeout_s: float =
         model = _pinned_model(url, api, headers, timeout_s)
         return EngineInfo(model, "", model)
     models = _get_json(url + "/v1/models", headers, timeout_s)
-    data = [entry for entry in models.get("data") or [] if isinstance(entry, dict)]
+    listed = models.get("data")  # an engine may answer anything: only a list names models
+    data = [entry for entry in listed if isinstance(entry, dict)] if isinstance(listed, list) else []
     first = data[0] if data else {}
     model, root = str(first.get("id", "")), str(first.get("root") or "")
     max_len = first.get("max_model_len")
