@@ -92,6 +92,7 @@ _WORDS = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_s
 _NOT_FINITE = st.sampled_from(["nan", "NaN", "inf", "-inf", "Infinity", "1e999"])
 _NEGATIVE = st.floats(max_value=-1e-9, allow_nan=False, allow_infinity=False).map(repr)
 _NEGATIVE_INT = st.integers(max_value=-1).map(str)
+_HUGE_INT = st.one_of(st.integers(types.MAX_WHOLE + 1, 10**40).map(str), st.just("9" * 5000))
 _FRACTION = st.floats(min_value=0.01, max_value=1e6, allow_nan=False).filter(
     lambda f: f != int(f)).map(repr)
 
@@ -104,8 +105,10 @@ def _numeric(text: str) -> bool:
     return True
 
 
-def _gapped_list(good: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
-    """Comma lists with a hole, a stray comma, a bad element or an element twice."""
+def _gapped_list(good: st.SearchStrategy[str],
+                 bad: st.SearchStrategy[str] = st.nothing()) -> st.SearchStrategy[str]:
+    """Comma lists with a hole, a stray comma, a bad element (or one of `bad`) or an element
+    twice."""
     items = st.lists(good, min_size=1, max_size=4)
     return st.one_of(
         items.map(lambda xs: ",".join(xs) + ","),
@@ -113,7 +116,7 @@ def _gapped_list(good: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         items.map(lambda xs: ",".join([xs[0], "", *xs[1:]])),
         items.map(lambda xs: ",".join([*xs, xs[0]])),
         st.tuples(items, st.one_of(_WORDS.filter(lambda t: "," not in t), _NEGATIVE_INT,
-                                   st.just("0"), _NOT_FINITE))
+                                   st.just("0"), _NOT_FINITE, bad))
           .map(lambda p: ",".join([*p[0], p[1]])),
     )
 
@@ -128,13 +131,15 @@ def _not_a_folder(tmp: Path) -> st.SearchStrategy[str]:
 _ALL_CPUS = max(allowed_cpus())
 STRATEGIES: dict[Callable, Callable[[Path], st.SearchStrategy[str]]] = {
     types.positive_int: lambda tmp: st.one_of(st.just("0"), _NEGATIVE_INT, _FRACTION, _WORDS,
-                                              _NOT_FINITE, st.just("")),
-    types.non_negative_int: lambda tmp: st.one_of(_NEGATIVE_INT, _FRACTION, _WORDS, _NOT_FINITE),
+                                              _NOT_FINITE, st.just(""), _HUGE_INT),
+    types.non_negative_int: lambda tmp: st.one_of(_NEGATIVE_INT, _FRACTION, _WORDS, _NOT_FINITE,
+                                                  _HUGE_INT),
+    types.seed: lambda tmp: st.one_of(_NEGATIVE_INT, _FRACTION, _WORDS, _NOT_FINITE),
     types.positive_number: lambda tmp: st.one_of(st.just("0"), _NEGATIVE, _WORDS, _NOT_FINITE),
     types.non_negative_number: lambda tmp: st.one_of(_NEGATIVE, _WORDS, _NOT_FINITE),
     types.percent: lambda tmp: st.one_of(st.just("0"), _NEGATIVE, _WORDS, _NOT_FINITE,
                                          st.floats(min_value=100.001, max_value=1e12).map(repr)),
-    types.positive_int_list: lambda tmp: _gapped_list(st.integers(1, 512).map(str)),
+    types.positive_int_list: lambda tmp: _gapped_list(st.integers(1, 512).map(str), _HUGE_INT),
     types.positive_number_list: lambda tmp: _gapped_list(
         st.floats(min_value=0.5, max_value=64, allow_nan=False).map(lambda f: f"{f:g}")),
     types.port: lambda tmp: st.one_of(st.just("0"), st.integers(65536, 10**9).map(str),

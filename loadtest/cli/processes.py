@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 __all__ = ["free_port", "group_alive", "stop_process_group", "stop_process_groups"]
 
-Process = subprocess.Popen | int  # a Popen we can reap, or the pid of a group leader we did not start
+Process = subprocess.Popen | int  # a Popen we can reap, or the pid of a group leader we did not
+#                                   start
 
 
 def free_port(host: str = "127.0.0.1") -> int:

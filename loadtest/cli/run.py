@@ -55,8 +55,10 @@ def parser() -> RigParser:
                     "(the locustfile loadtest/engines.py under Locust, headless).",
         epilog="example:\n  rig run --engine vllm-cpu --host http://127.0.0.1:8000 --users 32 "
                "--requests 256 --max-tokens 128\n\n"
-               "Locust's own options go after --:  rig run --engine vllm-cpu --users 8 -- --loglevel DEBUG\n"
-               "exit: 0 every request ok, 1 some failed (recorded), 2 bad input or the rig could not run")
+               "Locust's own options go after --:\n"
+               "  rig run --engine vllm-cpu --users 8 -- --loglevel DEBUG\n"
+               "exit: 0 every request ok, 1 some failed (recorded), 2 bad input or the rig could "
+               "not run")
     locust = p.add_argument_group("Locust")
     locust.add_argument("--host", type=url, default=None,
                         help="the engine's base URL (default: the engine's own port on 127.0.0.1, "

@@ -19,23 +19,28 @@ from urllib.parse import urlsplit
 
 from loadtest.cpus import allowed_cpus, cpu_set, format_cpus
 
-__all__ = ["BadValue", "at_least", "cpu_list", "duration", "existing_file", "non_negative_int",
-           "non_negative_number", "number_in", "one_of", "output_file", "percent", "port", "positive_int",
-           "positive_int_list", "positive_number", "positive_number_list", "url",
-           "writable_folder"]
+__all__ = ["MAX_WHOLE", "BadValue", "at_least", "cpu_list", "duration", "existing_file",
+           "non_negative_int", "non_negative_number", "number_in", "one_of", "output_file",
+           "percent", "port", "positive_int", "positive_int_list", "positive_number",
+           "positive_number_list", "seed", "url", "writable_folder"]
 
 
 class BadValue(argparse.ArgumentTypeError, ValueError):
     """A malformed option value; str() is one line that follows the option's name."""
 
 
-def _whole(text: object, minimum: int, what: str) -> int:
+MAX_WHOLE = 10**9  # above any count a run can reach: a larger one is a typo, not a soak test
+
+
+def _whole(text: object, minimum: int, what: str, maximum: int | None = MAX_WHOLE) -> int:
     try:
         value = int(str(text).strip())
     except ValueError:
         raise BadValue(f"must be {what}, got {text!r}") from None
     if value < minimum:
         raise BadValue(f"must be {what}, got {text!r}")
+    if maximum is not None and value > maximum:
+        raise BadValue(f"must be {what} up to {maximum:,}, got {text!r}")
     return value
 
 
@@ -47,6 +52,11 @@ def positive_int(text: object) -> int:
 def non_negative_int(text: object) -> int:
     """A whole number of at least 0 (warm-up requests, seeds)."""
     return _whole(text, 0, "a whole number of 0 or more")
+
+
+def seed(text: object) -> int:
+    """A random seed: any whole number of 0 or more (no upper bound: it counts nothing)."""
+    return _whole(text, 0, "a whole number of 0 or more", maximum=None)
 
 
 def _finite(text: object) -> float:
@@ -103,7 +113,8 @@ def positive_int_list(text: object) -> list[int]:
     try:
         values = [positive_int(part) for part in parts]
     except BadValue:
-        raise BadValue(f"must be positive integers, comma-separated like 1,4,16, got {text!r}") from None
+        raise BadValue(f"must be positive integers, comma-separated like 1,4,16, got {text!r}") \
+            from None
     if len(set(values)) != len(values):
         raise BadValue(f"names a value twice: {text!r}")
     return values
@@ -114,7 +125,8 @@ def positive_number_list(text: object) -> list[float]:
     try:
         values = [positive_number(part) for part in str(text).split(",")]
     except BadValue:
-        raise BadValue(f"must be numbers above 0, comma-separated like 1,2,4, got {text!r}") from None
+        raise BadValue(f"must be numbers above 0, comma-separated like 1,2,4, got {text!r}") \
+            from None
     if len(set(values)) != len(values):
         raise BadValue(f"names a value twice: {text!r}")
     return values
@@ -156,7 +168,8 @@ def url(text: object) -> str:
         parts.port  # noqa: B018 - raises ValueError on a port out of range or not a number
     except ValueError:
         raise BadValue(f"must be an http(s) URL like http://127.0.0.1:8000, got {text!r}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in value):
+    if (parts.scheme not in ("http", "https") or not parts.hostname
+            or any(c.isspace() for c in value)):
         raise BadValue(f"must be an http(s) URL like http://127.0.0.1:8000, got {text!r}")
     return value.rstrip("/")
 

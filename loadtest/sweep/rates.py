@@ -34,8 +34,8 @@ from loadtest.results.goodput import parse_slo
 from loadtest.cli.args import RigParser, command_prog
 from loadtest.cli.locust import locust_command
 from loadtest.cli.processes import free_port
-from loadtest.cli.types import (BadValue, cpu_list, duration, non_negative_int, one_of, percent,
-                                positive_int, positive_number_list, url, writable_folder)
+from loadtest.cli.types import (BadValue, cpu_list, duration, one_of, percent, positive_int,
+                                positive_number_list, seed, url, writable_folder)
 from loadtest.sweep.measure import run_locust
 
 __all__ = ["main", "parser"]
@@ -53,7 +53,7 @@ def parser() -> RigParser:
                    help="cap on requests in flight (default 64)")
     p.add_argument("--arrival", choices=ARRIVALS, default="poisson",
                    help=f"{' | '.join(ARRIVALS)} (default poisson)")
-    p.add_argument("--arrival-seed", type=non_negative_int, default="0",
+    p.add_argument("--arrival-seed", type=seed, default="0",
                    help="the Poisson schedule's seed (default 0)")
     p.add_argument("--requests", type=positive_int, default="128",
                    help="fixed workload size per run (default 128)")
