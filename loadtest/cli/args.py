@@ -31,10 +31,11 @@ def fail(message: str) -> NoReturn:
 
 
 class RigParser(argparse.ArgumentParser):
-    """`argparse.ArgumentParser` whose `error()` prints one line and exits 2.
+    """`argparse.ArgumentParser` whose `error()` prints one line and exits 2, and whose help
+    keeps the description's and epilog's line breaks (their examples).
 
     Subparsers made through `add_subparsers()` are RigParsers too (argparse builds them with
-    the parent's class), so `rig run --bad` fails in one line as `rig --bad` does.
+    the parent's class), so a subcommand fails in one line as its parent does.
     """
 
     def __init__(self, *args: object, **kwargs: object) -> None:
@@ -42,7 +43,8 @@ class RigParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
     def error(self, message: str) -> NoReturn:
-        fail(f"{_sentence(message)} (see {self.prog} --help)")
+        first = _sentence(message).splitlines()[0] if message.strip() else "bad input"
+        fail(f"{first} (see {self.prog} --help)")
 
 
 def _sentence(message: str) -> str:
