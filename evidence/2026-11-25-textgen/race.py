@@ -4,6 +4,7 @@ OUT/engine.csv (per run: its llama-server's own counters, and the client latenci
 textgen's opening chunk).
 
     .venv/bin/python evidence/2026-11-25-textgen/race.py OUT [--rounds 2] [--users 1,8,32]
+    .venv/bin/python evidence/2026-11-25-textgen/race.py OUT --summarize    # the README's table
 
 Engines, each started fresh in each round and pinned to core 1 (textgen's API process and its
 llama-server together), the rig's client pinned to core 0:
@@ -226,7 +227,7 @@ def deadlock_check(users: list[int], out: Path) -> None:
             line = {"users": n, "window_s": DEADLOCK_WINDOW_S, "run_finished": finished,
                     "tokens_generated": int(after["tokens_predicted_total"] - before),
                     "processing_at_end": after["requests_processing"],
-                    "pending_requests": 4 * n * MAX_TOKENS - int(after["tokens_predicted_total"] - before)}
+                    "tokens_not_generated": 4 * n * MAX_TOKENS - int(after["tokens_predicted_total"] - before)}
             new = not table.exists()
             with table.open("a", newline="") as file:
                 writer = csv.DictWriter(file, fieldnames=list(line))
@@ -238,6 +239,25 @@ def deadlock_check(users: list[int], out: Path) -> None:
                 break
 
 
+def summarize(out: Path) -> None:
+    """A markdown table of OUT/engine.csv: per engine and user count, the median over rounds and
+    the range (min-max) of each measure, textgen's cost as its ratio to the bare server's."""
+    with (out / "engine.csv").open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    measures = ("tok_per_s", "ttft_p50_ms", "tpot_mean_ms", "itl_p50_ms", "e2e_p50_ms", "busy_slots_per_step")
+    cell: dict[tuple[str, int], dict[str, list[float]]] = {}
+    for row in rows:
+        one = cell.setdefault((row["engine"], int(row["users"])), {m: [] for m in measures})
+        for m in measures:
+            one[m].append(float(row[m]))
+    print("| engine | users | rounds | " + " | ".join(measures) + " |")
+    print("|---|---:|---:|" + "---:|" * len(measures))
+    for (engine, users), values in sorted(cell.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        shown = [f"{statistics.median(v):.0f} ({min(v):.0f}-{max(v):.0f})" if m != "busy_slots_per_step"
+                 else f"{statistics.median(v):.1f}" for m, v in values.items()]
+        print(f"| {engine} | {users} | {len(values['tok_per_s'])} | " + " | ".join(shown) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
@@ -245,7 +265,11 @@ def main() -> None:
     parser.add_argument("--first-round", type=int, default=1, help="to go on with earlier rounds")
     parser.add_argument("--users", default="1,8,32")
     parser.add_argument("--deadlock-check", default="", help="user counts for textgen-p1 alone")
+    parser.add_argument("--summarize", action="store_true", help="print OUT/engine.csv as a table")
     args = parser.parse_args()
+    if args.summarize:
+        summarize(args.out)
+        return
     out, users = args.out.resolve(), [int(u) for u in args.users.split(",")]
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
