@@ -41,11 +41,12 @@ def _skip_unless_installed() -> None:
         pytest.skip(why)
 
 
-@pytest.fixture(scope="module")
-def textgen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEngine]:
+@pytest.fixture
+def textgen(tmp_path: Path) -> Iterator[LocalEngine]:
+    """Per test (it starts in about 10 s): a module-wide one would still run beside the
+    engine-free tests of this module, which the test tiers' watch fails."""
     _skip_unless_installed()
-    log = tmp_path_factory.mktemp("textgen") / "engine.log"
-    with LocalEngine(port=free_port(), log_path=log, engine="textgen-cpu") as running:
+    with LocalEngine(port=free_port(), log_path=tmp_path / "engine.log", engine="textgen-cpu") as running:
         yield running
 
 
