@@ -180,7 +180,7 @@ def test_default_host_ports_are_the_clients_defaults(config: Callable[[dict[str,
         "aphrodite": ("127.0.0.1", "2242", 2242), "textgen": ("127.0.0.1", "5000", 5000),
         "llamacpp": ("127.0.0.1", "8081", 8080), "sglang": ("127.0.0.1", "30000", 30000),
         "vllm-cpu": ("127.0.0.1", "8000", 8000), "llamacpp-cpu": ("127.0.0.1", "8082", 8082),
-        "transformers": ("127.0.0.1", "8090", 8090),
+        "transformers": ("127.0.0.1", "8090", 8090), "textgen-cpu": ("127.0.0.1", "5000", 5000),
     }
 
 
