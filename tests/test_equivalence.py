@@ -90,6 +90,7 @@ def test_other_prompts_are_refused(baseline: Path, engine_url: str, tmp_path: Pa
     assert ok.returncode == 0 and "6/6 requests match the baseline exactly (100.0%)" in ok.stdout
 
 
+@pytest.mark.engine
 def test_an_engine_without_token_ids_is_compared_by_text(tmp_path: Path):
     """llama.cpp's server streams text only: its answers are kept as text and compared by
     character; greedy runs of the same options match, a shorter length diverges. One user:

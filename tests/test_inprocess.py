@@ -138,6 +138,7 @@ def test_bad_input_is_one_error_line(args: list[str], message: str, tmp_path: Pa
     assert not (tmp_path / "runs.csv").exists()
 
 
+@pytest.mark.engine
 def test_a_missing_engine_names_its_install_step(tmp_path: Path) -> None:
     """An engine that is not installed is one line naming the command that installs it."""
     done = inprocess("llama-cpp-python", "--out", str(tmp_path),
