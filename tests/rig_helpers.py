@@ -129,3 +129,17 @@ def records_written(out: Path, at_least: int = 1) -> bool:
     return any(len(log.read_text().splitlines()) >= at_least
                for log in out.rglob("runs/*/requests.jsonl"))
 
+
+def markdown_tables(markdown: str) -> list[list[dict[str, str]]]:
+    """Every Markdown table in `markdown`, each as one dict per row keyed by its header."""
+    tables, lines = [], markdown.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("|---") and index:
+            header = [c.strip() for c in lines[index - 1].strip()[1:-1].split(" | ")]
+            rows = []
+            for body in lines[index + 1:]:
+                if not body.startswith("| "):
+                    break
+                rows.append(dict(zip(header, [c.strip() for c in body.strip()[1:-1].split(" | ")])))
+            tables.append(rows)
+    return tables

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from rig_helpers import REPO, free_port
+from rig_helpers import REPO, free_port, markdown_tables
 
 from loadtest.cpus import allowed_cpus, default_layout, format_cpus
 from loadtest.report.race import race_cells, race_markdown, winner_line, winners
@@ -49,21 +49,6 @@ def _write(folder: Path, rows: list[dict[str, object]]) -> Path:
     return folder
 
 
-def _tables(markdown: str) -> list[list[dict[str, str]]]:
-    """Every Markdown table in `markdown`, each as one dict per row keyed by its header."""
-    tables, lines = [], markdown.splitlines()
-    for index, line in enumerate(lines):
-        if line.startswith("|---") and index:
-            header = [c.strip() for c in lines[index - 1].strip()[1:-1].split(" | ")]
-            rows = []
-            for body in lines[index + 1:]:
-                if not body.startswith("| "):
-                    break
-                rows.append(dict(zip(header, [c.strip() for c in body.strip()[1:-1].split(" | ")])))
-            tables.append(rows)
-    return tables
-
-
 def _race(folder: Path, *args: str) -> tuple[str, str]:
     """(report.md, stdout) of `python -m loadtest.report FOLDER --race ARGS`."""
     done = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "loadtest.report", str(folder),
@@ -78,7 +63,7 @@ def test_race_table_has_the_columns_and_a_row_per_engine_per_users(tmp_path: Pat
                       (("vllm-cpu", 1, 100.0), ("vllm-cpu", 8, 400.0),
                        ("llamacpp-cpu", 1, 150.0), ("llamacpp-cpu", 8, 200.0))])
     md, out = _race(tmp_path)
-    [table] = _tables(md.split("## Race")[1].split("\n## ")[0])
+    [table] = markdown_tables(md.split("## Race")[1].split("\n## ")[0])
     assert list(table[0]) == _COLUMNS
     assert [(r["platform"], r["users"]) for r in table] == [
         ("llamacpp-cpu", "1"), ("vllm-cpu", "1"), ("vllm-cpu", "8"), ("llamacpp-cpu", "8")]
@@ -110,7 +95,7 @@ def test_differences_within_the_repeat_spread_name_no_winner(tmp_path: Path):
         "by less than their repeats' spread (not significant)")
     assert leaders[32].significant and not leaders[32].single_run
     assert winner_line(leaders[32]) == "fastest at 32 users: vllm-cpu (905 tok/s), 2.97x transformers"
-    table = {(r["platform"], r["users"]): r for r in _tables(race_markdown(cells))[0]}
+    table = {(r["platform"], r["users"]): r for r in markdown_tables(race_markdown(cells))[0]}
     assert table[("vllm-cpu", "8")]["fastest"] == "not significant vs transformers"
     assert table[("transformers", "8")]["fastest"] == "not significant vs vllm-cpu"
     assert table[("vllm-cpu", "32")]["avg output tok/s"] == "905.0 ± 7.1"
@@ -125,11 +110,11 @@ def test_invalid_runs_are_shown_apart_and_never_fastest(tmp_path: Path):
                            verdict_reasons="client_overloaded")])
     md, out = _race(tmp_path)
     race, invalid = md.split("## Race")[1].split("### Invalid runs")
-    [table] = _tables(race)
+    [table] = markdown_tables(race)
     assert [(r["platform"], r["users"], r["fastest"]) for r in table] == [
         ("vllm-cpu", "8", "**fastest** (the only one ranked, single run)")]
     assert "no valid run at 1 user: see the invalid runs below" in race
-    [apart] = _tables(invalid.split("\n## ")[0])
+    [apart] = markdown_tables(invalid.split("\n## ")[0])
     assert [(r["run"], r["users"], r["output tok/s"], r["verdict reasons"]) for r in apart] == [
         ("`l2`", "1", "90.0", "client_overloaded"),
         ("`l1`", "8", "900.0", "client_overloaded, answers_arrived_whole")]
@@ -142,7 +127,7 @@ def test_a_missing_verdict_column_counts_as_valid_and_failed_requests_are_not_ra
                       _row("t1", "transformers", 4, 500.0, completed=12, failed=4)])
     cells = race_cells(load_runs(tmp_path))
     assert winners(cells)[_SHA_A, 4].name == "vllm-cpu"
-    table = {r["platform"]: r for r in _tables(race_markdown(cells))[0]}
+    table = {r["platform"]: r for r in markdown_tables(race_markdown(cells))[0]}
     assert table["transformers"]["fastest"] == "not ranked: requests failed"
     assert table["transformers"]["failed"] == "4/16"
 
@@ -161,7 +146,7 @@ def test_runs_of_different_workloads_never_race_each_other(tmp_path: Path):
     md, out = _race(tmp_path)
     assert md.count("## Race") == 1
     table = {(r["platform"], r["workload"]): r["fastest"]
-             for r in _tables(md.split("## Race")[1].split("\n## ")[0])[0]}
+             for r in markdown_tables(md.split("## Race")[1].split("\n## ")[0])[0]}
     assert table == {
         ("vllm-cpu", "mixed-16x128"): "**fastest**, 1.50x llamacpp-cpu (single run)",
         ("llamacpp-cpu", "mixed-16x128"): "1.50x slower than vllm-cpu",
@@ -192,7 +177,7 @@ def test_a_schedule_of_workloads_is_one_race_with_one_line_per_engine(tmp_path: 
 def test_an_engine_that_did_not_run_has_a_row_and_a_line(tmp_path: Path):
     _write(tmp_path, [_row("v1", "vllm-cpu", 4, 300.0)])
     md, out = _race(tmp_path, "--failed", "transformers=did not start: no venv")
-    table = _tables(md.split("## Race")[1])[0]
+    table = markdown_tables(md.split("## Race")[1])[0]
     assert table[-1]["platform"] == "transformers"
     assert table[-1]["fastest"] == "**did not run**: did not start: no venv"
     assert "transformers did not run: did not start: no venv" in out
@@ -268,7 +253,7 @@ def test_demo_races_the_local_engines_on_a_short_workload(tmp_path: Path):
     assert {(r["flags"], r["client_cpus"]) for r in rows} == {
         (flags, client_cpus or format_cpus(allowed_cpus()))}
     # every run is in the race table, or shown apart with the reasons it is invalid
-    tables = _tables(done.stdout)
+    tables = markdown_tables(done.stdout)
     shown = {(r["platform"], r["users"]) for table in tables for r in table}
     assert shown == set(expected)
     assert all(r["failed"] == "0/16" for table in tables for r in table)
@@ -303,7 +288,7 @@ def test_demo_gives_every_engine_the_heat_that_a_short_run_raised(tmp_path: Path
     if short:  # the engine that ran short, and any engine before it, ran the heat again
         assert heat > 56 and "runs it again" in done.stderr
     # the race is that heat alone, each engine once, all its requests done
-    race_rows = _tables(done.stdout)[0]
+    race_rows = markdown_tables(done.stdout)[0]
     assert sorted((r["platform"], r["failed"]) for r in race_rows) == [
         (engine, f"0/{heat}") for engine in sorted(engines)]
     assert "at 1 user: " in done.stdout

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import matplotlib.image
 import pytest
-from rig_helpers import REPO, run_locust
+from rig_helpers import REPO, markdown_tables, run_locust
 
 from loadtest.report.build import main
 from loadtest.report.runset import MODEL, load_runs
@@ -62,21 +62,6 @@ def _report(folder: Path, *args: str) -> tuple[int, str]:
     return code, (folder / "report" / "report.md").read_text()
 
 
-def _tables(markdown: str) -> list[list[dict[str, str]]]:
-    """Every Markdown table in `markdown`, each as one dict per row keyed by its header."""
-    tables, lines = [], markdown.splitlines()
-    for index, line in enumerate(lines):
-        if line.startswith("|---") and index:
-            header = [c.strip() for c in lines[index - 1].strip()[1:-1].split(" | ")]
-            rows = []
-            for body in lines[index + 1:]:
-                if not body.startswith("| "):
-                    break
-                rows.append(dict(zip(header, [c.strip() for c in body.strip()[1:-1].split(" | ")])))
-            tables.append(rows)
-    return tables
-
-
 def _sections(markdown: str) -> dict[str, str]:
     """The report's level-2 sections by title, each with its text up to the next one."""
     parts = re.split(r"^## ", markdown, flags=re.M)[1:]
@@ -86,7 +71,7 @@ def _sections(markdown: str) -> dict[str, str]:
 def _heat_rows(markdown: str) -> list[dict[str, str]]:
     """The rows of every heat's table, in the report's order."""
     return [row for title, text in _sections(markdown).items() if title.startswith("Heat: ")
-            for row in _tables(text)[0]]
+            for row in markdown_tables(text)[0]]
 
 
 def _evidence(tmp_path: Path, folder: Path) -> Path:
@@ -244,7 +229,7 @@ def test_the_sections_of_a_real_race_are_its_heats_with_every_engine_in_each(tmp
     heats = {title: text for title, text in sections.items() if title.startswith("Heat: ")}
     assert set(heats) == set(expected)
     for title, text in heats.items():
-        assert {row["platform"] for row in _tables(text)[0]} == expected[title], title
+        assert {row["platform"] for row in markdown_tables(text)[0]} == expected[title], title
     users_in_order = [int(title.split(" at ")[1].split()[0]) for title in heats]
     assert users_in_order == sorted(users_in_order)
     assert "Not comparable" not in md and "Group" not in md
@@ -262,11 +247,11 @@ def test_the_demo_race_of_three_cpu_engines_has_every_engine_in_each_heat(tmp_pa
     assert code == 0 and "Not comparable" not in md
     sections = _sections(md)
     for title in ("Heat: mixed-56x64 at 1 user", "Heat: mixed-96x64 at 8 users"):
-        rows = {row["platform"]: row for row in _tables(sections[title])[0]}
+        rows = {row["platform"]: row for row in markdown_tables(sections[title])[0]}
         assert set(rows) == {"vllm-cpu", "llamacpp-cpu", "transformers"}, title
         assert rows["llamacpp-cpu"]["notes"].startswith("**1 of 1 runs invalid** (client_overloaded)")
         assert "workload `mixed-" in sections[title] and "from source `prompts`" in sections[title]
-    race = _tables(sections["Race: the fastest engine at each user count"])[0]
+    race = markdown_tables(sections["Race: the fastest engine at each user count"])[0]
     assert {row["platform"] for row in race} == {"vllm-cpu", "transformers"}  # invalid: apart
     pngs = {p.name for p in (results / "report").glob("*.png")}
     assert pngs == {"race.png", "users.png", "frontier.png", "distributions-h1.png",
@@ -283,7 +268,7 @@ def test_engines_serving_one_model_under_two_names_share_its_heats(tmp_path: Pat
     assert len(digests) == 1 and set(runs[MODEL]) == digests  # the alias takes the digest
     _, md = _report(results)
     heat = _sections(md)["Heat: mixed-64x128 at 8 users"]
-    assert [row["platform"] for row in _tables(heat)[0]] == ["llamacpp", "transformers"]
+    assert [row["platform"] for row in markdown_tables(heat)[0]] == ["llamacpp", "transformers"]
 
 
 def test_the_curves_across_user_counts_are_drawn_once(tmp_path: Path):
@@ -311,7 +296,7 @@ def test_each_heat_shows_each_gpu_and_the_gpus_plot_is_drawn_once(tmp_path: Path
     heats = {title: text for title, text in _sections(md).items() if title.startswith("Heat: ")}
     assert len(heats) == 2
     for title, text in heats.items():
-        gpus = _tables(text.split("### Each GPU: utilization and memory")[1])[0]
+        gpus = markdown_tables(text.split("### Each GPU: utilization and memory")[1])[0]
         assert len(gpus) == 2, title  # one row per layout in the heat
     assert md.count("![utilization and peak memory of each GPU against users]") == 1
     assert [p.name for p in (results / "report").glob("gpus*.png")] == ["gpus.png"]
@@ -325,7 +310,7 @@ def test_a_flags_sweep_is_reported_by_heats_with_flag_effects_in_each(tmp_path: 
     assert len(heats) == len({(r["workload_sha256"], r["users"]) for r in rows})
     flag_sets = {r["flags"] for r in rows}
     for title, text in heats.items():
-        assert len(_tables(text)[0]) == len(flag_sets), title  # every configuration, each heat
+        assert len(markdown_tables(text)[0]) == len(flag_sets), title  # every configuration, each heat
         assert "### Flag effects" in text
     assert "## Race" not in md  # one engine: no race unless asked
     assert (results / "report" / "users.png").exists()

@@ -35,7 +35,8 @@ from loadtest.cli.args import RigParser, command_prog
 from loadtest.cli.locust import locust_command
 from loadtest.cli.processes import free_port
 from loadtest.cli.types import (BadValue, cpu_list, duration, one_of, percent, positive_int,
-                                positive_number_list, seed, url, writable_folder)
+                                positive_number, positive_number_list, seed, url,
+                                writable_folder)
 from loadtest.sweep.measure import run_locust
 
 __all__ = ["main", "parser"]
@@ -53,6 +54,8 @@ def parser() -> RigParser:
                    help="cap on requests in flight (default 64)")
     p.add_argument("--arrival", choices=ARRIVALS, default="poisson",
                    help=f"{' | '.join(ARRIVALS)} (default poisson)")
+    p.add_argument("--burstiness", type=positive_number, default=None,
+                   help="with --arrival gamma: the gaps' shape (below 1 bursty, 1 Poisson)")
     p.add_argument("--arrival-seed", type=seed, default="0",
                    help="the Poisson schedule's seed (default 0)")
     p.add_argument("--requests", type=positive_int, default="128",
@@ -99,6 +102,8 @@ def _slo(text: str) -> str:
 def _check(args: argparse.Namespace) -> None:
     if args.host and args.engine_cpus:
         raise ValueError("--engine-cpus pins an engine this sweep starts: drop it with --host")
+    if args.burstiness is not None and args.arrival != "gamma":
+        raise ValueError("--burstiness shapes --arrival gamma's gaps: add --arrival gamma")
 
 
 def _command(args: argparse.Namespace, url: str, tag: str, users: int, *extra: str,
@@ -126,6 +131,7 @@ def _sweep(args: argparse.Namespace, url: str, rates: list[float], users: int, r
         for repeat in range(1, repeats + 1):
             cmd = _command(args, url, tag, users, "--rate", f"{rate:g}", "--arrival", args.arrival,
                            "--arrival-seed", str(args.arrival_seed), "--repeat", str(repeat),
+                           *(["--burstiness", f"{args.burstiness:g}"] if args.burstiness else []),
                            *(["--slo", args.slo] if args.slo else []), *keep)
             print(f"+ rate {rate:g} req/s, repeat {repeat}: {' '.join(cmd)}", file=sys.stderr,
                   flush=True)
