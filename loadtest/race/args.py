@@ -91,6 +91,12 @@ def parser() -> RigParser:
     """The race's own options (run options are read apart: split_words)."""
     prog = command_prog("python -m loadtest.race")
     race = RigParser(prog=prog, description=DESCRIPTION,
+                     epilog="examples:\n  rig race                                      # the demo's race\n"
+                            "  rig race --engines vllm-cpu,llamacpp-cpu 8,32 --workload synthetic "
+                            "--input-len 2048 --output-len 32 --ignore-eos\n"
+                            "  rig race --dry-run                            # the plan; starts nothing\n"
+                            "exit: 0 every engine ran every request, 1 an engine did not run or "
+                            "requests failed, 2 bad arguments, 130 interrupted",
                      usage=f"{prog} [--engines E[,E...]] [--out DIR] [--port P] "
                            "[--engine-cpus L]\n       [--client-cpus L] [--no-pin] [--dry-run] "
                            "[USERS[,USERS...] [REQUESTS]]\n       [RUN OPTIONS] [-- RUN OPTIONS]")
