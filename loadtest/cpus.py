@@ -5,7 +5,7 @@ On a small machine an engine left free to use every core starves the client that
 its own API front end): answers arrive whole, the event loop wakes late, and the run describes the
 host, not the engine. So by default the client gets the first core it may use and the engine the
 rest; measured on 2 cores, that keeps every run valid with the rig level with a lean reference
-client (README, "How good the measurer is").
+client (docs/measurement.md, "How good the measurer is").
 
 The layout is applied by default: `python -m loadtest.local_engine start` pins the engine to the
 engine's side, and a run against an engine so started moves its client to the rest by itself
