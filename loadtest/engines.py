@@ -169,8 +169,9 @@ class LLMUser(User):
         One task for the whole run, not one per request: Locust yields (gevent.sleep(0))
         between tasks, so when many answers end in the same instant each user's next request
         would wait for every other user's bookkeeping, spreading the next wave's arrival at the
-        engine (measured at the server, docs/measurement.md, "How good the measurer is"). Here a user sends
-        its next request first, and the bookkeeping of the last one runs after (_account)."""
+        engine (measured at the server: docs/measurement.md, "How good the measurer is"). Here a
+        user sends its next request first, and the bookkeeping of the last one runs after
+        (_account)."""
         run = _run
         assert run is not None
         while (work := run.dispatcher.take()) is not None:
