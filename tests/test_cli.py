@@ -33,7 +33,7 @@ PARSED = [c for c in COMMANDS if c.parser is not None]
 BY_NAME = {c.name: c for c in COMMANDS}
 # Positional values tried in turn until one parses (a sweep's ENGINE, a matrix file, a folder).
 POSITIONAL_CANDIDATES = ("vllm-cpu", "vllm-offline",
-                         str(REPO / "sweeps" / "vllm-cpu-max-num-seqs.yaml"), str(REPO))
+                         str(REPO / "sweeps" / "vllm-cpu-max-num-seqs.yaml"), str(REPO), "list")
 
 
 def rig(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:

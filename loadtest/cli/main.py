@@ -110,8 +110,7 @@ COMMANDS: tuple[Command, ...] = (
             "loadtest.inprocess.cli", check="loadtest.inprocess.cli:checked_args"),
     Command(("overhead",), "a server's overhead per request: server vs in-process",
             "loadtest.inprocess.overhead"),
-    Command(("engine",), "local engines: start | stop | list", "loadtest.local_engine",
-            parser=None),
+    Command(("engine",), "local engines: start | stop | list", "loadtest.local_engine"),
     Command(("check-env",), "check engine settings in a .env file", "servers.check"),
     Command(("cpus",), "the engine/client core layout this machine gets", "loadtest.cpus"),
 )
