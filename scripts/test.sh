@@ -56,6 +56,8 @@ fi
 
 scripts/install.sh
 scripts/install_inprocess.sh
+# text-generation-webui's API (textgen-cpu) from the vendored source; without it its tests skip.
+scripts/install_textgen.sh || echo "warning: text-generation-webui not installed; its tests skip" >&2
 install_nginx
 if scripts/docker_setup.sh; then
   scripts/build_images.sh vllm-cpu llamacpp-cpu nginx
