@@ -21,7 +21,7 @@ llamacpp-cpu engine's slots and per-slot context (``--ctx-size`` is the total, s
 slots); ``-- --parallel 1`` is upstream's default, one request at a time. The Transformers
 loader always serves one at a time. Under that lock, more than 40 streams at once deadlock it
 for good: each waits for the lock on one of anyio's 40 worker threads, and the holder's stream
-needs a free one to go on (evidence/2026-11-25-textgen). Its servers run under
+needs a free one to go on (evidence/2026-11-25/textgen-cpu). Its servers run under
 servers/textgen-cpu/boot.py, which ends the process with one ``error:`` line where upstream would
 carry on on another port or without a model.
 

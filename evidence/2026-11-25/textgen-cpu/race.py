@@ -3,8 +3,8 @@ same GGUF, same llama-server flags, same core. Appends to OUT/runs.csv (the rig'
 OUT/engine.csv (per run: its llama-server's own counters, and the client latencies without
 textgen's opening chunk).
 
-    .venv/bin/python evidence/2026-11-25-textgen/race.py OUT [--rounds 2] [--users 1,8,32]
-    .venv/bin/python evidence/2026-11-25-textgen/race.py OUT --summarize    # the README's table
+    .venv/bin/python evidence/2026-11-25/textgen-cpu/race.py OUT [--rounds 2] [--users 1,8,32]
+    .venv/bin/python evidence/2026-11-25/textgen-cpu/race.py OUT --summarize    # the README's table
 
 Engines, each started fresh in each round and pinned to core 1 (textgen's API process and its
 llama-server together), the rig's client pinned to core 0:
@@ -14,7 +14,7 @@ llama-server together), the rig's client pinned to core 0:
 The engines' order rotates each round; each runs its user counts rising, after a warm-up.
 textgen-p1 runs no user count above LOCK_THREADS: there it deadlocks (--deadlock-check shows it).
 
-    .venv/bin/python evidence/2026-11-25-textgen/race.py OUT --deadlock-check 40,41
+    .venv/bin/python evidence/2026-11-25/textgen-cpu/race.py OUT --deadlock-check 40,41
 
 starts textgen-p1 and, for each user count, runs the rig for DEADLOCK_WINDOW_S seconds and
 counts what its llama-server generated meanwhile (appended to OUT/deadlock.csv).
