@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from loadtest.cli.processes import free_port, stop_process_groups
+from loadtest.cpus import default_layout
 from loadtest.local_engine import EngineStartError, LocalEngine
 from servers.balancer import local_nginx_conf, nginx_binary, nginx_missing
 from servers.balancer import render as render_balancer
@@ -131,9 +132,13 @@ def _shown(env: dict[str, str], argv: list[str]) -> str:
 
 
 class LocalProcess:
+    """One local engine, on every core but the first like every engine the rig starts (the run's
+    client then pins itself to the core left: loadtest/cpus.py), so neither starves the other."""
+
     def __init__(self, config: EngineConfig, port: int, log_path: Path) -> None:
         self.engine = LocalEngine(port, extra_args=local_args(config), log_path=log_path,
-                                  engine=config.engine, env=gpu_env(config))
+                                  engine=config.engine, env=gpu_env(config),
+                                  cpus=default_layout()[0] or None)
         self.url = self.engine.url
 
     def describe(self, timeout_s: float) -> str:

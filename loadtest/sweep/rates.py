@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from loadtest.client.arrivals import ARRIVALS
+from loadtest.cpus import complete_layout
 from loadtest.client.targets import TARGETS
 from loadtest.report.goodput import DEFAULT_SLO_SHARE_PCT, rate_table, saturated
 from loadtest.report.runset import load_runs
@@ -102,6 +103,8 @@ def _slo(text: str) -> str:
 def _check(args: argparse.Namespace) -> None:
     if args.host and args.engine_cpus:
         raise ValueError("--engine-cpus pins an engine this sweep starts: drop it with --host")
+    if not args.host:  # the engine this sweep starts, and its client, each on their own cores
+        complete_layout(args.engine_cpus or "", args.client_cpus or "")
     if args.burstiness is not None and args.arrival != "gamma":
         raise ValueError("--burstiness shapes --arrival gamma's gaps: add --arrival gamma")
 
@@ -178,8 +181,9 @@ def main(argv: list[str] | None = None) -> int:
             log = args.out / "sweeps" / tag / "engine.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             try:
+                engine_cpus = complete_layout(args.engine_cpus or "", args.client_cpus or "")[0]
                 engine = LocalEngine(port=free_port(), log_path=log, engine=args.engine,
-                                     extra_args=args.flags.split(), cpus=args.engine_cpus)
+                                     extra_args=args.flags.split(), cpus=engine_cpus or None)
                 with engine:
                     code = _sweep(args, engine.url, rates, users, repeats, tag)
             except EngineStartError as exc:
