@@ -3,9 +3,9 @@
 `scripts/test.sh --fast` runs `-m "not engine and not docker"`: every test that starts no
 engine, no Docker and no build. A test is in the `engine` tier when it is marked so, when it
 uses a fixture that starts an engine (ENGINE_FIXTURES), or when its module says so. The watch
-samples this process's descendants while each unmarked test runs; one whose command line is an
-engine's (ENGINE_COMMANDS) fails the test with the marker it lacks, so the fast tier cannot
-quietly grow an engine start.
+samples this process's descendants while each unmarked test runs; one that appears during the
+test with an engine's command line (ENGINE_COMMANDS) fails the test with the marker it lacks,
+so the fast tier cannot quietly grow an engine start.
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ class EngineWatch:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._me = psutil.Process(os.getpid())
+        # Engines already running (a session fixture's, started by an earlier engine test) are
+        # not this test's: only a process that appears while it runs counts.
+        self._before = {child.pid for child in self._me.children(recursive=True)}
 
     def __enter__(self) -> "EngineWatch":
         self._thread.start()
@@ -56,6 +59,8 @@ class EngineWatch:
     def _watch(self) -> None:
         while not self._stop.is_set() and self.seen is None:
             for child in self._me.children(recursive=True):
+                if child.pid in self._before:
+                    continue
                 try:
                     match = engine_command(child.cmdline())
                 except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
