@@ -69,6 +69,7 @@ def _left_running(ports: list[str], folder: Path) -> list[str]:
     return left
 
 
+@pytest.mark.engine
 def test_two_local_replicas_behind_nginx_serve_a_real_sweep(tmp_path: Path) -> None:
     _needs_replicas()
     (tmp_path / "m.yaml").write_text(MATRIX)
