@@ -227,7 +227,11 @@ def test_demo_help_exits_0():
     assert done.returncode == 0 and done.stdout.startswith("usage: scripts/demo.sh")
 
 
-_READY = [slug for slug, recipe in LOCAL.items() if recipe.missing() is None]
+# The demo's engines that this machine can start. textgen-cpu is left out: its usage counts
+# re-tokenize the answer text, so its runs never read exactly --max-tokens (evidence/2026-11-25/
+# textgen-cpu) and tests/test_textgen.py races it on its own.
+_READY = [slug for slug, recipe in LOCAL.items()
+          if recipe.missing() is None and slug != "textgen-cpu"]
 
 
 @pytest.mark.engine
