@@ -14,8 +14,11 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 from pathlib import Path
 from urllib.parse import urlsplit
+
+T = TypeVar("T")
 
 from loadtest.cpus import allowed_cpus, cpu_set, format_cpus
 
@@ -109,24 +112,19 @@ def number_in(low: float, high: float) -> Callable[[object], float]:
 
 def positive_int_list(text: object) -> list[int]:
     """A comma list of distinct positive integers, e.g. `1,8,32` (user counts, batch sizes)."""
-    parts = str(text).split(",")
-    try:
-        values = [positive_int(part) for part in parts]
-    except BadValue:
-        raise BadValue(f"must be positive integers, comma-separated like 1,4,16, got {text!r}") \
-            from None
-    if len(set(values)) != len(values):
-        raise BadValue(f"names a value twice: {text!r}")
-    return values
+    return _distinct_list(text, positive_int, "positive integers, comma-separated like 1,4,16")
 
 
 def positive_number_list(text: object) -> list[float]:
     """A comma list of distinct finite numbers above 0, e.g. `0.5,1,2` (offered rates)."""
+    return _distinct_list(text, positive_number, "numbers above 0, comma-separated like 1,2,4")
+
+
+def _distinct_list(text: object, item: Callable[[object], T], what: str) -> list[T]:
     try:
-        values = [positive_number(part) for part in str(text).split(",")]
+        values = [item(part) for part in str(text).split(",")]
     except BadValue:
-        raise BadValue(f"must be numbers above 0, comma-separated like 1,2,4, got {text!r}") \
-            from None
+        raise BadValue(f"must be {what}, got {text!r}") from None
     if len(set(values)) != len(values):
         raise BadValue(f"names a value twice: {text!r}")
     return values
