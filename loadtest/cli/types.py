@@ -18,9 +18,9 @@ from typing import TypeVar
 from pathlib import Path
 from urllib.parse import urlsplit
 
-T = TypeVar("T")
-
 from loadtest.cpus import allowed_cpus, cpu_set, format_cpus
+
+T = TypeVar("T")
 
 __all__ = ["MAX_WHOLE", "BadValue", "at_least", "cpu_list", "duration", "existing_file",
            "non_negative_int", "non_negative_number", "number_in", "one_of", "output_file",
