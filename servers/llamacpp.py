@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 
 from servers.engine import Engine
-from servers.llamacpp_cpu import DEFAULT_SLOTS, LLAMACPP_METRICS, PREFIX_CACHE, SLOT_TOKENS, with_defaults
+from servers.llamacpp_cpu import (DEFAULT_SLOTS, LLAMACPP_METRICS, NO_HOST_PROMPT_CACHE, PREFIX_CACHE, SLOT_TOKENS,
+                                  with_defaults)
 from servers.spec import REPO, EngineSpec, LocalRecipe, Target
 
 __all__ = ["ENGINE", "RECIPE", "SPEC"]
@@ -31,7 +32,7 @@ ENGINE = Engine(
     host_port=8081,
     container_port=8080,
     args=("--host", "0.0.0.0", "--port", "8080", "--n-gpu-layers", "999", "--metrics",
-          "--slot-save-path", "/tmp"),
+          "--slot-save-path", "/tmp", *NO_HOST_PROMPT_CACHE),
     flags={
         "MODEL": ("--model", "{}"),
         "SERVED_MODEL_NAME": ("--alias", "{}"),
@@ -63,7 +64,8 @@ def command(port: int, extra_args: list[str]) -> list[str]:
     argv = [str(_binary()), "--model", str(GGUF), "--host", "127.0.0.1", "--port", str(port),
             "--alias", GGUF.stem, "--metrics", "--n-gpu-layers", "999",
             "--slot-save-path", tempfile.gettempdir()]
-    defaults = {("--parallel", "-np"): str(DEFAULT_SLOTS), ("--kv-unified-per-slot",): str(SLOT_TOKENS)}
+    defaults = {("--parallel", "-np"): str(DEFAULT_SLOTS), ("--kv-unified-per-slot",): str(SLOT_TOKENS),
+                ("--cache-ram", "-cram"): NO_HOST_PROMPT_CACHE[1]}
     return with_defaults(argv, defaults, extra_args)
 
 

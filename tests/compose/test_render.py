@@ -73,7 +73,7 @@ CASES: list[tuple[str, dict[str, str], list[str]]] = [
         "llamacpp",
         {"LLAMACPP_MODEL": "/models/qwen-q4.gguf", "LLAMACPP_MAX_CONCURRENT_REQUESTS": "8", "LLAMACPP_GPUS": "0,1"},
         ["--host", "0.0.0.0", "--port", "8080", "--n-gpu-layers", "999", "--metrics",
-         "--slot-save-path", "/tmp", "--model", "/models/qwen-q4.gguf", "--parallel", "8"],
+         "--slot-save-path", "/tmp", "--cache-ram", "0", "--model", "/models/qwen-q4.gguf", "--parallel", "8"],
     ),
     (
         "sglang",
@@ -106,14 +106,14 @@ CASES: list[tuple[str, dict[str, str], list[str]]] = [
     (
         "llamacpp-cpu",
         {},
-        ["--host", "0.0.0.0", "--port", "8082", "--metrics", "--slot-save-path", "/tmp", "--model", "/models/tiny-llama.gguf",
+        ["--host", "0.0.0.0", "--port", "8082", "--metrics", "--slot-save-path", "/tmp", "--cache-ram", "0", "--model", "/models/tiny-llama.gguf",
          "--alias", "tiny-llama", "--kv-unified-per-slot", "2048", "--parallel", "128"],
     ),
     (
         "llamacpp-cpu",
         {"LLAMACPP_CPU_HOST": "127.0.0.1", "LLAMACPP_CPU_PORT": "8102", "LLAMACPP_CPU_MAX_TOTAL_TOKENS": "512",
          "LLAMACPP_CPU_MAX_CONCURRENT_REQUESTS": "8", "LLAMACPP_CPU_EXTRA_ARGS": "--threads-http 16"},
-        ["--host", "127.0.0.1", "--port", "8102", "--metrics", "--slot-save-path", "/tmp", "--model", "/models/tiny-llama.gguf",
+        ["--host", "127.0.0.1", "--port", "8102", "--metrics", "--slot-save-path", "/tmp", "--cache-ram", "0", "--model", "/models/tiny-llama.gguf",
          "--alias", "tiny-llama", "--kv-unified-per-slot", "512", "--parallel", "8", "--threads-http", "16"],
     ),
 ]
