@@ -97,6 +97,8 @@ COMMANDS: tuple[Command, ...] = (
             "loadtest.sweep.flags"),
     Command(("sweep", "rates"), "at what request rate an engine saturates (open loop)",
             "loadtest.sweep.rates"),
+    Command(("sweep", "slo"), "the highest request rate each engine serves within an SLO",
+            "loadtest.sweep.slo", check="loadtest.sweep.slo:parse_args"),
     Command(("report",), "tables and plots from a results folder", "loadtest.report.build"),
     Command(("calibrate",), "how much streamed load this client measures faithfully",
             "loadtest.calibration.calibrate"),

@@ -20,7 +20,7 @@ from loadtest.race.plan import DEFAULT_USERS, MAX_TOKENS, PROMPTS
 from loadtest.race.run_options import RunOptionError, locustfile_options, split_words
 from servers.local import LOCAL
 
-__all__ = ["DEFAULT_ENGINES", "RaceArgs", "parser", "parse_args"]
+__all__ = ["DEFAULT_ENGINES", "RaceArgs", "local_engines", "parser", "parse_args"]
 
 T = TypeVar("T")
 
@@ -152,7 +152,7 @@ def parse_args(argv: Sequence[str]) -> RaceArgs:
                                                        args.client_cpus or "")
         except ValueError as exc:
             race.error(str(exc))
-    return RaceArgs(engines=_engines(race, args.engines), users=tuple(users),
+    return RaceArgs(engines=local_engines(race, args.engines), users=tuple(users),
                     requests=requests, out=args.out, port=args.port, engine_cpus=engine_cpus,
                     client_cpus=client_cpus, run_options=tuple(run_options),
                     dry_run=args.dry_run)
@@ -165,7 +165,7 @@ def _checked(parser: RigParser, name: str, kind: Callable[[str], T], text: str) 
         parser.error(f"{name} {exc}")
 
 
-def _engines(parser: RigParser, text: str) -> tuple[str, ...]:
+def local_engines(parser: RigParser, text: str) -> tuple[str, ...]:
     """The comma list of engines, each with a local recipe, none twice."""
     engines = tuple(text.split(","))
     unknown = [engine for engine in engines if engine not in LOCAL]
