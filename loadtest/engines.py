@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from locust import User, constant, events, task  # import locust first: it monkey-patches
+from locust.user.users import LOCUST_STATE_STOPPING
 from locust.runners import MasterRunner, WorkerRunner
 
 import gevent
@@ -76,6 +77,18 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
     _pin(environment, _run.config.url)
     if options.spawn_rate is None:  # dispatch waits for all users anyway: spawn them at once
         options.spawn_rate = max(options.num_users or 1, 1)
+    if _run.timing.stages:
+        _use_stages(environment, runner, _run)
+
+
+def _use_stages(environment: Any, runner: Any, run: Run) -> None:
+    """--stages: Locust's load shape runs them, and a user a stage stops ends its request first."""
+    from loadtest.client.shape import StagesShape  # here: a shape class at module level is used
+
+    environment.shape_class = StagesShape(run.timing.stages)
+    environment.shape_class.runner = runner
+    deadline_s, _ = run.bounds.for_request(b'"max_tokens": %d' % run.config.max_tokens)
+    environment.stop_timeout = deadline_s + 5.0
 
 
 def _pin(environment: Any, url: str | None) -> None:
@@ -181,8 +194,14 @@ class LLMUser(User):
                             open_loop=run.options.open_loop is not None)
             else:
                 gevent.spawn(self._account, run, self._send(run, work))
+            if self._state == LOCUST_STATE_STOPPING:  # a stage has fewer users: leave now
+                return
         # Workload used up: wait for the runner to end the run (a user that raises StopUser
         # makes Locust log errors at quit).
+        if self.environment.stop_timeout:  # staged: the runner waits for users to leave
+            while self._state != LOCUST_STATE_STOPPING:
+                gevent.sleep(0.2)
+            return
         Event().wait()
 
     def _send(self, run: Run, spec: Any, keep_text: bool = False) -> RequestRecord:

@@ -22,6 +22,7 @@ from loadtest.cli.types import cpu_list, positive_int, positive_number, url
 from loadtest.client.arrivals import add_arrival_options
 from loadtest.client.bounds import add_bounds_options
 from loadtest.client.options import ConfigError, RunConfig, add_options, config_from_options
+from loadtest.client.timing import add_timing_options, timing_from_options
 from loadtest.cpus import add_pin_option
 from loadtest.workload import WorkloadError, workload_options
 from loadtest.workload.options import add_workload_options
@@ -39,6 +40,7 @@ def add_rig_options(parser: Any) -> None:
     add_keep_outputs_option(parser)
     add_workload_options(parser)
     add_bounds_options(parser)
+    add_timing_options(parser)
 
 
 def add_locustfile_options(parser: Any) -> None:
@@ -98,6 +100,7 @@ def check_run_options(options: Any, host: str | None) -> RunConfig:
 
     config = config_from_options(options, host)
     run_options(options)  # open loop, --slo, --keep-outputs
+    timing_from_options(options)  # --duration, its window, --stages
     workload_options(options)  # the workload's own options
     return config
 

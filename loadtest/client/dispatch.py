@@ -20,10 +20,16 @@ Conversations (Workload.sessions, loadtest/client/conversation.py): the unit han
 session, not a request: the queue holds session indices, a user takes a session and sends its
 turns, and the session is done with its last record; in open loop the schedule gives each
 session's start (its first turn). Across processes the same, with session indices as the ids.
+Time-bounded runs (--duration, --stages: loadtest/client/timing.py, one process): the queue
+cycles through the workload, each send numbered anew (its record's request_id), and take() hands
+out nothing once the duration from the origin has passed; the run ends when the last request in
+flight is done. Staged load opens dispatch with the first ready user (a ramp spawns the rest
+while it runs).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -50,7 +56,8 @@ class Dispatcher:
                  on_record: Callable[[RequestRecord], None], on_finished: Callable[[], None],
                  worker_report: Callable[[], dict[str, Any]] = dict,
                  schedule_ns: list[int] | None = None, schedule_sha: str = "",
-                 units: Sequence[Conversation] | None = None) -> None:
+                 units: Sequence[Conversation] | None = None, duration_s: float | None = None,
+                 wait_for_spawn: bool = True) -> None:
         self.environment = environment
         self.runner = environment.runner
         self.workload = workload
@@ -79,6 +86,12 @@ class Dispatcher:
         self._origin_ns: int | None = None  # this process's perf_counter_ns at offset 0
         self._origin_unix_ns: int | None = None  # master: the origin it hands to workers
         self._due: dict[int, tuple[int, int]] = {}
+        # time-bounded: the end of sending (origin + duration) and the sends so far
+        self._duration_ns = None if duration_s is None else round(duration_s * 1e9)
+        self._wait_for_spawn = wait_for_spawn
+        self.run_origin_ns: int | None = None  # when dispatch opened (perf_counter_ns)
+        self._deadline_ns: int | None = None
+        self._sends = 0
         self._register()
 
     @property
@@ -112,7 +125,13 @@ class Dispatcher:
 
     def _maybe_open(self) -> None:
         # Locust fires spawning_complete before the last users' greenlets have run on_start.
-        if self._spawned and self._ready_users >= self.runner.user_count:
+        if self.started.is_set():
+            return
+        if (self._spawned or not self._wait_for_spawn) and self._ready_users >= (
+                self.runner.user_count if self._wait_for_spawn else 1):
+            self.run_origin_ns = perf_counter_ns()
+            if self._duration_ns is not None:
+                self._deadline_ns = self.run_origin_ns + self._duration_ns
             if self._schedule is not None and not self.is_worker and self._origin_ns is None:
                 self._origin_ns = perf_counter_ns()
             self.started.set()
@@ -122,6 +141,8 @@ class Dispatcher:
         (open loop: at its scheduled time, or at once when that time has passed)."""
         free_ns = perf_counter_ns()  # this user is free from now (before the gate: the origin)
         self.started.wait()
+        if self._deadline_ns is not None:
+            return self._take_timed()
         while not self._queue:
             if not self.is_worker or self._exhausted:
                 return None
@@ -131,6 +152,18 @@ class Dispatcher:
         if self._schedule is not None:
             self._wait_until_due(unit, free_ns)
         return self._units[unit]
+
+    def _take_timed(self) -> RequestSpec | None:
+        """A time-bounded run's next request: the workload's next, cycling, numbered by send."""
+        if perf_counter_ns() >= self._deadline_ns:
+            self._maybe_finish()  # the last request may have ended before the deadline
+            return None
+        if not self._queue:
+            self._queue.extend(range(len(self._units)))
+        self._in_flight += 1
+        spec = self._units[self._queue.popleft()]
+        self._sends += 1
+        return dataclasses.replace(spec, request_id=self._sends - 1)
 
     def _wait_until_due(self, unit: int, free_ns: int) -> None:
         """Open loop: sleep until the request's time. A user that became free only after it
@@ -162,7 +195,8 @@ class Dispatcher:
         self._maybe_finish()
 
     def _maybe_finish(self) -> None:
-        if self._finished or self._queue or self._in_flight:
+        timed_out = self._deadline_ns is not None and perf_counter_ns() >= self._deadline_ns
+        if self._finished or (self._queue and not timed_out) or self._in_flight:
             return
         if self.is_worker:
             if self._exhausted:

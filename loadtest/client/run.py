@@ -26,6 +26,7 @@ from loadtest.client.client_cpu import CpuSampler
 from loadtest.client.conversation import Sessions, TurnOptions
 from loadtest.client.dispatch import Dispatcher
 from loadtest.client.loop_lag import LoopLag
+from loadtest.client.timing import print_window, timing_from_options
 from loadtest.results.metadata import collect_client_metadata, collect_model_metadata, collect_rig_metadata
 from loadtest.client.options import ConfigError, RunConfig
 from loadtest.client.probe import EngineInfo
@@ -77,6 +78,7 @@ class Run:
         self.config = config
         self.info = info
         self.options = run_options(environment.parsed_options)
+        self.timing = timing_from_options(environment.parsed_options)
         self.workload = build_workload(config.prompts, config.requests, api=config.api,
                                        model=config.model or info.model,
                                        max_tokens=config.max_tokens, ignore_eos=config.ignore_eos,
@@ -104,7 +106,8 @@ class Run:
             schedule_ns=self.workload.schedule_ns or (open_loop.offsets_ns(config.requests)
                                                       if open_loop else None),
             schedule_sha=open_loop.digest(config.requests) if open_loop else "",
-            units=self._sessions())
+            units=self._sessions(), duration_s=self.timing.duration_s,
+            wait_for_spawn=not self.timing.stages)
         self.run_id = ""
         self.run_dir = Path()
         self._writer: RecordWriter | None = None
@@ -188,7 +191,7 @@ class Run:
             "http_read_timeout_s": c.read_timeout_s, "run_dir": str(self.run_dir),
             "prefix_cache_reset": self.prefix_cache_reset,
             "client_pinned_by": getattr(self.environment.parsed_options, "client_pinned_by", ""),
-            **self._run_options_metadata(),
+            **self._run_options_metadata(), **self.timing.columns(),
             **bounds_columns(self.bounds, c.max_tokens),
             **collect_model_metadata(self.model_dir),
             **collect_rig_metadata(), **collect_client_metadata(processes),
@@ -257,19 +260,22 @@ class Run:
                           exc.strerror or exc)
                 self.environment.process_exit_code = 2
         row.update(flaw_columns(self.records))
+        time_sections = self.timing.figures(self.records, self.dispatcher.run_origin_ns)
+        row.update(time_sections.pop("columns"))
         if row["flawed_requests"] and not self.environment.process_exit_code:
             self.environment.process_exit_code = 1  # the engine misanswered: as for failures
         row["warnings"] = check_run(row)
         row["verdict"], reasons = judge(row, faithful_event_rate(processes=row.get("processes")))
         row["verdict_reasons"] = ";".join(reasons)
         _print_summary(row, status)
-        self._save(row, status)
+        print_window(row, time_sections.get("stages", []))
+        self._save(row, status, time_sections)
 
-    def _save(self, row: dict[str, Any], status: str) -> None:
+    def _save(self, row: dict[str, Any], status: str, sections: dict[str, Any]) -> None:
         """run.json, then the runs.csv row. A write that fails (a full disk, a runs.csv changed
         during the run) is one error line and exit 2; the records already written stay."""
         try:
-            write_json(self.run_dir / "run.json", {**row, "status": status})
+            write_json(self.run_dir / "run.json", {**row, **sections, "status": status})
             if status == "complete" and not self.config.warmup:
                 append_run_row(self.config.out / "runs.csv", row)
         except (OSError, ResultsError) as exc:
