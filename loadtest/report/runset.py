@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from loadtest.results.files import SCHEMA_VERSION
+from loadtest.results.schema import BY_NAME, SCHEMA_VERSION, text_columns
 
 __all__ = [
     "CELL",
@@ -44,21 +44,17 @@ CONFIG = ["engine", "flags", "gpu"]
 _NUMBERS = ["users", "requests", "failed", "output_tok_per_s", "completion_time_s",
             "client_cpu_max_pct", "avg_output_tokens", "ttft_p50_ms", "ttft_p99_ms",
             "itl_p50_ms", "itl_p99_ms"]
-# counts: whole numbers; the report also computes with the measures, each a finite number >= 0
-_COUNTS = ["users", "requests", "failed", "completed", "repeat", "processes"]
-_MEASURES = [*_NUMBERS[3:], "e2e_p99_ms", "rate", "req_per_s", "gpu_mem_peak_mib",
-             "gpu_util_mean_pct", "gpu_j_per_output_token", "engine_kv_cache_peak_pct",
-             "engine_waiting_peak", "engine_running_peak", "engine_held_peak",
-             "goodput_req_per_s", "goodput_tok_per_s", "slo_met_pct"]
+# the counts and measures the report computes with: each a finite number >= 0, whole where the
+# schema says int
+_COMPUTED = [*_NUMBERS, "completed", "repeat", "processes", "e2e_p99_ms", "rate", "req_per_s",
+             "gpu_mem_peak_mib", "gpu_util_mean_pct", "gpu_j_per_output_token",
+             "engine_kv_cache_peak_pct", "engine_waiting_peak", "engine_running_peak",
+             "engine_held_peak", "goodput_req_per_s", "goodput_tok_per_s", "slo_met_pct"]
 _MOST = 1e12  # a count or measure past this is not one a run wrote
 CELL = [*CONFIG, "users"]
 MODEL = "model_key"  # the model's digest, or its short name where no run recorded one
 HEAT = [MODEL, "workload_sha256", "users"]
-_TEXT = {"timestamp", "run_id", "engine", "model", "host", "flags", "gpu", "errors", "warnings",
-         "workload", "workload_sha256", "api", "tag", "engine_version", "model_sha256",
-         "output_tokens_source", "rig_version", "run_dir", "prompts", "client_cpu_model",
-         "client_hostname", "locust_version", "python_version", "telemetry_gpu",
-         "telemetry_engine", "gpu_names", "gpu_energy_source", "ignore_eos", "warmup"}
+_TEXT = text_columns()
 
 
 def load_runs(root: Path) -> pd.DataFrame:
@@ -147,15 +143,16 @@ def _read_runs_csv(path: Path) -> pd.DataFrame:
 def _check_numbers(path: Path, frame: pd.DataFrame) -> None:
     """ValueError naming the first cell of a count or measure that no run writes: text, not
     finite, negative, a count that is not whole (an empty cell or "nan" is a missing value)."""
-    for column in [c for c in (*_COUNTS, *_MEASURES) if c in frame]:
+    for column in [c for c in _COMPUTED if c in frame]:
+        whole = BY_NAME[column].type is int
         text = frame[column].str.strip()
         values = pd.to_numeric(text, errors="coerce")
         given = (text != "") & (text.str.lower() != "nan")
         bad = given & ~(values.between(0, _MOST)
-                        & ((values % 1 == 0) if column in _COUNTS else True))
+                        & ((values % 1 == 0) if whole else True))
         if bad.any():
             index = int(bad.to_numpy().nonzero()[0][0])
-            what = "a whole number" if column in _COUNTS else "a number"
+            what = "a whole number" if whole else "a number"
             raise ValueError(f"{path} line {index + 2}: {column} is {frame[column].iloc[index]!r}, "
                              f"not {what} from 0 to {_MOST:g}")
 

@@ -21,28 +21,10 @@ from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from loadtest.results.record import RequestRecord
+from loadtest.results.schema import COLUMN_NAMES, SCHEMA_VERSION
 
-__all__ = ["RUN_COLUMNS", "RecordWriter", "ResultsError", "write_json", "append_run_row",
+__all__ = ["RecordWriter", "ResultsError", "SCHEMA_VERSION", "write_json", "append_run_row",
            "check_runs_file", "read_records", "read_runs"]
-
-SCHEMA_VERSION = 1
-RUN_COLUMNS = [
-    "timestamp", "run_id", "engine", "model", "host", "flags", "gpu", "users", "processes",
-    "verdict", "verdict_reasons", "requests", "completed", "failed", "reconnects",
-    "rate_limited", "rate_limited_wait_s", "completion_time_s", "output_tokens", "output_tok_per_s",
-    "req_per_s", "avg_output_tokens", "min_output_tokens", "max_output_tokens",
-    "output_tokens_source", "prompt_tokens",
-    "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
-    "ttft_mean_ms", "ttft_p90_ms", "itl_mean_ms", "itl_p90_ms", "e2e_mean_ms", "e2e_p90_ms",
-    "tpot_mean_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms",
-    "recount", "recount_count_mismatches", "recount_text_mismatches",
-    "errors", "warnings", "buffered_requests", "workload", "workload_sha256", "api", "max_tokens",
-    "ignore_eos", "temperature", "repeat", "tag", "engine_version", "model_sha256",
-    "client_cpu_max_pct", "loop_lag_p99_ms", "loop_lag_max_ms", "client_cpu_count", "client_cpus",
-    "client_pinned_by", "prefix_cache_reset", "engine_prefix_cache_hit_pct",
-    "engine_prefix_cache_hit_tokens", "engine_prefix_cache_query_tokens", "client_cpu_model", "client_hostname", "locust_version",
-    "python_version", "rig_version", "schema_version", "run_dir",
-]
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -174,14 +156,15 @@ def read_runs(path: Path) -> list[dict[str, str]]:
 
 def append_run_row(path: Path, row: dict[str, Any]) -> None:
     """Add one row to runs.csv: the whole file is rewritten to a temp file and renamed, so a crash
-    leaves the old file intact. New columns are added at the end (old rows get them empty).
+    leaves the old file intact. Columns are in the schema's order (loadtest/results/schema.py);
+    a column it lacks (an older rig's) goes at the end. Old rows get new columns empty.
     ResultsError, and the file untouched, when it is one _checked_rows refuses (it may have
     been edited during the run)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     row = {"schema_version": SCHEMA_VERSION, **row}
     with _locked(path):
         _, rows = _checked_rows(path)
-        columns = [c for c in RUN_COLUMNS if c in row or any(c in r for r in rows)]
+        columns = [c for c in COLUMN_NAMES if c in row or any(c in r for r in rows)]
         for source in (*rows, row):
             columns += [c for c in source if c not in columns]
         with _replacing(path, newline="") as tmp:

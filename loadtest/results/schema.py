@@ -1,0 +1,268 @@
+"""The columns of a runs.csv row: one table, from which everything else is derived.
+
+    COLUMNS        every column a run's row may hold, in the order runs.csv writes them
+    COLUMN_NAMES   their names, in that order
+    BY_NAME        name -> Column
+    text_columns() the columns read as text, never as numbers (type str or bool)
+    markdown()     the table of docs/measurement.md (`python -m loadtest.results.schema --write
+                   docs/measurement.md` rewrites it there; tests/test_schema.py checks it)
+
+A row holds the columns that apply to its run: the open-loop ones only with --rate, the
+conversation ones only for conversations, telemetry's only with --telemetry-interval above 0, and
+so on; `meaning` says when. A column's `type` is what its cell holds: `int` and `float` cells are
+numbers (empty when unknown), `bool` cells are `True` or `False`, `str` cells are text (lists
+joined with `;`). To add a column: add a row here where it belongs and regenerate the docs table.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadtest.cli.args import RigParser, fail
+
+__all__ = ["BY_NAME", "COLUMNS", "COLUMN_NAMES", "Column", "SCHEMA_VERSION", "markdown",
+           "text_columns"]
+
+SCHEMA_VERSION = 1  # raised when a column changes meaning; a new column does not raise it
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: type  # str, int, float or bool
+    unit: str  # "" for text and plain counts named by their column
+    meaning: str  # one line: what fills it, and when it is there
+
+
+def _latency(metric: str, what: str, stats: tuple[str, ...] = ("mean", "p50", "p90", "p99"),
+             when: str = "") -> list[Column]:
+    return [Column(f"{metric}_{stat}_ms", float, "ms", f"{what}: {stat}{when}") for stat in stats]
+
+
+_OPEN = " (open loop, --rate)"
+_CONV = " (conversations)"
+_TELEMETRY = " (telemetry)"
+
+COLUMNS: tuple[Column, ...] = (
+    # what ran
+    Column("timestamp", str, "UTC", "when the run started, ISO 8601"),
+    Column("run_id", str, "", "the run's id: its folder under runs/"),
+    Column("engine", str, "", "the engine's slug (servers/)"),
+    Column("model", str, "", "the model as the engine served it (--model, else its /v1/models)"),
+    Column("host", str, "", "the URL the run was sent to, credentials removed"),
+    Column("flags", str, "", "the engine's settings as told by --flags (the race adds --cpus)"),
+    Column("gpu", str, "", "--gpu: the GPUs the engine ran on, as told"),
+    Column("users", int, "", "concurrent users (closed loop), the cap on requests in flight (open loop)"),
+    Column("processes", int, "", "client processes (Locust workers; 1 without)"),
+    Column("mode", str, "", "in-process for an engine driven in the rig's process (rig inprocess)"),
+    Column("engine_cpus", str, "", "the cores of an in-process engine"),
+    # whether to trust it
+    Column("verdict", str, "", "valid or invalid (loadtest/results/rules.py)"),
+    Column("verdict_reasons", str, "", "why invalid: reason codes joined with ;"),
+    # how it went
+    Column("requests", int, "", "requests asked for (--requests; sessions in conversations)"),
+    Column("requests_sent", int, "", "requests (turns) sent"),
+    Column("completed", int, "", "requests answered in full"),
+    Column("failed", int, "", "requests that failed (errors says how)"),
+    Column("reconnects", int, "", "requests sent again because the server closed a kept-alive connection"),
+    Column("rate_limited", int, "", "429 answers waited out and sent again"),
+    Column("rate_limited_wait_s", float, "s", "time spent waiting out 429s"),
+    Column("completion_time_s", float, "s", "first request sent to last answer done"),
+    Column("output_tokens", int, "tokens", "output tokens of completed requests, as the engine reported them"),
+    Column("output_chunks", int, "chunks", "output chunks streamed, every request"),
+    Column("output_tok_per_s", float, "tok/s", "output_tokens / completion_time_s"),
+    Column("req_per_s", float, "req/s", "completed / completion_time_s"),
+    Column("avg_output_tokens", float, "tokens", "mean output tokens per completed request"),
+    Column("min_output_tokens", int, "tokens", "fewest output tokens of a completed request"),
+    Column("max_output_tokens", int, "tokens", "most output tokens of a completed request"),
+    Column("output_tokens_source", str, "", "where output counts came from (usage, details, chunks), joined with +"),
+    Column("prompt_tokens", int, "tokens", "prompt tokens of completed requests, as the engine reported them"),
+    *_latency("ttft", "time to first output chunk, completed requests"),
+    *_latency("itl", "gaps between output chunks, pooled over completed requests"),
+    *_latency("e2e", "send to last chunk, completed requests"),
+    *_latency("tpot", "(e2e - ttft) / (output tokens - 1) per completed request"),
+    *_latency("ttft_sched", "TTFT from the scheduled send time", when=_OPEN),
+    *_latency("e2e_sched", "e2e from the scheduled send time", when=_OPEN),
+    Column("send_lag_p50_ms", float, "ms", "actual send - scheduled send: p50" + _OPEN),
+    Column("send_lag_p99_ms", float, "ms", "actual send - scheduled send: p99" + _OPEN),
+    Column("send_lag_max_ms", float, "ms", "actual send - scheduled send: max" + _OPEN),
+    Column("capped_requests", int, "", "requests that found every user busy" + _OPEN),
+    Column("cap_wait_p99_ms", float, "ms", "their wait for a free user, p99" + _OPEN),
+    Column("scheduled_rate_per_s", float, "req/s", "the schedule's rate over its own span" + _OPEN),
+    Column("send_rate_per_s", float, "req/s", "the rate requests were sent" + _OPEN),
+    Column("done_rate_per_s", float, "req/s", "the rate answers finished: the achieved rate" + _OPEN),
+    Column("rate", float, "req/s", "--rate: the offered rate (sessions/s in conversations)" + _OPEN),
+    Column("arrival", str, "", "--arrival: constant, poisson or gamma" + _OPEN),
+    Column("arrival_seed", int, "", "--arrival-seed" + _OPEN),
+    Column("burstiness", float, "", "--burstiness: gamma's shape (--arrival gamma)"),
+    Column("schedule_s", float, "s", "the schedule's last send time" + _OPEN),
+    Column("sessions", int, "", "conversations run" + _CONV),
+    Column("sessions_complete", int, "", "conversations that ran every turn" + _CONV),
+    Column("sessions_context_full", int, "", "conversations ended as they outgrew the context" + _CONV),
+    Column("sessions_failed", int, "", "conversations ended by a failed turn" + _CONV),
+    Column("turns", int, "", "turns of the longest conversation" + _CONV),
+    Column("turns_sent", int, "", "turns sent" + _CONV),
+    Column("turns_not_sent", int, "", "turns left unsent by ended conversations" + _CONV),
+    Column("context_refused", int, "", "turns the engine refused for length" + _CONV),
+    *_latency("ttft_turn1", "TTFT of first turns", ("p50", "p90"), _CONV),
+    *_latency("ttft_later", "TTFT of later turns", ("p50", "p90"), _CONV),
+    Column("prompt_tokens_turn1_mean", float, "tokens", "mean prompt tokens of first turns" + _CONV),
+    Column("prompt_tokens_later_mean", float, "tokens", "mean prompt tokens of later turns" + _CONV),
+    Column("slo", str, "", "--slo: the latency targets (with --slo)"),
+    Column("slo_met_requests", int, "", "requests that met every target (with --slo)"),
+    Column("slo_met_pct", float, "%", "their share of the requests sent (with --slo)"),
+    Column("goodput_req_per_s", float, "req/s", "their rate over the run (with --slo)"),
+    Column("goodput_tok_per_s", float, "tok/s", "their output tokens per second (with --slo)"),
+    Column("slo_percentiles", str, "", "met, or missed: and the percentile targets missed (with --slo)"),
+    Column("recount", str, "", "--recount: what was checked token by token, off, or why nothing could be"),
+    Column("recount_count_mismatches", int, "", "answers whose streamed token ids differ in number from the reported count"),
+    Column("recount_text_mismatches", int, "", "answers whose token ids do not decode to the text that arrived"),
+    Column("errors", str, "", "failed requests by kind: kind=count joined with ;"),
+    Column("warnings", str, "", "warning codes joined with ; (loadtest/results/rules.py)"),
+    Column("buffered_requests", int, "", "long answers whose chunks arrived in one burst"),
+    Column("flawed_requests", int, "", "completed requests the engine answered with values the rig ignored"),
+    Column("engine_flaws", str, "", "the first few of those values, in words"),
+    Column("prompt_tokens_asked_mean", float, "tokens", "mean prompt tokens the workload built (token-exact sources)"),
+    Column("prompt_tokens_reported_mean", float, "tokens", "mean prompt tokens the engine reported for them"),
+    Column("prompt_tokens_mismatched", int, "", "requests whose reported prompt tokens differ from the built"),
+    Column("prompt_tokens_mismatch_cause", str, "", "the likeliest cause, in words"),
+    # the workload
+    Column("workload", str, "", "the workload's name"),
+    Column("workload_sha256", str, "", "digest of the requests' bodies: runs with one may be compared"),
+    Column("workload_source", str, "", "prompts, synthetic, prefix, dataset, conversation or trace"),
+    Column("workload_seed", int, "", "--seed of a built workload"),
+    Column("input_len", str, "tokens", "--input-len as given"),
+    Column("output_len", str, "tokens", "--output-len as given"),
+    Column("prefix_groups", int, "", "--prefix-groups (prefix workload)"),
+    Column("prefix_len", int, "tokens", "--prefix-len (prefix workload)"),
+    Column("think_time_s", float, "s", "--think-time between turns"),
+    Column("tokenizer", str, "", "the tokenizer prompts were built with"),
+    Column("tokenizer_sha256", str, "", "its digest"),
+    Column("dataset_format", str, "", "the dataset's format (dataset workload)"),
+    Column("dataset_sha256", str, "", "the dataset file's digest"),
+    Column("dataset_mode", str, "", "--dataset-mode"),
+    Column("trace_sha256", str, "", "the trace file's digest (trace workload)"),
+    Column("speedup", float, "", "--speedup of the trace's clock"),
+    Column("trace_duration_s", float, "s", "the trace's span after --speedup"),
+    Column("prompts", str, "", "--prompts: the prompt file"),
+    Column("prompts_sha256", str, "", "digest naming the prompts, to compare answers across runs"),
+    Column("api", str, "", "--api: completions, chat (or in-process)"),
+    Column("max_tokens", int, "tokens", "--max-tokens"),
+    Column("ignore_eos", bool, "", "--ignore-eos"),
+    Column("temperature", float, "", "--temperature"),
+    Column("request_deadline_s", float, "s", "--request-deadline, or its default for --max-tokens"),
+    Column("http_read_timeout_s", float, "s", "--read-timeout"),
+    Column("keep_outputs", bool, "", "--keep-outputs"),
+    Column("outputs_kept", int, "", "answers saved to outputs.jsonl (with --keep-outputs)"),
+    Column("repeat", int, "", "--repeat: the repeat's number"),
+    Column("tag", str, "", "--tag"),
+    Column("warmup", bool, "", "--warmup (such runs get no row: always False here)"),
+    Column("warmup_requests", int, "", "warm-up requests before the round (in-process)"),
+    Column("warmup_s", float, "s", "time the warm-up took (in-process)"),
+    Column("engine_version", str, "", "the engine's version, as it reports it"),
+    Column("engine_load_s", float, "s", "time the engine took to load (in-process)"),
+    Column("engine_settings", str, "", "the engine's settings, JSON (in-process)"),
+    Column("model_sha256", str, "", "the model's digest, for a local model built here"),
+    # the client
+    Column("client_cpu_max_pct", float, "% of a core", "the busiest client process's CPU peak"),
+    Column("client_cpu_mean_pct", float, "% of a core", "the client's mean CPU"),
+    Column("loop_lag_p99_ms", float, "ms", "how late the client's event loop woke, p99 (worst process)"),
+    Column("loop_lag_max_ms", float, "ms", "how late it woke at worst"),
+    Column("client_cpu_count", int, "cores", "cores the client could run on"),
+    Column("client_cpus", str, "", "those cores, as a list"),
+    Column("client_pinned_by", str, "", "who chose them: the rig (beside its engine), the user, shared, or empty"),
+    Column("prefix_cache_reset", str, "", "how the engine's prefix cache was emptied before the run, or failed: why"),
+    Column("engine_prefix_cache_hit_pct", float, "%", "prompt tokens served from the prefix cache" + _TELEMETRY),
+    Column("engine_prefix_cache_hit_tokens", int, "tokens", "prompt tokens the prefix cache served" + _TELEMETRY),
+    Column("engine_prefix_cache_query_tokens", int, "tokens", "prompt tokens looked up in it" + _TELEMETRY),
+    # telemetry (--telemetry-interval above 0)
+    Column("telemetry_gpu", str, "", "GPU sampling: sampled, absent, not_sampled or failed"),
+    Column("telemetry_engine", str, "", "/metrics sampling: sampled, absent, not_sampled or failed"),
+    Column("telemetry_window_s", float, "s", "first to last sample" + _TELEMETRY),
+    Column("gpu_count", int, "", "GPUs sampled" + _TELEMETRY),
+    Column("gpu_names", str, "", "their names" + _TELEMETRY),
+    Column("gpu_mem_peak_mib", float, "MiB", "highest memory in use, all GPUs at one sample" + _TELEMETRY),
+    Column("gpu_util_mean_pct", float, "%", "mean utilization" + _TELEMETRY),
+    Column("gpu_power_mean_w", float, "W", "mean power, all GPUs" + _TELEMETRY),
+    Column("gpu_energy_j", float, "J", "energy over the run" + _TELEMETRY),
+    Column("gpu_energy_source", str, "", "nvml_energy_counter or power_integral" + _TELEMETRY),
+    Column("gpu_j_per_output_token", float, "J/token", "gpu_energy_j / output_tokens" + _TELEMETRY),
+    Column("engine_running_peak", float, "requests", "most requests the engine ran at one scrape" + _TELEMETRY),
+    Column("engine_waiting_peak", float, "requests", "most requests it queued at one scrape" + _TELEMETRY),
+    Column("engine_held_peak", float, "requests", "most running + waiting at one scrape" + _TELEMETRY),
+    Column("engine_kv_cache_peak_pct", float, "%", "highest KV cache use" + _TELEMETRY),
+    Column("engine_queue_time_mean_ms", float, "ms", "the engine's own mean queue time" + _TELEMETRY),
+    Column("engine_queue_time_count", int, "", "requests in that mean" + _TELEMETRY),
+    Column("engine_ttft_mean_ms", float, "ms", "the engine's own mean TTFT" + _TELEMETRY),
+    Column("engine_ttft_count", int, "", "requests in that mean" + _TELEMETRY),
+    Column("engine_e2e_mean_ms", float, "ms", "the engine's own mean e2e latency" + _TELEMETRY),
+    Column("engine_e2e_count", int, "", "requests in that mean" + _TELEMETRY),
+    # who measured
+    Column("client_cpu_model", str, "", "the client machine's CPU model"),
+    Column("client_hostname", str, "", "the client machine's hostname"),
+    Column("locust_version", str, "", "Locust's version"),
+    Column("python_version", str, "", "Python's version"),
+    Column("rig_version", str, "", "the package version and git commit (.dirty: tracked files changed)"),
+    Column("schema_version", int, "", "this table's version (SCHEMA_VERSION)"),
+    Column("run_dir", str, "", "the run's folder when it ran"),
+)
+
+COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
+BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
+
+
+def text_columns() -> set[str]:
+    """Columns read as text: their cells are never turned into numbers."""
+    return {c.name for c in COLUMNS if c.type in (str, bool)}
+
+
+_BEGIN = "<!-- columns: generated by python -m loadtest.results.schema --write; do not edit -->"
+_END = "<!-- end of columns -->"
+
+
+def markdown() -> str:
+    """The docs' table of every column, between the markers the generator replaces."""
+    lines = [_BEGIN, "", "| column | type | unit | what fills it |", "|---|---|---|---|"]
+    lines += [f"| `{c.name}` | {c.type.__name__} | {c.unit} | {c.meaning} |" for c in COLUMNS]
+    return "\n".join([*lines, "", _END])
+
+
+def documented(text: str) -> str | None:
+    """The generated table found in `text` (between the markers), or None."""
+    match = re.search(re.escape(_BEGIN) + r".*?" + re.escape(_END), text, re.S)
+    return match.group(0) if match else None
+
+
+def write_docs(path: Path) -> None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read it ({exc.strerror})") from None
+    found = documented(text)
+    if found is None:
+        raise ValueError(f"{path} has no generated columns table (its markers) to replace")
+    path.write_text(text.replace(found, markdown()), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = RigParser(prog="python -m loadtest.results.schema",
+                                     description="Print the runs.csv columns table (markdown), "
+                                                 "or rewrite it in a docs page.")
+    parser.add_argument("--write", type=Path, metavar="FILE",
+                        help="replace the table between its markers in FILE")
+    args = parser.parse_args(argv)
+    if args.write is None:
+        print(markdown())
+        return 0
+    try:
+        write_docs(args.write)
+    except (OSError, ValueError) as exc:
+        fail(str(exc) if isinstance(exc, ValueError) else f"{args.write}: {exc.strerror}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
