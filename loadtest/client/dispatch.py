@@ -24,7 +24,7 @@ Time-bounded runs (--duration, --stages: loadtest/client/timing.py, one process)
 cycles through the workload, each send numbered anew (its record's request_id), and take() hands
 out nothing once the duration from the origin has passed; the run ends when the last request in
 flight is done. Staged load opens dispatch with the first ready user (a ramp spawns the rest
-while it runs).
+while it runs) and leaves the quitting to its shape (loadtest/client/shape.py).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class Dispatcher:
                  worker_report: Callable[[], dict[str, Any]] = dict,
                  schedule_ns: list[int] | None = None, schedule_sha: str = "",
                  units: Sequence[Conversation] | None = None, duration_s: float | None = None,
-                 wait_for_spawn: bool = True) -> None:
+                 shaped: bool = False) -> None:
         self.environment = environment
         self.runner = environment.runner
         self.workload = workload
@@ -88,7 +88,7 @@ class Dispatcher:
         self._due: dict[int, tuple[int, int]] = {}
         # time-bounded: the end of sending (origin + duration) and the sends so far
         self._duration_ns = None if duration_s is None else round(duration_s * 1e9)
-        self._wait_for_spawn = wait_for_spawn
+        self._shaped = shaped  # a load shape spawns users as it goes and ends the test
         self.run_origin_ns: int | None = None  # when dispatch opened (perf_counter_ns)
         self._deadline_ns: int | None = None
         self._sends = 0
@@ -127,8 +127,8 @@ class Dispatcher:
         # Locust fires spawning_complete before the last users' greenlets have run on_start.
         if self.started.is_set():
             return
-        if (self._spawned or not self._wait_for_spawn) and self._ready_users >= (
-                self.runner.user_count if self._wait_for_spawn else 1):
+        if (self._spawned or self._shaped) and self._ready_users >= (
+                1 if self._shaped else self.runner.user_count):
             self.run_origin_ns = perf_counter_ns()
             if self._duration_ns is not None:
                 self._deadline_ns = self.run_origin_ns + self._duration_ns
@@ -210,7 +210,12 @@ class Dispatcher:
     def _finish(self) -> None:
         self._finished = True
         self.on_finished()
-        gevent.spawn(self.runner.quit)
+        if not self._shaped:  # a shape quits at its next tick (two stops at once would clash)
+            gevent.spawn(self.runner.quit)
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
 
     # --- worker side ---------------------------------------------------------------------------
 

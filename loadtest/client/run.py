@@ -107,7 +107,7 @@ class Run:
                                                       if open_loop else None),
             schedule_sha=open_loop.digest(config.requests) if open_loop else "",
             units=self._sessions(), duration_s=self.timing.duration_s,
-            wait_for_spawn=not self.timing.stages)
+            shaped=bool(self.timing.stages))
         self.run_id = ""
         self.run_dir = Path()
         self._writer: RecordWriter | None = None
@@ -296,7 +296,8 @@ def _print_summary(row: dict[str, Any], status: str) -> None:
     if row.get("sessions") is not None:
         _print_sessions(row, fmt)
     print(f"{'turns' if row.get('sessions') is not None else 'requests'} {row['completed']}/"
-          f"{row.get('turns_sent', row['requests'])} ok, {row['failed']} failed "
+          f"{row.get('turns_sent', row['requests_sent'] if row.get('duration_s') else row['requests'])}"
+          f" ok, {row['failed']} failed "
           f"{('(' + row['errors'] + ')') if row['errors'] else ''}", file=sys.stderr)
     for remedy in error_remedies(row["errors"]):
         print(f"  - {remedy}", file=sys.stderr)

@@ -2,14 +2,14 @@
 
 Locust asks tick() about once a second and starts or stops users to match. After the last stage
 the shape holds its users: the dispatcher hands out no more work from then on
-(loadtest/client/dispatch.py) and ends the run when the requests in flight are done, so none is
-cut (a shape that returned None would quit at once). A user a stage stops finishes its request
+(loadtest/client/dispatch.py), and once the requests in flight are done and the run is saved,
+tick() returns None and Locust quits (returning None at the stages' end would cut them). A user a stage stops finishes its request
 first (loadtest/engines.py waits for it, Locust's stop_timeout).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from locust import LoadTestShape
 
@@ -19,13 +19,14 @@ __all__ = ["StagesShape"]
 
 
 class StagesShape(LoadTestShape):
-    def __init__(self, stages: Sequence[Stage]) -> None:
+    def __init__(self, stages: Sequence[Stage], finished: Callable[[], bool]) -> None:
         super().__init__()
         self.stages = list(stages)
         self.bounds = stage_bounds(self.stages)
+        self.finished = finished  # the run's last request is done and recorded
 
-    def tick(self) -> tuple[int, float]:
-        return self.tick_at(self.get_run_time())
+    def tick(self) -> tuple[int, float] | None:
+        return None if self.finished() else self.tick_at(self.get_run_time())
 
     def tick_at(self, run_time_s: float) -> tuple[int, float]:
         """(users, spawn rate) at run_time_s: the stage it falls in, else the last one."""
