@@ -75,13 +75,14 @@ def chunks_frame(records: Sequence[RequestRecord], origin_ns: int) -> pd.DataFra
 def interval_figures(requests: pd.DataFrame, chunks: pd.DataFrame, start_s: float,
                      end_s: float) -> dict[str, Any]:
     """The key figures of [start_s, end_s) (definitions: the module's docstring)."""
+    start_s, end_s = round(start_s, 6), round(end_s, 6)  # to the µs, as run.json keeps them
     length = end_s - start_s
     sent = requests[(requests.sent_s >= start_s) & (requests.sent_s < end_s)]
     done = requests[requests.ok & (requests.done_s >= start_s) & (requests.done_s < end_s)]
     tokens = chunks.tokens[(chunks.at_s >= start_s) & (chunks.at_s < end_s)].sum()
     served = sent[sent.ok]
     figures: dict[str, Any] = {
-        "start_s": round(start_s, 3), "end_s": round(end_s, 3),
+        "start_s": start_s, "end_s": end_s,
         "sent": int(len(sent)), "completed": int(len(done)), "failed": int((~sent.ok).sum()),
         "output_tok_per_s": float(tokens / length) if length > 0 else None,
         "req_per_s": float(len(done) / length) if length > 0 else None,
@@ -104,9 +105,9 @@ def _percentiles(metric: str, values: pd.Series) -> dict[str, float | None]:
 def timeslices(requests: pd.DataFrame, chunks: pd.DataFrame, slice_s: float,
                end_s: float) -> list[dict[str, Any]]:
     """The figures of every slice_s interval from the origin to end_s (the last one shorter)."""
-    edges = np.arange(0.0, end_s, slice_s).tolist()
-    return [interval_figures(requests, chunks, start, min(start + slice_s, end_s))
-            for start in edges if min(start + slice_s, end_s) > start]
+    count = int(np.ceil(round(end_s / slice_s, 9)))
+    return [interval_figures(requests, chunks, i * slice_s, min((i + 1) * slice_s, end_s))
+            for i in range(count)]
 
 
 def window_columns(requests: pd.DataFrame, chunks: pd.DataFrame, window: Window) -> dict[str, Any]:
@@ -114,6 +115,6 @@ def window_columns(requests: pd.DataFrame, chunks: pd.DataFrame, window: Window)
     figures = interval_figures(requests, chunks, window.start_s, window.end_s)
     columns: dict[str, Any] = {"window_start_s": figures.pop("start_s"),
                                "window_end_s": figures.pop("end_s"),
-                               "window_s": round(window.length_s, 3)}
+                               "window_s": round(window.length_s, 6)}
     columns.update({f"window_{name}": value for name, value in figures.items()})
     return columns
