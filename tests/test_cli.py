@@ -293,6 +293,9 @@ def test_rig_help_lists_every_command():
     (["engine", "start", "--port", "70000"], "--port must be a port number"),  # parses itself
     (["engine", "restart"], "invalid choice: 'restart'"),
     (["latency", "--requests", "0", "vllm-cpu"], "--requests must be a positive integer"),  # bash
+    (["reconcile", "/nonexistent"], "/nonexistent is not a folder"),
+    (["reconcile", "."], "has no per-request records (requests.jsonl)"),
+    (["peers", "run", "--peer", "llmperf"], "unknown peer 'llmperf'"),
 ])
 def test_the_real_command_refuses_in_one_line(args: list[str], message: str, tmp_path: Path):
     """A sample through the real process: exit 2, one line on stderr, nothing on stdout."""

@@ -115,6 +115,10 @@ COMMANDS: tuple[Command, ...] = (
     Command(("engine",), "local engines: start | stop | list", "loadtest.local_engine"),
     Command(("check-env",), "check engine settings in a .env file", "servers.check"),
     Command(("cpus",), "the engine/client core layout this machine gets", "loadtest.cpus"),
+    Command(("reconcile",), "a run recomputed under each peer tool's definitions, differences explained",
+            "loadtest.reconcile.cli"),
+    Command(("peers", "run"), "a peer tool (vllm bench serve, aiperf, guidellm) beside the rig, same workload",
+            "loadtest.reconcile.side_by_side"),
 )
 
 
