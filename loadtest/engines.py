@@ -85,11 +85,14 @@ def _use_stages(environment: Any, runner: Any, run: Run) -> None:
     """--stages: Locust's load shape runs them, and a user a stage stops ends its request first."""
     from loadtest.client.shape import StagesShape  # here: a shape class at module level is used
 
-    environment.shape_class = StagesShape(run.timing.stages, lambda: run.dispatcher.finished)
+    options = environment.parsed_options
+    if run.timing.stages[0].users is not None:  # the row's users: the stages' peak
+        options.num_users = max(s.users or 0 for s in run.timing.stages)
+    environment.shape_class = StagesShape(run.timing.stages, lambda: run.dispatcher.finished,
+                                          options.num_users or 1)
     environment.shape_class.runner = runner
     deadline_s, _ = run.bounds.for_request(b'"max_tokens": %d' % run.config.max_tokens)
     environment.stop_timeout = deadline_s + 5.0
-    environment.parsed_options.num_users = max(s.users for s in run.timing.stages)  # the row's
 
 
 def _pin(environment: Any, url: str | None) -> None:

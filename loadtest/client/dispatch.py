@@ -142,7 +142,7 @@ class Dispatcher:
         free_ns = perf_counter_ns()  # this user is free from now (before the gate: the origin)
         self.started.wait()
         if self._deadline_ns is not None:
-            return self._take_timed()
+            return self._take_timed(free_ns)
         while not self._queue:
             if not self.is_worker or self._exhausted:
                 return None
@@ -153,17 +153,25 @@ class Dispatcher:
             self._wait_until_due(unit, free_ns)
         return self._units[unit]
 
-    def _take_timed(self) -> RequestSpec | None:
+    def _take_timed(self, free_ns: int) -> RequestSpec | None:
         """A time-bounded run's next request: the workload's next, cycling, numbered by send."""
-        if perf_counter_ns() >= self._deadline_ns:
+        if self._sending_over():
             self._maybe_finish()  # the last request may have ended before the deadline
             return None
-        if not self._queue:
-            self._queue.extend(range(len(self._units)))
-        self._in_flight += 1
-        spec = self._units[self._queue.popleft()]
+        send = self._sends
         self._sends += 1
-        return dataclasses.replace(spec, request_id=self._sends - 1)
+        self._in_flight += 1
+        if self._schedule is not None:  # open-loop stages: send `send` is due at its offset
+            self._wait_until_due(send, free_ns)
+        return dataclasses.replace(self._units[send % len(self._units)], request_id=send)
+
+    def _sending_over(self) -> bool:
+        """Nothing more to hand out: the queue is empty, or a time-bounded run's duration (or
+        its schedule) is over."""
+        if self._deadline_ns is None:
+            return not self._queue
+        return perf_counter_ns() >= self._deadline_ns or (
+            self._schedule is not None and self._sends >= len(self._schedule))
 
     def _wait_until_due(self, unit: int, free_ns: int) -> None:
         """Open loop: sleep until the request's time. A user that became free only after it
@@ -195,8 +203,7 @@ class Dispatcher:
         self._maybe_finish()
 
     def _maybe_finish(self) -> None:
-        timed_out = self._deadline_ns is not None and perf_counter_ns() >= self._deadline_ns
-        if self._finished or (self._queue and not timed_out) or self._in_flight:
+        if self._finished or not self._sending_over() or self._in_flight:
             return
         if self.is_worker:
             if self._exhausted:

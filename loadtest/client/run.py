@@ -104,7 +104,7 @@ class Run:
             worker_report=self._client_report,
             # a trace's timestamps are its schedule (--rate is refused beside a trace)
             schedule_ns=self.workload.schedule_ns or (open_loop.offsets_ns(config.requests)
-                                                      if open_loop else None),
+                                                      if open_loop else self.timing.schedule_ns()),
             schedule_sha=open_loop.digest(config.requests) if open_loop else "",
             units=self._sessions(), duration_s=self.timing.duration_s,
             shaped=bool(self.timing.stages))

@@ -19,8 +19,9 @@ __all__ = ["StagesShape"]
 
 
 class StagesShape(LoadTestShape):
-    def __init__(self, stages: Sequence[Stage], finished: Callable[[], bool]) -> None:
+    def __init__(self, stages: Sequence[Stage], finished: Callable[[], bool], users: int) -> None:
         super().__init__()
+        self.users = users  # open-loop stages: the cap on requests in flight, throughout
         self.stages = list(stages)
         self.bounds = stage_bounds(self.stages)
         self.finished = finished  # the run's last request is done and recorded
@@ -33,6 +34,8 @@ class StagesShape(LoadTestShape):
         index = next((i for i, (_, end) in enumerate(self.bounds) if run_time_s < end),
                      len(self.stages) - 1)
         stage = self.stages[index]
+        if stage.users is None:
+            return self.users, float(self.users)
         previous = self.stages[index - 1].users if index else 0
         # no spawn rate: the whole change at once (Locust takes users per second)
-        return stage.users, stage.spawn_rate or float(max(abs(stage.users - previous), 1))
+        return stage.users, stage.spawn_rate or float(max(abs(stage.users - (previous or 0)), 1))

@@ -1,4 +1,4 @@
-"""Staged load: a YAML file of stages, each holding a number of users for a time.
+"""Staged load: a YAML file of stages, each holding a number of users (or a rate) for a time.
 
     stages:                      # or the list alone
       - {users: 4, duration: 30s}                   # a step: all 4 at once
@@ -12,11 +12,17 @@ and `name` (default `stage N`). The stages run one after another through Locust'
 LoadTestShape (loadtest/client/shape.py); the run's figures are cut per stage
 (loadtest/results/window.py). Parsing imports no Locust, so `rig run` checks a file before
 anything starts.
+
+Open loop instead: every stage gives `rate` (requests per second) in place of `users`, and
+optionally `arrival` (poisson, the default, or constant); --users caps the requests in flight
+throughout. The whole schedule is drawn before the run (stage_offsets_ns: Poisson gaps from a
+generator seeded with 0), so the same file gives the same sends every run.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,9 +31,10 @@ import yaml
 
 from loadtest.cli.types import BadValue, duration, positive_int, positive_number
 
-__all__ = ["Stage", "StageError", "load_stages", "parse_stages", "stage_bounds"]
+__all__ = ["Stage", "StageError", "load_stages", "parse_stages", "stage_bounds", "stage_offsets_ns"]
 
-_KEYS = {"users", "duration", "spawn_rate", "name"}
+_KEYS = {"users", "rate", "arrival", "duration", "spawn_rate", "name"}
+_ARRIVALS = ("poisson", "constant")
 
 
 class StageError(ValueError):
@@ -37,9 +44,11 @@ class StageError(ValueError):
 @dataclass(frozen=True)
 class Stage:
     name: str
-    users: int
+    users: int | None  # None: an open-loop stage (rate)
     duration_s: float
     spawn_rate: float | None = None  # users per second; None: the whole change at once
+    rate: float | None = None  # requests per second (open loop)
+    arrival: str = "poisson"
 
 
 def load_stages(path: Path) -> list[Stage]:
@@ -67,7 +76,10 @@ def parse_stages(document: Any) -> list[Stage]:
                          f"got {type(document).__name__}")
     if not document:
         raise StageError("has no stages")
-    return [_stage(i, item) for i, item in enumerate(document, start=1)]
+    stages = [_stage(i, item) for i, item in enumerate(document, start=1)]
+    if len({s.rate is None for s in stages}) > 1:
+        raise StageError("mixes users and rate stages: give every stage users, or every one rate")
+    return stages
 
 
 def _stage(number: int, item: Any) -> Stage:
@@ -77,16 +89,29 @@ def _stage(number: int, item: Any) -> Stage:
     if unknown:
         raise StageError(f"stage {number} has unknown keys {', '.join(unknown)} "
                          f"(known: {', '.join(sorted(_KEYS))})")
-    for key in ("users", "duration"):
-        if key not in item:
-            raise StageError(f"stage {number} has no {key}")
-    users = _value(number, "users", item["users"], positive_int)
+    if "duration" not in item:
+        raise StageError(f"stage {number} has no duration")
+    if ("users" in item) == ("rate" in item):
+        raise StageError(f"stage {number} needs users (closed loop) or rate (open loop), one of them")
     seconds = _value(number, "duration", item["duration"], duration)
-    spawn_rate = (None if item.get("spawn_rate") is None
-                  else _value(number, "spawn_rate", item["spawn_rate"], positive_number))
     name = item.get("name", f"stage {number}")
     if not isinstance(name, str) or not name.strip():
         raise StageError(f"stage {number}: name must be text, got {name!r}")
+    if "rate" in item:
+        if "spawn_rate" in item:
+            raise StageError(f"stage {number}: spawn_rate starts users; a rate stage's users are "
+                             "--users throughout")
+        arrival = item.get("arrival", "poisson")
+        if arrival not in _ARRIVALS:
+            raise StageError(f"stage {number}: arrival must be one of {', '.join(_ARRIVALS)}, "
+                             f"got {arrival!r}")
+        rate = _value(number, "rate", item["rate"], positive_number)
+        return Stage(name.strip(), None, seconds, rate=rate, arrival=arrival)
+    if "arrival" in item:
+        raise StageError(f"stage {number}: arrival shapes a rate stage; this one gives users")
+    users = _value(number, "users", item["users"], positive_int)
+    spawn_rate = (None if item.get("spawn_rate") is None
+                  else _value(number, "spawn_rate", item["spawn_rate"], positive_number))
     return Stage(name.strip(), users, seconds, spawn_rate)
 
 
@@ -97,6 +122,20 @@ def _value(number: int, key: str, value: Any, kind: Any) -> Any:
         return kind(value)
     except BadValue as exc:
         raise StageError(f"stage {number}: {key} {exc}") from None
+
+
+def stage_offsets_ns(stages: list[Stage], seed: int = 0) -> list[int]:
+    """Open-loop stages: every send's offset from the origin, each stage at its own rate from
+    its own start (constant: evenly spaced; poisson: exponential gaps, one seeded generator)."""
+    rng = random.Random(seed)
+    offsets: list[int] = []
+    for stage, (start, end) in zip(stages, stage_bounds(stages)):
+        assert stage.rate is not None
+        t = start
+        while t < end:
+            offsets.append(round(t * 1e9))
+            t += 1 / stage.rate if stage.arrival == "constant" else rng.expovariate(stage.rate)
+    return offsets
 
 
 def stage_bounds(stages: list[Stage]) -> list[tuple[float, float]]:

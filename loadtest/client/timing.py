@@ -22,7 +22,7 @@ from typing import Any
 
 from loadtest.cli.types import duration, existing_file, non_negative_number, positive_number
 from loadtest.client.options import ConfigError
-from loadtest.client.stages import Stage, StageError, load_stages, stage_bounds
+from loadtest.client.stages import Stage, StageError, load_stages, stage_bounds, stage_offsets_ns
 from loadtest.results.record import RequestRecord
 
 __all__ = ["DEFAULT_TIMESLICE_S", "Timing", "add_timing_options", "print_window",
@@ -43,6 +43,12 @@ class Timing:
     @property
     def timed(self) -> bool:
         return self.duration_s is not None
+
+    def schedule_ns(self) -> list[int] | None:
+        """Open-loop stages: every send's offset from the origin; None otherwise."""
+        if not self.stages or self.stages[0].rate is None:
+            return None
+        return stage_offsets_ns(list(self.stages))
 
     def columns(self) -> dict[str, Any]:
         """The run's timing settings, for run.json and runs.csv."""
@@ -75,6 +81,7 @@ class Timing:
         if self.stages:
             sections["stages"] = [
                 {"stage": stage.name, "users": stage.users, "spawn_rate": stage.spawn_rate,
+                 "rate": stage.rate,
                  **window.interval_figures(requests, chunks, start, end)}
                 for stage, (start, end) in zip(self.stages, stage_bounds(list(self.stages)))]
         return sections
@@ -93,7 +100,8 @@ def print_window(row: dict[str, Any], stages: Sequence[dict[str, Any]]) -> None:
               f"{fmt(row['window_itl_p99_ms'])} ms | {row['window_sent']} sent, "
               f"{row['window_failed']} failed", file=sys.stderr)
     for stage in stages:
-        print(f"stage {stage['stage']!r} ({stage['users']} users, {stage['start_s']:g}-"
+        load = f"{stage['rate']:g} req/s" if stage.get("rate") else f"{stage['users']} users"
+        print(f"stage {stage['stage']!r} ({load}, {stage['start_s']:g}-"
               f"{stage['end_s']:g} s): {fmt(stage['output_tok_per_s'])} tok/s | ttft p50 "
               f"{fmt(stage['ttft_p50_ms'])} p99 {fmt(stage['ttft_p99_ms'])} ms | itl p99 "
               f"{fmt(stage['itl_p99_ms'])} ms | {stage['sent']} sent, {stage['failed']} failed",
