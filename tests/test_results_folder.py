@@ -12,7 +12,7 @@ import io
 import string
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -20,7 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from loadtest.inprocess.latency import main as latency_main
 from loadtest.report.build import main as report
+from loadtest.sweep.rates import main as rates_main
 from rig_helpers import free_port, run_locust
 
 SMALL_RUN = ("--users", "2", "--requests", "4", "--max-tokens", "8", "--ignore-eos",
@@ -69,14 +71,18 @@ _BROKEN = {  # runs.csv bytes a run refuses, and what the report's one line says
 }
 
 
-def _report(folder: Path, *args: str) -> tuple[int, str, str]:
+def _command(main: Callable[[list[str]], int], argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
         try:
-            code = report([str(folder), *args])
-        except SystemExit as exc:  # argparse's refusal of an option
+            code = main(argv)
+        except SystemExit as exc:  # argparse's refusal, or fail()
             code = exc.code
     return code, out.getvalue(), err.getvalue()
+
+
+def _report(folder: Path, *args: str) -> tuple[int, str, str]:
+    return _command(report, [str(folder), *args])
 
 
 @pytest.mark.parametrize("kind", sorted(_BROKEN))
@@ -88,6 +94,24 @@ def test_the_report_refuses_a_runs_csv_a_run_refuses_in_one_line(kind: str, tmp_
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("error: ") and message in err, err
     assert not (tmp_path / "report").exists()  # nothing written
+
+
+@pytest.mark.parametrize("kind", sorted(_BROKEN))
+@pytest.mark.parametrize("command", ["latency-table", "sweep rates"])
+def test_the_other_readers_of_runs_csv_refuse_it_in_one_line(command: str, kind: str,
+                                                              tmp_path: Path):
+    """`rig latency-table` and `rig sweep rates` read runs.csv as the report does: a file it
+    refuses is one error line and exit 2 (the sweep's before it starts or sends anything)."""
+    data, message = _BROKEN[kind]
+    (tmp_path / "runs.csv").write_bytes(data)
+    if command == "latency-table":
+        code, out, err = _command(latency_main, [str(tmp_path)])
+    else:  # nothing listens on this port: a refusal here comes before any engine is asked
+        code, out, err = _command(rates_main, ["vllm-cpu", "--host", f"http://127.0.0.1:{free_port()}",
+                                               "--rates", "1", "--out", str(tmp_path)])
+        assert not (tmp_path / "sweeps").exists()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err, err
 
 
 def test_the_report_reads_an_older_rigs_rows(tmp_path: Path):

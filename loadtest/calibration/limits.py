@@ -5,7 +5,8 @@
         faithfully (TTFT and ITL error within 1 ms p50 / 2 ms p99) when calibrated
         (scripts/calibrate.sh); None when this machine has no calibration file.
     events_per_s(row) -> float | None
-        what a run asked of each client process: output chunks / completion time / processes.
+        what a run asked of each client process: output chunks / completion time / processes
+        (defined in loadtest/results/events.py, which the verdict reads without importing this).
 
 A run whose events_per_s is above faithful_event_rate was measured past what this client was
 shown to time within a millisecond or two.
@@ -19,6 +20,8 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from loadtest.results.events import events_per_s  # re-exported: results owns it, never imports us
 
 __all__ = ["faithful_event_rate", "events_per_s", "calibration_path", "faithful_limits",
            "headline_limit"]
@@ -54,20 +57,6 @@ def faithful_event_rate(path: Path | str | None = None, processes: int | None = 
     return limits[max(below) if below else min(limits)]
 
 
-def events_per_s(row: Mapping[str, Any]) -> float | None:
-    """Output chunks streamed per second per client process, from a run row (runs.csv strings
-    or run.json numbers): output_chunks (output_tokens when the row has no chunk count) /
-    completion_time_s / processes (1 when absent). None when the row cannot say."""
-    chunks = _number(row.get("output_chunks"))
-    if chunks is None:
-        chunks = _number(row.get("output_tokens"))
-    seconds = _number(row.get("completion_time_s"))
-    processes = _number(row.get("processes")) or 1
-    if chunks is None or not seconds:
-        return None
-    return chunks / seconds / max(processes, 1)
-
-
 def faithful_limits(rows: list[Mapping[str, Any]]) -> dict[str, float]:
     """Per process count (as a string key): the highest events/s per process among its settings
     judged faithful ("yes"); 0.0 when none was."""
@@ -86,11 +75,3 @@ def headline_limit(limits: Mapping[str, float], client_cores: int) -> float | No
     values = fitting or list(limits.values())
     return min(values) if values else None
 
-
-def _number(value: Any) -> float | None:
-    if value is None or value == "":
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None

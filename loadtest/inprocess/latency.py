@@ -128,7 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.folder.is_dir():
         print(f"error: no results folder {args.folder}", file=sys.stderr)
         return 2
-    runs = load_runs(args.folder)
+    try:
+        runs = load_runs(args.folder)
+    except ValueError as exc:  # a runs.csv it cannot read as the rig wrote it
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if not runs.empty and args.tag:
         runs = runs[runs["tag"].astype(str) == args.tag]
     if runs.empty:

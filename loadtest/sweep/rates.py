@@ -32,7 +32,7 @@ from loadtest.client.targets import TARGETS
 from loadtest.report.goodput import DEFAULT_SLO_SHARE_PCT, rate_table, saturated
 from loadtest.report.runset import load_runs
 from loadtest.results.goodput import parse_slo
-from loadtest.cli.args import RigParser, command_prog
+from loadtest.cli.args import RigParser, command_prog, fail
 from loadtest.cli.locust import locust_command
 from loadtest.cli.processes import free_port
 from loadtest.cli.types import (BadValue, cpu_list, duration, one_of, percent, positive_int,
@@ -155,7 +155,10 @@ def _sweep(args: argparse.Namespace, url: str, rates: list[float], users: int, r
 
 
 def _last_row(out: Path, tag: str, rate: float, repeat: int) -> dict | None:
-    runs = load_runs(out)
+    try:
+        runs = load_runs(out)
+    except ValueError:  # changed during the sweep: its end says so, in one line
+        return None
     if runs.empty or "rate" not in runs:
         return None
     rows = runs[(runs["tag"] == tag) & (runs["rate"] == rate) & (runs["repeat"] == repeat)]
@@ -169,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
         _check(args)
     except ValueError as exc:
         p.error(str(exc))
+    try:  # a runs.csv no run could add to, nor the report read: refused before anything starts
+        load_runs(args.out)
+    except ValueError as exc:
+        fail(str(exc))
     rates, users, repeats, share = sorted(args.rates), args.users, args.repeats, args.slo_share
     tag = args.name or f"rates-{args.engine}"
     started = time.monotonic()
@@ -192,7 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: the engine was stopped; runs so far are in runs.csv", file=sys.stderr)
         return 130
-    runs = load_runs(args.out)
+    try:
+        runs = load_runs(args.out)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     runs = runs[runs["tag"] == tag] if not runs.empty else runs
     table = rate_table(runs) if not runs.empty else runs
     if table.empty:
