@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from loadtest.cli import types
 from loadtest.cli.main import COMMANDS, Command
 from loadtest.cpus import allowed_cpus
+from loadtest.sweep.slo import width as slo_width
 
 REPO = Path(__file__).resolve().parents[1]
 PARSED = [c for c in COMMANDS if c.parser is not None]
@@ -155,6 +156,9 @@ STRATEGIES: dict[Callable, Callable[[Path], st.SearchStrategy[str]]] = {
     types.output_file: lambda tmp: st.one_of(st.just(str(tmp)), _not_a_folder(tmp)),
     types.existing_file: lambda tmp: st.one_of(st.just(str(tmp)), _not_a_folder(tmp)),
     types.duration: lambda tmp: st.one_of(st.just("0"), _NEGATIVE, _WORDS, st.just("5x")),
+    slo_width: lambda tmp: st.one_of(
+        st.sampled_from(["0", "0%", "%", "-5%", "nan%", "inf"]), _NEGATIVE,
+        _WORDS.filter(lambda t: not _numeric(t.strip().removesuffix("%")))),
 }
 # Factory types are recognized by the function they make.
 FACTORIES: dict[str, Callable[[Path], st.SearchStrategy[str]]] = {
@@ -286,6 +290,10 @@ def test_rig_help_lists_every_command():
     (["run", "--nosuch"], "unrecognized arguments: --nosuch"),
     (["sweep", "threads", "vllm-cpu", "--users", "1,,4"], "--users must be positive integers"),
     (["sweep", "rates", "vllm-cpu", "--rates", "nan"], "--rates must be numbers above 0"),
+    (["sweep", "slo", "--width", "0%"], "--width must be req/s or a percent above 0"),
+    (["sweep", "slo", "--max-repeats", "0"], "--max-repeats must be a positive integer"),
+    (["sweep", "slo", "--attainment", "0"], "--attainment must be a percent"),
+    (["sweep", "slo", "--min-rate", "8", "--max-rate", "2"], "--max-rate 2 is below --min-rate 8"),
     (["report", "--slo-share", "101"], "--slo-share must be a percent"),
     (["calibrate", "--client-cores", "4096"], "--client-cores names cores"),
     (["bench", "--url", "localhost:8000"], "--url must be an http(s) URL"),

@@ -1,0 +1,173 @@
+"""The SLO search (loadtest/sweep/slo_search.py, loadtest/sweep/slo.py) on made-up engines: the
+bracket holds the capacity, it is as narrow as asked, close calls are repeated, a re-run reuses
+recorded runs, and an engine that misses at the lowest rate is one `error:` line. One test
+starts llama.cpp (marked engine)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loadtest.sweep import slo
+from loadtest.sweep.measure import Outcome
+from loadtest.sweep.slo_search import Bracket, Rule, Run, Width, next_rate, probe_verdict, rounded
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def search(rule: Rule, attainment_at: Callable[[float, int], float],
+           limit: int = 200) -> tuple[Bracket, dict[float, list[Run]]]:
+    """Walk the plan as slo.py does; a run at `rate` (its `repeat`-th) meets attainment_at."""
+    probes: dict[float, list[Run]] = {}
+    for _ in range(limit):
+        step = next_rate(probes, rule)
+        if isinstance(step, Bracket):
+            return step, probes
+        runs = probes.setdefault(step, [])
+        runs.append(Run(attainment_at(step, len(runs) + 1)))
+    raise AssertionError(f"no answer after {limit} runs: {probes}")
+
+
+def cliff(capacity: float) -> Callable[[float, int], float]:
+    """An engine every request of which meets the SLO up to `capacity` req/s, none above."""
+    return lambda rate, _repeat: 100.0 if rate <= capacity else 0.0
+
+
+RATES = st.floats(min_value=0.1, max_value=100, allow_nan=False)
+WIDTHS = st.one_of(st.floats(min_value=0.01, max_value=10).map(Width),
+                   st.floats(min_value=0.5, max_value=50).map(lambda v: Width(v, relative=True)))
+
+
+@given(capacity=RATES, low=st.floats(0.1, 4), span=st.floats(1, 64), width=WIDTHS)
+def test_the_bracket_holds_the_capacity_and_is_as_narrow_as_asked(capacity, low, span, width):
+    rule = Rule(99, width, low, low * span)
+    bracket, probes = search(rule, cliff(capacity))
+    assert all(rounded(low) <= rate <= rounded(low * span) for rate in probes)
+    if capacity < rounded(low):
+        assert bracket == Bracket(None, rounded(low)) and list(probes) == [rounded(low)]
+    elif capacity >= rounded(low * span):
+        assert bracket == Bracket(rounded(low * span), None)
+    else:
+        assert bracket.low is not None and bracket.high is not None
+        assert bracket.low <= capacity < bracket.high
+        middle = rounded((bracket.low + bracket.high) / 2)
+        assert width.reached(bracket.low, bracket.high) or not bracket.low < middle < bracket.high
+
+
+@given(capacity=RATES, width=WIDTHS)
+def test_the_search_takes_about_log2_probes(capacity, width):
+    rule = Rule(99, width, 0.5, 64)
+    _, probes = search(rule, cliff(capacity))
+    narrowest = width.value * 0.5 / 100 if width.relative else width.value
+    bound = math.log2(64 / 0.5) + 1 + math.log2(64 / max(narrowest, 1e-4)) + 2
+    assert len(probes) <= bound
+    assert all(len(runs) == 1 for runs in probes.values())  # 100% or 0%: never repeated
+
+
+@given(attainment=st.floats(90, 98.99), margin=st.floats(0, 5), repeats=st.integers(1, 6))
+def test_a_close_call_is_run_again_up_to_the_cap(attainment, margin, repeats):
+    rule = Rule(99, Width(10, relative=True), 1, 8, margin_pct=margin, max_repeats=repeats)
+    bracket, probes = search(rule, lambda rate, _r: attainment)
+    runs = len(probes[1.0])
+    close = abs(attainment - 99) <= margin
+    assert runs == (repeats if close else 1)
+    assert bracket == Bracket(None, 1.0)  # below 99 on average: missed at the lowest rate
+
+
+def test_the_mean_of_the_repeats_decides():
+    rule = Rule(95, Width(1), 1, 1, margin_pct=3, max_repeats=3)
+    assert probe_verdict([Run(94)], rule) is None
+    assert probe_verdict([Run(94), Run(97)], rule) is None
+    assert probe_verdict([Run(94), Run(97), Run(96)], rule) is True  # mean 95.67
+    assert probe_verdict([Run(100, percentiles_met=False)], rule) is False
+
+
+def test_width_in_req_s_or_percent():
+    assert slo.width("0.25") == Width(0.25) and slo.width("10%") == Width(10, relative=True)
+    assert Width(10, relative=True).reached(10, 11) and not Width(10, relative=True).reached(10, 11.5)
+
+
+# --- the search, carried out on a fake engine (no Locust, no engine) -------------------------
+
+class FakeRuns:
+    """run_locust/find_row/read_runs for a made-up engine of `capacity` req/s."""
+
+    def __init__(self, capacity: float) -> None:
+        self.capacity = capacity
+        self.rows: list[dict[str, str]] = []
+
+    def run_locust(self, cmd: list[str], _log: Path, _timeout: float) -> Outcome:
+        rate = float(cmd[cmd.index("--rate") + 1])
+        repeat = cmd[cmd.index("--repeat") + 1]
+        self.rows.append({"run_id": f"run{len(self.rows)}", "tag": cmd[cmd.index("--tag") + 1],
+                          "users": cmd[cmd.index("--users") + 1], "repeat": repeat,
+                          "rate": f"{rate:g}", "rig_version": "v1",
+                          "slo_met_pct": "100" if rate <= self.capacity else "50"})
+        return Outcome(0, "", "")
+
+    def find_row(self, _csv: Path, before: set[str], *_args: object) -> dict[str, str] | None:
+        return next((r for r in self.rows if r["run_id"] not in before), None)
+
+    def run_ids(self, _csv: Path) -> set[str]:
+        return {r["run_id"] for r in self.rows}
+
+
+def _fake(monkeypatch: pytest.MonkeyPatch, runs: FakeRuns) -> None:
+    monkeypatch.setattr(slo, "run_locust", runs.run_locust)
+    monkeypatch.setattr(slo, "find_row", runs.find_row)
+    monkeypatch.setattr(slo, "run_ids_in", runs.run_ids)
+    monkeypatch.setattr(slo, "read_runs", lambda _csv: runs.rows)
+    monkeypatch.setattr(slo, "rig_version", lambda: "v1")
+    monkeypatch.setattr(slo.Search, "_start", lambda self: setattr(self, "url", "http://x"))
+
+
+def test_a_re_run_reuses_the_recorded_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]):
+    runs = FakeRuns(capacity=5)
+    _fake(monkeypatch, runs)
+    argv = ["--engines", "llamacpp-cpu", "--min-rate", "1", "--max-rate", "16", "--width", "1",
+            "--out", str(tmp_path), "--engine-cpus", "1", "--client-cpus", "0"]
+    assert slo.main(argv) == 0
+    first = len(runs.rows)
+    table = (tmp_path / "sweeps" / "slo" / "slo.csv").read_text()
+    assert "llamacpp-cpu,ttft_ms=1000,99.0,5.0,5.0,6.0,found" in table, table
+    assert slo.main(argv) == 0
+    assert len(runs.rows) == first  # nothing ran again
+    probes = (tmp_path / "sweeps" / "slo" / "probes.csv").read_text().splitlines()
+    assert len(probes) == first + 1
+    assert "| llamacpp-cpu | 5 | 5 .. 6 |" in capsys.readouterr().out
+
+
+def test_missing_at_the_lowest_rate_is_one_error_line(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]):
+    _fake(monkeypatch, FakeRuns(capacity=0.1))
+    code = slo.main(["--engines", "llamacpp-cpu", "--min-rate", "1", "--out", str(tmp_path),
+                     "--engine-cpus", "1", "--client-cpus", "0"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert [line for line in err.splitlines() if line.startswith("error:")] == [
+        "error: llamacpp-cpu misses ttft_ms=1000 for 99% of requests already at the lowest "
+        "rate, 1 req/s (--min-rate)"]
+
+
+@pytest.mark.engine
+def test_llamacpp_misses_an_impossible_slo_at_the_lowest_rate(tmp_path: Path):
+    """The real thing, tiny: an SLO no request can meet ends after one probe, exit 2, one line."""
+    done = subprocess.run(
+        [sys.executable, "-m", "loadtest.cli.main", "sweep", "slo", "--engines", "llamacpp-cpu",
+         "--slo", "ttft_ms=0.001", "--min-rate", "4", "--requests", "4", "--max-tokens", "4",
+         "--users", "4", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=60, cwd=REPO)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert errors == ["error: llamacpp-cpu misses ttft_ms=0.001 for 99% of requests already at "
+                      "the lowest rate, 4 req/s (--min-rate)"]
+    assert "| llamacpp-cpu | < 4 | - .. 4 | 1 | 1 |" in done.stdout
