@@ -69,6 +69,8 @@ def load_stages(path: Path) -> list[Stage]:
 
 def parse_stages(document: Any) -> list[Stage]:
     """The stages of a parsed YAML document: a list of stages, or a mapping with one `stages`."""
+    if document is None:
+        raise StageError("has no stages (it is empty)")
     if isinstance(document, dict) and set(document) == {"stages"}:
         document = document["stages"]
     if not isinstance(document, list):
