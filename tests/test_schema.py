@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -13,8 +14,10 @@ import pytest
 
 from loadtest.results.goodput import goodput, parse_slo
 from loadtest.results.record import RequestRecord
+from loadtest.results.rules import REASONS
 from loadtest.results.recount import recount
-from loadtest.results.schema import BY_NAME, COLUMN_NAMES, COLUMNS, documented, markdown
+from loadtest.results.docs import block, found
+from loadtest.results.schema import BY_NAME, COLUMN_NAMES, COLUMNS
 from loadtest.results.summary import summarize
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -27,9 +30,18 @@ MS = 1_000_000
 
 def test_the_docs_table_is_the_schemas():
     text = (REPO / "docs" / "measurement.md").read_text(encoding="utf-8")
-    assert documented(text) == markdown(), (
+    assert found(text, "columns") == block("columns"), (
         "docs/measurement.md's columns table differs from loadtest/results/schema.py: "
-        "run python -m loadtest.results.schema --write docs/measurement.md")
+        "run python -m loadtest.results.docs --write docs/measurement.md")
+
+
+def test_the_readme_names_only_columns_of_the_schema():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.index("A `runs.csv` row, among its columns")
+    listed = text[start:text.index("\n\n", text.index("- **whether to trust it**", start))]
+    named = {name for name in re.findall(r"`([a-z][a-z0-9_]*)`", listed)}
+    codes = {c for c in named if c not in BY_NAME} - set(REASONS) - {"valid", "invalid"}
+    assert "engine" in named and codes == set(), f"README names columns the schema lacks: {codes}"
 
 
 def test_each_column_is_named_once_with_a_type_and_one_line_of_meaning():

@@ -10,6 +10,7 @@
                    (loadtest/results/verdict.py: judge); kept and shown, never ranked.
     WARNINGS, REASONS   code -> printed text (message: remedy), in the table's order.
     ERROR_REMEDIES      what to do about each kind of failed request (record.py's ERROR_KINDS).
+    markdown()          the table of docs/measurement.md (loadtest/results/docs.py writes it).
 
 The limits shared by a warning and a reason (a client's CPU, requests per user, a run's length,
 output lengths) are one constant each below, so the two can never disagree. Why each limit sits
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["ERROR_REMEDIES", "REASONS", "REASON_RULES", "Rule", "WARNINGS", "WARNING_RULES",
-           "engine_held_peak"]
+           "engine_held_peak", "markdown"]
 
 Row = Mapping[str, Any]
 
@@ -256,3 +257,15 @@ ERROR_REMEDIES = {
     "over_max_tokens": "the engine streamed far past max_tokens and was cut: it ignores "
                        "max_tokens (check the engine and --api), so its tok/s is not comparable",
 }
+
+
+def markdown() -> str:
+    """The docs' table of every reason and warning (docs/measurement.md; loadtest/results/docs.py
+    writes it), the limits as the checks hold them."""
+    lines = ["| code | kind | limits | what it means | what to do |", "|---|---|---|---|---|"]
+    for kind, rules in (("reason (invalid)", REASON_RULES), ("warning", WARNING_RULES)):
+        for rule in rules:
+            limits = ", ".join(f"{name} {value:g}" for name, value in rule.limits.items())
+            lines.append(f"| `{rule.code}` | {kind} | {limits} | "
+                         f"{rule.message.format(**rule.limits)} | {rule.remedy} |")
+    return "\n".join(lines)
