@@ -287,6 +287,8 @@ def test_rig_help_lists_every_command():
     (["sweep"], "rig sweep takes one of: threads"),
     (["sweep", "nosuch"], "rig sweep takes one of: threads"),
     (["run", "--requests", "0"], "--requests must be a positive integer"),
+    (["run", "--duration", "10", "--warmup-s", "8", "--cooldown-s", "2"], "leaves no window"),
+    (["run", "--stages", "/dev/null"], "--stages must be an existing file"),
     (["run", "--nosuch"], "unrecognized arguments: --nosuch"),
     (["sweep", "threads", "vllm-cpu", "--users", "1,,4"], "--users must be positive integers"),
     (["sweep", "rates", "vllm-cpu", "--rates", "nan"], "--rates must be numbers above 0"),
