@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from loadtest.report.runset import CELL
+from loadtest.results.rules import CLIENT_CPU_LIMIT_PCT
 
 __all__ = [
     "SATURATED_CPU_PCT",
@@ -33,7 +34,7 @@ __all__ = [
     "markdown_table",
 ]
 
-SATURATED_CPU_PCT = 90.0
+SATURATED_CPU_PCT = CLIENT_CPU_LIMIT_PCT  # the client_cpu_high warning's own limit
 _UNSTABLE_SD_PCT = 10.0  # pyperf's rule: a stdev of 10% of the mean or more is unstable
 _SPREAD = {"output_tok_per_s": "tok_s", "completion_time_s": "time_s"}
 _MEAN = {"avg_output_tokens": "output_tokens", "ttft_p50_ms": "ttft_p50_ms",

@@ -31,11 +31,9 @@ import numpy as np
 
 from loadtest.results.record import RequestRecord
 
-__all__ = ["GOODPUT_COLUMNS", "METRICS", "Slo", "Target", "add_slo_option", "goodput", "parse_slo"]
+__all__ = ["METRICS", "Slo", "Target", "add_slo_option", "goodput", "parse_slo"]
 
 METRICS = ("ttft", "itl", "e2e", "tpot")
-GOODPUT_COLUMNS = ["slo", "slo_met_requests", "slo_met_pct", "goodput_req_per_s",
-                   "goodput_tok_per_s", "slo_percentiles"]
 _KEY = re.compile(r"^(ttft|itl|e2e|tpot)(?:_p(\d{1,2}(?:\.\d+)?))?_ms$")
 
 
@@ -133,7 +131,8 @@ def _run_values(records: Sequence[RequestRecord], metric: str) -> list[float]:
 
 def goodput(records: Sequence[RequestRecord], completion_time_s: float | None,
             slo: Slo | None) -> dict[str, Any]:
-    """The run's goodput columns (GOODPUT_COLUMNS); {} without --slo."""
+    """The run's goodput columns (slo, slo_*, goodput_*: loadtest/results/schema.py); {}
+    without --slo."""
     if slo is None:
         return {}
     per_request = [t for t in slo.targets if t.percentile is None]

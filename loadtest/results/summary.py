@@ -30,13 +30,7 @@ import numpy as np
 from loadtest.results.record import RequestRecord
 from loadtest.results.sessions import summarize_sessions
 
-__all__ = ["summarize", "percentile_columns"]
-
-_METRICS = ("ttft", "itl", "e2e", "tpot")
-
-
-def percentile_columns() -> list[str]:
-    return [f"{m}_{stat}_ms" for m in _METRICS for stat in ("mean", "p50", "p90", "p99")]
+__all__ = ["summarize"]
 
 
 def summarize(records: Sequence[RequestRecord]) -> dict[str, Any]:
