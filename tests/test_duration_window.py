@@ -178,3 +178,20 @@ def test_a_duration_run_sends_for_its_time_and_finishes_what_is_in_flight(engine
     slices = run["timeslices"]
     assert [s["start_s"] for s in slices[:6]] == [0, 1, 2, 3, 4, 5]
     assert sum(s["sent"] for s in slices) == len(sent)
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+def test_the_report_plots_the_timeslices_and_tables_the_stages(tmp_path: Path):
+    from loadtest.report.timeslices import plot_timeslices, stages_markdown
+
+    records = [record(i, i * 0.5, 0.05, [0.02] * 4) for i in range(40)]
+    timing = Timing(duration_s=20.0, warmup_s=4.0, cooldown_s=2.0, timeslice_s=2.0)
+    saved = {**timing.columns(), **timing.figures(records, ORIGIN)}
+    saved.update(saved.pop("columns"))
+    assert saved["window_start_s"] == 4.0 and saved["window_sent"] == 28
+    plot_timeslices("a run", saved, tmp_path / "slices.png")
+    assert (tmp_path / "slices.png").stat().st_size > 10_000
+    table = stages_markdown([{"stage": "ramp", "users": 32, "spawn_rate": 0.5, "rate": None,
+                              **window.interval_figures(*frames(records), 0.0, 10.0)}])
+    assert "| ramp | 32 users (+0.5/s) | 0-10 | 20 | 0 |" in table

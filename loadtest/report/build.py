@@ -41,6 +41,7 @@ from loadtest.results.checks import WARNINGS
 from loadtest.report.goodput import (DEFAULT_SLO_SHARE_PCT, equivalence_table, is_open_loop,
                                      open_loop_markdown, plot_goodput, rate_table)
 from loadtest.report.gpus import gpu_cells, gpus_markdown, per_gpu_rows, plot_gpus
+from loadtest.report.timeslices import timed_runs_section
 from loadtest.report.plots import (
     config_label,
     curves,
@@ -237,6 +238,7 @@ def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
         _runs_section(report, model, about)
     _open_loop_section(report, everything, open_loop, slo_share)
     _equivalence_section(report, everything, baseline)
+    timed_runs_section(report, everything)
     _warnings_section(report, everything)
     return report
 
