@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from loadtest.cli.locust import locust_command
 from loadtest.local_engine import LocalEngine
 from rig_helpers import REPO, free_port
 
@@ -21,10 +22,9 @@ def test_the_key_is_sent_and_its_absence_refused(tmp_path: Path):
                      log_path=tmp_path / "engine.log") as engine:
         def run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
             return subprocess.run(
-                [str(REPO / ".venv/bin/locust"), "-f", str(REPO / "loadtest/engines.py"),
-                 "--headless", "--only-summary", "--engine", "vllm-cpu", "--host", engine.url,
-                 "--users", "2", "--requests", "4", "--max-tokens", "8",
-                 "--out", str(tmp_path / "results")],
+                locust_command(host=engine.url, users=2, rig_options=[
+                    "--only-summary", "--engine", "vllm-cpu", "--requests", "4",
+                    "--max-tokens", "8", "--out", str(tmp_path / "results")]),
                 cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
         without = {k: v for k, v in os.environ.items() if k != "LLM_API_KEY"}
         refused = run(without)

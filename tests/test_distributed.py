@@ -7,30 +7,39 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import time
 from pathlib import Path
 
-from rig_helpers import REPO, free_port, running_pacer
+from loadtest.cli.locust import locust_command
+from rig_helpers import REPO, free_port, records_written, running_pacer, wait_for
 
 
-def _locust(*args: str, log: Path) -> subprocess.Popen:
-    cmd = [str(REPO / ".venv" / "bin" / "locust"), "-f", str(REPO / "loadtest" / "engines.py"),
-           *args]
+def _worker(port: int, log: Path) -> subprocess.Popen:
+    """A worker: the master sends it the users and the rig's options."""
+    cmd = locust_command(host="", users=1, headless=False,
+                         rig_options=["--worker", "--master-host", "127.0.0.1",
+                                      "--master-port", str(port)])
+    return _start(cmd, log)
+
+
+def _master(port: int, url: str, users: int, rig_options: list[str], log: Path) -> subprocess.Popen:
+    cmd = locust_command(host=url, users=users, rig_options=[
+        "--master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
+        "--master-bind-port", str(port), "--only-summary", "--engine", "vllm", "--model", "pacer",
+        "--ignore-eos", "--telemetry-interval", "0", *rig_options])
+    return _start(cmd, log)
+
+
+def _start(cmd: list[str], log: Path) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
 def test_a_master_and_two_workers_run_the_exact_workload_once(tmp_path: Path):
     port = free_port()
-    worker = ("--worker", "--master-host", "127.0.0.1", "--master-port", str(port))
     with running_pacer("--ttft-ms", "20", "--gap-ms", "5") as url:
-        first = _locust(*worker, log=tmp_path / "worker1.log")  # a worker may start first
-        master = _locust("--master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
-                         "--master-bind-port", str(port), "--headless", "--only-summary",
-                         "--engine", "vllm", "--host", url, "--model", "pacer", "--users", "6",
-                         "--requests", "40", "--max-tokens", "8", "--ignore-eos",
-                         "--telemetry-interval", "0", "--out", str(tmp_path / "out"),
-                         log=tmp_path / "master.log")
-        second = _locust(*worker, log=tmp_path / "worker2.log")
+        first = _worker(port, tmp_path / "worker1.log")  # a worker may start first
+        master = _master(port, url, 6, ["--requests", "40", "--max-tokens", "8",
+                                        "--out", str(tmp_path / "out")], tmp_path / "master.log")
+        second = _worker(port, tmp_path / "worker2.log")
         codes = [p.wait(120) for p in (master, first, second)]
     assert codes == [0, 0, 0], (tmp_path / "master.log").read_text()[-2000:]
     [requests] = (tmp_path / "out" / "runs").glob("*/requests.jsonl")
@@ -49,22 +58,13 @@ def test_a_worker_lost_mid_run_stops_the_run_instead_of_hanging(tmp_path: Path):
     """Its requests in flight can never be recorded: the master says so and exits 2, keeps the
     records it has (run.json "interrupted") and adds no row."""
     port = free_port()
-    worker = ("--worker", "--master-host", "127.0.0.1", "--master-port", str(port))
     with running_pacer("--ttft-ms", "20", "--gap-ms", "25") as url:
-        master = _locust("--master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
-                         "--master-bind-port", str(port), "--headless", "--only-summary",
-                         "--engine", "vllm", "--host", url, "--model", "pacer", "--users", "4",
-                         "--requests", "40", "--max-tokens", "40", "--ignore-eos",
-                         "--telemetry-interval", "0", "--out", str(tmp_path / "out"),
-                         log=tmp_path / "master.log")
-        doomed = _locust(*worker, log=tmp_path / "worker1.log")
-        survivor = _locust(*worker, log=tmp_path / "worker2.log")
+        master = _master(port, url, 4, ["--requests", "40", "--max-tokens", "40",
+                                        "--out", str(tmp_path / "out")], tmp_path / "master.log")
+        doomed = _worker(port, tmp_path / "worker1.log")
+        survivor = _worker(port, tmp_path / "worker2.log")
         run_json = tmp_path / "out" / "runs"
-        deadline = time.monotonic() + 60
-        while not list(run_json.glob("*/requests.jsonl")) or not (
-                next(run_json.glob("*/requests.jsonl")).read_text()):  # the run is under way
-            assert time.monotonic() < deadline, (tmp_path / "master.log").read_text()[-2000:]
-            time.sleep(0.2)
+        wait_for(lambda: records_written(tmp_path / "out"), "the run under way", timeout_s=60)
         doomed.kill()  # as a host that drops off the network would
         code = master.wait(60)
         survivor.wait(60)

@@ -7,6 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from loadtest.cli.locust import locust_command
 from rig_helpers import REPO, running_pacer
 
 _KEY = "sk-MARKERkey0123456789"  # the engine API key, from the environment
@@ -19,10 +20,10 @@ def test_planted_secrets_are_in_no_file_the_run_and_report_write(tmp_path: Path)
     env = {**os.environ, "LLM_API_KEY": _KEY, "HF_TOKEN": _HF}
     with running_pacer("--ttft-ms", "5", "--gap-ms", "5") as url:
         run = subprocess.run(
-            [str(REPO / ".venv/bin/locust"), "-f", str(REPO / "loadtest/engines.py"), "--headless",
-             "--only-summary", "--engine", "vllm", "--host", url, "--model", "pacer",
-             "--users", "2", "--requests", "8", "--max-tokens", "8", "--out", str(out),
-             f"--flags=--max-num-seqs 4 --api-key {_FLAG_KEY}"],
+            locust_command(host=url, users=2, rig_options=[
+                "--only-summary", "--engine", "vllm", "--model", "pacer", "--requests", "8",
+                "--max-tokens", "8", "--out", str(out),
+                f"--flags=--max-num-seqs 4 --api-key {_FLAG_KEY}"]),
             cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
     report = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "loadtest.report", str(out)],
                             cwd=REPO, capture_output=True, text=True, timeout=120, check=False)

@@ -6,21 +6,12 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from rig_helpers import REPO, free_port, running_pacer
-
-
-def _wait(condition, timeout_s: float = 30) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return False
+from loadtest.cli.locust import locust_command
+from rig_helpers import REPO, free_port, running_pacer, wait_for
 
 
 def _rows(out: Path) -> list[dict[str, str]]:
@@ -36,11 +27,11 @@ def test_each_start_in_the_web_ui_is_a_new_complete_run(tmp_path: Path):
     with running_pacer("--ttft-ms", "5", "--gap-ms", "5") as engine_url:
         port = free_port()
         ui = f"http://127.0.0.1:{port}"
-        locust = subprocess.Popen(
-            [str(REPO / ".venv/bin/locust"), "-f", str(REPO / "loadtest/engines.py"),
-             "--web-host", "127.0.0.1", "--web-port", str(port), "--engine", "vllm",
-             "--host", engine_url, "--model", "pacer", "--requests", "8", "--max-tokens", "8",
-             "--telemetry-interval", "0", "--out", str(out)],
+        locust = subprocess.Popen(  # the form below sets the users
+            locust_command(host=engine_url, users=2, headless=False, rig_options=[
+                "--web-host", "127.0.0.1", "--web-port", str(port), "--engine", "vllm",
+                "--model", "pacer", "--requests", "8", "--max-tokens", "8",
+                "--telemetry-interval", "0", "--out", str(out)]),
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             def up() -> bool:
@@ -54,14 +45,14 @@ def test_each_start_in_the_web_ui_is_a_new_complete_run(tmp_path: Path):
                 with urllib.request.urlopen(ui + "/stats/requests", timeout=5) as answer:
                     return json.loads(answer.read())["state"]
 
-            assert _wait(up), "the web UI did not come up"
+            wait_for(up, "the web UI up", timeout_s=30)
             form = urllib.parse.urlencode({"user_count": 2, "spawn_rate": 2,
                                            "host": engine_url}).encode()
             for start in (1, 2):
                 with urllib.request.urlopen(ui + "/swarm", data=form, timeout=10) as answer:
                     assert json.loads(answer.read())["success"]
-                assert _wait(lambda: len(_rows(out)) == start), f"Start {start} wrote no row"
-                assert _wait(lambda: state() == "stopped")
+                wait_for(lambda: len(_rows(out)) == start, f"Start {start}'s row", timeout_s=30)
+                wait_for(lambda: state() == "stopped", "the run stopped", timeout_s=30)
         finally:
             locust.terminate()
             log = locust.communicate(timeout=30)[0]

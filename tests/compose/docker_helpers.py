@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from loadtest.cli.locust import locust_command
+
 ROOT = Path(__file__).resolve().parents[2]
 
 __all__ = ["ROOT", "ensure_images", "ensure_tiny_model", "log_excerpt", "require_free_port", "run_locust",
@@ -94,10 +96,10 @@ def run_locust(port: int, out: Path, flags: list[str], timeout_s: float = 600,
     """The fixed Locust workload (16 requests, 8 users, 32 tokens) against 127.0.0.1:PORT; its runs.csv row."""
     if not (ROOT / "loadtest" / "engines.py").exists():
         pytest.skip("loadtest/engines.py (the Locust client) does not exist yet")
-    cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest/engines.py"), "--headless",
-           "--users", "8", "--engine", engine, "--host", f"http://127.0.0.1:{port}",
-           "--requests", "16", "--prompts", "mixed", "--max-tokens", "32", "--out", str(out),
-           "--flags", " ".join(flags)]
+    cmd = locust_command(host=f"http://127.0.0.1:{port}", users=8, python=sys.executable,
+                         rig_options=["--engine", engine, "--requests", "16", "--prompts", "mixed",
+                                      "--max-tokens", "32", "--out", str(out),
+                                      "--flags", " ".join(flags)])
     run = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=ROOT, timeout=timeout_s)
     assert run.returncode == 0, run.stderr[-3000:]
     with open(out / "runs.csv", newline="") as f:

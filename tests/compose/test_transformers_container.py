@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from docker_helpers import ROOT, compose, ensure_images, ensure_tiny_model, log_excerpt, require_free_port
 
+from loadtest.cli.locust import locust_command
 from servers import translate
 
 PORT = int(os.environ.get("TRANSFORMERS_TEST_PORT", "8190"))
@@ -59,10 +60,10 @@ def test_compose_runs_the_translated_command(container: Any) -> None:
 
 def test_locust_gets_exact_lengths_through_the_container(container: Any, tmp_path: Path) -> None:
     out = tmp_path / "results"
-    cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest/engines.py"), "--headless",
-           "--engine", "transformers", "--host", f"http://127.0.0.1:{PORT}", "--users", "8",
-           "--requests", "16", "--max-tokens", "32", "--ignore-eos", "--out", str(out),
-           "--flags", " ".join(translate("transformers", SETTINGS))]
+    cmd = locust_command(host=f"http://127.0.0.1:{PORT}", users=8, python=sys.executable,
+                         rig_options=["--engine", "transformers", "--requests", "16",
+                                      "--max-tokens", "32", "--ignore-eos", "--out", str(out),
+                                      "--flags", " ".join(translate("transformers", SETTINGS))])
     run = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     with open(out / "runs.csv", newline="") as f:
