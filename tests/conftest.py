@@ -27,9 +27,12 @@ from tiers import ENGINE_FIXTURES, EngineWatch  # noqa: E402
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """An engine fixture makes its test an engine test, whatever its markers say."""
+    """An engine fixture makes its test an engine test, whatever its markers say. A parameter
+    that only shares a fixture's name (`@pytest.mark.parametrize("engine", ...)`) does not."""
     for item in items:
-        if ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        callspec = getattr(item, "callspec", None)
+        parameters = set(callspec.params) if callspec else set()
+        if ENGINE_FIXTURES & (set(getattr(item, "fixturenames", ())) - parameters):
             item.add_marker(pytest.mark.engine)
 
 
