@@ -17,6 +17,7 @@ __all__ = ["METRICS", "Figure", "distribution", "linear", "lower_rank", "mean", 
 
 # (key, what the table calls it), in the table's order
 METRICS: tuple[tuple[str, str], ...] = (
+    ("completed", "completed requests"), ("failed", "failed requests"),
     ("ttft_mean_ms", "TTFT mean (ms)"), ("ttft_p50_ms", "TTFT p50 (ms)"),
     ("ttft_p99_ms", "TTFT p99 (ms)"),
     ("itl_mean_ms", "ITL mean (ms)"), ("itl_p50_ms", "ITL p50 (ms)"), ("itl_p99_ms", "ITL p99 (ms)"),

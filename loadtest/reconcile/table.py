@@ -73,17 +73,21 @@ def _plain(value: float | None) -> str:
     return "" if value is None else repr(float(value))
 
 
-def _shown(value: float | None) -> str:
+_COUNTS = ("completed", "failed", "output_tokens")
+
+
+def _shown(value: float | None, key: str = "") -> str:
     if value is None:
         return "-"
-    if float(value).is_integer() and abs(value) >= 100:
+    if key in _COUNTS and float(value).is_integer():
         return f"{int(value):,}"
     return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.2f}"
 
 
 def _text(rows: Sequence[Row], columns: list[str], sources: Mapping[str, str]) -> str:
     header = ["metric", "rig", *columns]
-    cells = [[r.label, _shown(r.rig), *(_shown(r.values[c]) for c in columns)] for r in rows]
+    cells = [[r.label, _shown(r.rig, r.key), *(_shown(r.values[c], r.key) for c in columns)]
+             for r in rows]
     widths = [max(len(line[i]) for line in [header, *cells]) for i in range(len(header))]
 
     def line(values: list[str]) -> str:

@@ -1,0 +1,234 @@
+"""rig reconcile (loadtest/reconcile/): each peer definition recomputed from small request records
+built here, whose every timestamp is known, so each figure is checked to the nanosecond; the
+table's causes; bad input in one line. Two engine tests run the peers themselves on llama.cpp."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loadtest.reconcile import DEFINITIONS, aiperf, guidellm, llmperf, mlperf, rig, vllm
+from loadtest.reconcile.figures import linear, lower_rank, nearest_rank
+from loadtest.reconcile.peers import PeerError, peer_program, read_peer_result
+from loadtest.reconcile.run import ReconcileError, read_run
+from loadtest.results.files import RecordWriter
+from loadtest.results.record import RequestRecord
+
+REPO = Path(__file__).resolve().parents[1]
+MS = 1_000_000  # ns
+
+
+def record(request_id: int, sent_ms: int, first_ms: int, gaps_ms: list[int], done_ms: int,
+           tokens: int, **extra) -> RequestRecord:
+    return RequestRecord(request_id=request_id, prompt_id="p", sent_at=0.0, sent_ns=sent_ms * MS,
+                         first_chunk_ns=first_ms * MS, chunk_gaps_ns=[g * MS for g in gaps_ms],
+                         done_ns=done_ms * MS, output_chunks=len(gaps_ms) + 1,
+                         output_tokens=tokens, output_tokens_source="usage", **extra)
+
+
+# Two requests: sent at 0 and 10 ms; first chunks at 100 and 50 ms; 4 and 2 chunks; the
+# streams end 5 ms after their last chunk ([DONE] and the close).
+RECORDS = [record(0, 0, 100, [10, 20, 30], 165, 4),
+           record(1, 10, 50, [40], 95, 2)]
+
+
+def write_run(folder: Path, records: list[RequestRecord], meta: dict | None = None) -> Path:
+    writer = RecordWriter(folder / "requests.jsonl", "r1")
+    for r in records:
+        writer.write(r)
+    writer.close()
+    (folder / "run.json").write_text(json.dumps(meta or {"api": "completions"}))
+    return folder
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    return write_run(tmp_path, RECORDS)
+
+
+def values(module, run_dir: Path) -> dict[str, float | None]:
+    return {k: f.value for k, f in module.figures(read_run(run_dir)).items()}
+
+
+def test_the_rig_column_is_the_rigs_own_summary(run_dir: Path):
+    got = values(rig, run_dir)
+    assert got["ttft_mean_ms"] == pytest.approx((100 + 40) / 2)
+    assert got["e2e_mean_ms"] == pytest.approx((165 + 85) / 2)  # to the stream's end
+    assert got["duration_s"] == pytest.approx(0.165)
+    assert got["output_tok_per_s"] == pytest.approx(6 / 0.165)
+    assert got["completed"] == 2 and got["failed"] == 0
+
+
+def test_vllm_ends_latency_at_the_last_token_chunk_and_pools_gaps(run_dir: Path):
+    got = values(vllm, run_dir)
+    assert got["e2e_mean_ms"] == pytest.approx((160 + 80) / 2)  # not 165 and 85
+    assert got["itl_mean_ms"] == pytest.approx((10 + 20 + 30 + 40) / 4)
+    # per request (latency - TTFT) / (tokens - 1): (160-100)/3 and (80-40)/1
+    assert got["tpot_mean_ms"] == pytest.approx((20 + 40) / 2)
+    assert got["output_tok_per_s"] == pytest.approx(6 / 0.165)
+
+
+def test_aiperf_itl_is_per_request_and_its_duration_ends_at_the_last_content(run_dir: Path):
+    got = values(aiperf, run_dir)
+    assert got["itl_mean_ms"] == pytest.approx(30)  # (20 + 40) / 2, not the pooled 25
+    assert got["duration_s"] == pytest.approx(0.160)  # sent 0 -> last chunk at 160
+    assert got["req_per_s"] == pytest.approx(2 / 0.160)
+
+
+def test_guidellm_tpot_includes_the_ttft_and_percentiles_take_the_nearest_rank(run_dir: Path):
+    got = values(guidellm, run_dir)
+    assert got["tpot_mean_ms"] == pytest.approx((160 / 4 + 80 / 2) / 2)
+    assert got["itl_mean_ms"] == pytest.approx((60 / 3 + 40 / 1) / 2)
+    assert got["ttft_p50_ms"] == 40  # nearest rank of (40, 100); numpy would give 70
+
+
+def test_llmperf_divides_the_whole_stream_by_the_lines_read(run_dir: Path, tmp_path: Path):
+    got = values(llmperf, run_dir)
+    assert got["itl_mean_ms"] == pytest.approx((160 / 4 + 80 / 2) / 2)
+    assert got["output_tokens"] == 6 + 2  # encode() adds a BOS to each answer
+    chat = write_run(tmp_path / "chat", RECORDS, {"api": "chat"})  # + the role announcement
+    assert values(llmperf, chat)["itl_mean_ms"] == pytest.approx((160 / 5 + 80 / 3) / 2)
+
+
+def test_mlperf_counts_from_the_schedule_and_takes_floor_ranks(tmp_path: Path):
+    late = [record(0, 0, 100, [10], 120, 2, scheduled_ns=-50 * MS),
+            record(1, 0, 60, [10], 80, 2)]
+    got = values(mlperf, write_run(tmp_path, late))
+    assert got["ttft_mean_ms"] == pytest.approx((150 + 60) / 2)  # from the scheduled time
+    assert got["ttft_p50_ms"] == 150  # sorted[floor(2 x 0.5)]
+    assert got["req_per_s"] == pytest.approx(1 / 0.120)  # (samples - 1) / span
+    assert "itl_mean_ms" not in got  # LoadGen has no ITL
+
+
+def test_percentile_methods_differ_as_the_peers_do():
+    data = list(range(1, 11))
+    assert linear(data, 99) == pytest.approx(9.91)
+    assert nearest_rank(data, 99) == 10 and nearest_rank(data, 50) == 5
+    assert lower_rank(data, 50) == 6 and lower_rank(data, 99) == 10
+
+
+def test_every_definition_cites_its_source():
+    for name, module in DEFINITIONS.items():
+        assert module.NAME == name
+        assert any(c.isdigit() for c in module.SOURCE), module.SOURCE  # a version or a commit
+        assert "Follows" in module.__doc__
+
+
+def rig_cmd(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "loadtest.cli.main", *args], capture_output=True,
+                          text=True, timeout=120, cwd=cwd)
+
+
+def test_the_table_names_the_cause_of_each_difference(run_dir: Path):
+    done = rig_cmd("reconcile", str(run_dir))
+    assert done.returncode == 0, done.stderr
+    e2e = next(line for line in done.stdout.splitlines() if line.startswith("E2E mean"))
+    assert e2e.split()[3:5] == ["125.0", "120.0"]  # rig, vllm
+    assert "vllm: ends at the last token chunk" in done.stdout
+    assert "mlcommons/inference 7ad9af18" in done.stdout
+
+
+def test_csv_and_json_carry_every_value(run_dir: Path):
+    rows = json.loads(rig_cmd("reconcile", str(run_dir), "--format", "json").stdout)["rows"]
+    e2e = next(r for r in rows if r["metric"] == "e2e_mean_ms")
+    assert e2e["rig"] == pytest.approx(125) and e2e["vllm"] == pytest.approx(120)
+    text = rig_cmd("reconcile", str(run_dir), "--peers", "aiperf", "--format", "csv").stdout
+    assert text.splitlines()[0] == "metric,rig,aiperf,cause"
+
+
+def test_a_peer_result_gets_its_own_column(run_dir: Path, tmp_path: Path):
+    result = tmp_path / "vllm.json"
+    result.write_text(json.dumps({
+        "completed": 2, "failed": 0, "total_output_tokens": 6, "duration": 0.2,
+        "output_throughput": 30.0, "request_throughput": 10.0,
+        **{f"{s}_{m}_ms": 1.0 for s in ("mean", "p50", "p99")
+           for m in ("ttft", "itl", "tpot", "e2el")}}))
+    done = rig_cmd("reconcile", str(run_dir), "--peers", "vllm", "--peer-result", f"vllm={result}")
+    assert done.returncode == 0, done.stderr
+    assert "vllm (own)" in done.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("setup, message", [
+    (lambda d: None, "has no per-request records (requests.jsonl)"),
+    (lambda d: (d / "requests.jsonl").write_text(""), "holds no request record"),
+    (lambda d: (d / "requests.jsonl").write_text('{"a": 1}\n'), "is not a requests.jsonl"),
+    (lambda d: write_run(d, [RequestRecord(0, "p", 0.0, 0).fail("connect", "refused")]),
+     "no request completed"),
+])
+def test_a_folder_without_usable_records_is_refused_in_one_line(tmp_path: Path, setup, message):
+    setup(tmp_path)
+    done = rig_cmd("reconcile", str(tmp_path))
+    assert done.returncode == 2 and not done.stdout
+    assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+
+
+def test_a_peer_not_installed_names_how_to_install_it(tmp_path: Path):
+    with pytest.raises(PeerError, match=r"install it with scripts/install_peers.sh aiperf"):
+        peer_program("aiperf", root=tmp_path)
+
+
+@pytest.mark.parametrize("peer, content, message", [
+    ("vllm", {"completed": 1}, "format changed, no field failed"),
+    ("vllm", {"completed": "x"}, "field completed is 'x', not a number"),
+    ("aiperf", {"time_to_first_token": {"unit": "s", "avg": 1}}, "time_to_first_token is in 's'"),
+    ("guidellm", {"benchmarks": []}, "no field benchmarks.0.metrics.request_totals"),
+])
+def test_a_changed_result_format_is_named_not_a_traceback(tmp_path: Path, peer, content, message):
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(PeerError, match=message):
+        read_peer_result(peer, path)
+    done = rig_cmd("reconcile", str(write_run(tmp_path, RECORDS)), "--peer-result",
+                   f"{peer}={path}")
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and \
+        done.stderr.count("\n") == 1, done.stderr
+
+
+def test_reconcile_reads_a_real_run_of_the_evidence():
+    runs = sorted((REPO / "evidence").glob("*/*/runs/*/requests.jsonl"))
+    if not runs:
+        pytest.skip("no run with per-request records under evidence/")
+    done = rig_cmd("reconcile", str(runs[0].parent))
+    assert done.returncode == 0, done.stderr
+    assert "output tok/s" in done.stdout
+
+
+# --- the peers themselves, on llama.cpp (tiny model) ----------------------------------------
+
+@pytest.fixture(scope="module")
+def llamacpp(tmp_path_factory: pytest.TempPathFactory):
+    from loadtest.local_engine import LocalEngine
+    from rig_helpers import free_port
+    if not (REPO / "build" / "llama.cpp" / "cpu" / "bin" / "llama-server").exists():
+        pytest.skip("llama-server not built (scripts/build_llamacpp.sh)")
+    log = tmp_path_factory.mktemp("llamacpp") / "engine.log"
+    with LocalEngine(port=free_port(), engine="llamacpp-cpu", log_path=log) as engine:
+        yield engine.url
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("peer", ["vllm", "aiperf"])
+def test_a_peer_runs_beside_the_rig_and_its_own_figures_are_read(llamacpp: str, peer: str,
+                                                                  tmp_path: Path):
+    try:
+        peer_program(peer)
+    except PeerError as exc:
+        pytest.skip(str(exc))
+    done = rig_cmd("peers", "run", "--peer", peer, "--engine", "llamacpp-cpu", "--host", llamacpp,
+                   "--users", "2", "--requests", "8", "--max-tokens", "16", "--format", "json",
+                   "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {r["metric"]: r for r in json.loads(done.stdout)["rows"]}
+    assert rows["completed"]["rig"] == 8
+    assert rows["ttft_mean_ms"][f"{peer} (own)"] > 0
+    assert rows["output_tok_per_s"][peer] == pytest.approx(rows["output_tok_per_s"]["rig"],
+                                                            rel=0.05)
+    run_dir = next((tmp_path / "rig" / "runs").iterdir())
+    again = rig_cmd("reconcile", str(run_dir), "--peer-result", f"{peer}={tmp_path / f'{peer}-1'}")
+    assert again.returncode == 0 and f"{peer} (own)" in again.stdout, again.stderr
+    shutil.rmtree(tmp_path / "rig", ignore_errors=True)
