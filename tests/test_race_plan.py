@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from rig_helpers import REPO
 
 from loadtest.race.args import RACE_OWNED, parse_args
+from loadtest.race.known import MIN_RUNS, ahead, repeat_plan, runs_to_resolve, standing, t95
 from loadtest.race.plan import (CATCH_UP_PASSES, DEFAULT_USERS, MAX_TRIES, Race,
                                 default_requests, earlier_counts, first_counts, raised_counts)
 from loadtest.race.run_options import RunOptionError, locustfile_options, split_words
@@ -293,7 +294,11 @@ _BAD_ARGS = st.one_of(
     st.lists(st.integers(1, 9).map(str), min_size=3, max_size=4),  # a third positional
     st.sampled_from([["--bogus"], ["--engines"], ["--no-pin", "--client-cpus", "0"],
                      ["--requests", "5"], ["--", "--host=http://x"], ["1,1"],
-                     ["--max-tokens"], ["--ignore-eos=1"], ["1", "--", "3"]]))
+                     ["--max-tokens"], ["--ignore-eos=1"], ["1", "--", "3"],
+                     ["--until-known", "--max-repeats", "0"], ["--max-repeats", "3"],
+                     ["--until-known", "--max-time", "0"], ["--max-time", "60"],
+                     ["--until-known", "--resolve-pct", "0"], ["--resolve-pct", "5"],
+                     ["--until-known", "--repeat", "2"]]))
 
 
 @settings(max_examples=100, deadline=None,
@@ -327,3 +332,124 @@ def test_help_exits_0_and_names_the_options():
     assert parser_help.returncode == 0
     assert parser_help.stdout.startswith("usage: python -m loadtest.race")
     assert all(option in parser_help.stdout for option in _OPTIONS + ["--no-pin", "Exit:"])
+
+
+# --- repeats until the answer is known (loadtest/race/known.py) -------------------------------
+
+_TOK_S = st.floats(min_value=1, max_value=5000, allow_nan=False)
+_SAMPLES = st.dictionaries(st.sampled_from(["vllm-cpu", "llamacpp-cpu", "transformers"]),
+                           st.lists(_TOK_S, min_size=1, max_size=6), min_size=1)
+
+
+@given(samples=_SAMPLES)
+def test_a_heat_is_known_only_when_the_leader_is_ahead_of_every_other_engine(samples):
+    heat = standing(samples)
+    others = [engine for engine in samples if engine != heat.leader]
+    assert heat.known == all(ahead(samples[heat.leader], samples[e]) for e in others)
+    assert heat.known == (heat.contenders == ())
+    if not heat.known:
+        assert heat.leader in heat.contenders
+        assert all(len(samples[e]) >= MIN_RUNS for e in others if e not in heat.contenders)
+
+
+@given(a=st.lists(_TOK_S, min_size=2, max_size=8), b=st.lists(_TOK_S, min_size=2, max_size=8))
+def test_ahead_is_the_welch_interval_and_never_both_ways(a, b):
+    assert not (ahead(a, b) and ahead(b, a))
+    if min(a) > max(b) and len(a) >= 3 and len(b) >= 3 and max(a) - min(a) < min(a) - max(b):
+        assert ahead(a, b)  # far apart, little spread
+
+
+def test_more_runs_resolve_what_two_could_not():
+    assert not ahead([1000, 1100], [1050, 900])  # means 1050 vs 975: too noisy at 2 runs
+    assert ahead([1000, 1100, 1090, 1060, 1080, 1070], [1050, 900, 950, 960, 940, 970])
+
+
+def _walk(means: dict[str, float], noise: float, max_repeats: int,
+          seed: int) -> dict[str, list[float]]:
+    """Repeat one heat as execute.py does: every engine once, then repeat_plan's legs."""
+    import random
+
+    draw = random.Random(seed)
+    runs = {engine: [mean + draw.uniform(-noise, noise)] for engine, mean in means.items()}
+    for _ in range(100):
+        plan = repeat_plan({8: runs}, list(means), max_repeats)
+        if not plan:
+            return runs
+        for engine, users in plan:
+            assert users == (8,)
+            runs[engine].append(means[engine] + draw.uniform(-noise, noise))
+    raise AssertionError("repeat_plan never ended")
+
+
+@given(means=st.dictionaries(st.sampled_from(["a", "b", "c"]), _TOK_S, min_size=2),
+       noise=st.floats(0, 200), max_repeats=st.integers(1, 8), seed=st.integers(0, 99))
+def test_repeats_end_known_or_at_the_cap_and_never_past_it(means, noise, max_repeats, seed):
+    runs = _walk(means, noise, max_repeats, seed)
+    heat = standing(runs)
+    assert all(len(r) <= max(max_repeats, 1) for r in runs.values())
+    if not heat.known:  # capped: some contender ran the heat max_repeats times
+        assert any(len(runs[engine]) >= max_repeats for engine in heat.contenders)
+
+
+@given(gap=st.floats(0.2, 1), seed=st.integers(0, 99))
+def test_a_leader_ahead_by_more_than_the_noise_is_known_after_two_runs_each(gap, seed):
+    noise = 10.0
+    runs = _walk({"a": 1000, "b": 1000 * (1 - gap) - 2 * noise}, noise, 5, seed)
+    assert standing(runs).known and {len(r) for r in runs.values()} == {MIN_RUNS}
+
+
+@given(spread=st.floats(0.1, 100), mean=st.floats(100, 5000), pct=st.floats(0.5, 50))
+def test_runs_to_resolve_make_the_t_interval_narrower_than_the_difference(spread, mean, pct):
+    n = runs_to_resolve(spread, mean, pct)
+    difference = mean * pct / 100
+    assert n is not None and n >= MIN_RUNS
+    assert t95(2 * n - 2) * spread * (2 / n) ** 0.5 < difference
+    if n > MIN_RUNS:  # and one fewer would not do
+        assert t95(2 * n - 4) * spread * (2 / (n - 1)) ** 0.5 >= difference
+
+
+def test_single_runs_have_no_spread_to_judge_by():
+    heat = standing({"a": [100.0], "b": [90.0]})
+    assert not heat.known and set(heat.contenders) == {"a", "b"}
+    assert runs_to_resolve(heat.spread, heat.runner_up_mean, 5) is None
+
+
+@pytest.mark.parametrize("llamacpp, vllm, said", [
+    # means 1035 vs 1015 in a spread of ~80: capped at 4 runs each
+    ([1000, 1100, 1020, 1020], [1040, 900, 1060, 1060], "NOT known (capped); about"),
+    # clearly apart: known after 2 runs each, 4 in all
+    ([1000, 1010], [900, 905], "known after 4 runs"),
+    # too noisy at 2 runs, known at 4
+    ([1000, 1100, 1090, 1060], [1050, 900, 950, 940], "known after 8 runs"),
+])
+def test_the_race_repeats_a_heat_until_known_and_says_how_many_runs_it_took(
+        llamacpp: list[int], vllm: list[int], said: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """execute.py's loop on made-up runs (tok/s of each engine's runs in turn)."""
+    from loadtest.race import execute
+    from loadtest.race.plan import Leg
+
+    tok_s = {"llamacpp-cpu": iter(llamacpp), "vllm-cpu": iter(vllm)}
+    rows: list[dict[str, str]] = []
+
+    def run_leg(race: Race, leg: Leg, args: object, first_row: int = 0) -> int:
+        for users in leg.users:
+            rows.append({"tag": "demo", "users": str(users), "engine": leg.engine,
+                         "requests": str(race.counts[users]), "failed": "0", "verdict": "ok",
+                         "output_tok_per_s": str(next(tok_s[leg.engine]))})
+            if not leg.repeat:
+                race.record(leg.engine, users, [])
+        return 0
+
+    monkeypatch.setattr(execute, "_rows", lambda out: rows)
+    monkeypatch.setattr(execute, "_run_leg", run_leg)
+    race = Race(["llamacpp-cpu", "vllm-cpu"], [8], {8: 96})
+    args = parse_args(["--out", str(tmp_path), "--engines", "llamacpp-cpu,vllm-cpu",
+                       "--until-known", "--max-repeats", "4", "8"])
+    for leg in race.legs():
+        run_leg(race, leg, args)
+    assert execute._until_known(race, args, 0, started=0) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("until known, 8 users: llamacpp-cpu leads vllm-cpu by "), line
+    runs = f"runs {len(llamacpp)}/{len(vllm)} of llamacpp-cpu, vllm-cpu"
+    assert said in line and runs in line, line

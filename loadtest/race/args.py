@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.types import (BadValue, cpu_list, port, positive_int, positive_int_list,
-                                writable_folder)
+from loadtest.cli.types import (BadValue, cpu_list, duration, percent, port, positive_int,
+                                positive_int_list, writable_folder)
 from loadtest.cpus import complete_layout
 from loadtest.race.plan import DEFAULT_USERS, MAX_TOKENS, PROMPTS
 from loadtest.race.run_options import RunOptionError, locustfile_options, split_words
@@ -50,6 +50,13 @@ remaining cores; --no-pin lets both use every core). An engine that fails to sta
 and the race goes on. Ends by printing the race table and the fastest engine at each user count,
 and writes DIR/report/ (report.md, report.html, race.png). A re-run adds repeats to the race.
 
+Repeats until the answer is known (--until-known): after the race, a heat whose leader is not
+known is run again by its contenders, one leg per engine, until the leader (highest mean tok/s)
+has 2 runs or more and a 95% t-interval on its lead over each other engine excludes 0, or an
+engine has --max-repeats runs of it (default 5), or --max-time has passed since the race began.
+Each heat's line says how many runs it took, or about how many more would resolve a difference of
+--resolve-pct (default: the difference observed) from the spread seen.
+
 Run options: any option of the locustfile (`locust -f loadtest/engines.py --help`, the
 llm-load-rig groups) is passed to every run, here or after --, so a race can be run on any
 workload: e.g. --workload synthetic --input-len 512, or --max-tokens 128. The race sets --host,
@@ -71,6 +78,10 @@ class RaceArgs:
     client_cpus: str
     run_options: tuple[str, ...]  # passed to every run after the race's own
     dry_run: bool = False
+    until_known: bool = False  # repeat unknown heats (loadtest/race/known.py)
+    max_repeats: int = 5  # runs of one heat by one engine at most, with until_known
+    max_time_s: float | None = None  # no repeat starts after this long since the race began
+    resolve_pct: float | None = None  # runs needed for this difference; None: the one observed
 
     @property
     def workload_columns(self) -> dict[str, str] | None:
@@ -95,11 +106,13 @@ def parser() -> RigParser:
                             "  rig race --engines vllm-cpu,llamacpp-cpu 8,32 --workload synthetic "
                             "--input-len 2048 --output-len 32 --ignore-eos\n"
                             "  rig race --dry-run                            # the plan; starts nothing\n"
+                            "  rig race --engines llamacpp-cpu,vllm-cpu 8 --until-known --max-repeats 4\n"
                             "exit: 0 every engine ran every request, 1 an engine did not run or "
                             "requests failed, 2 bad arguments, 130 interrupted",
                      usage=f"{prog} [--engines E[,E...]] [--out DIR] [--port P] "
                            "[--engine-cpus L]\n       [--client-cpus L] [--no-pin] [--dry-run] "
-                           "[USERS[,USERS...] [REQUESTS]]\n       [RUN OPTIONS] [-- RUN OPTIONS]")
+                           "[USERS[,USERS...] [REQUESTS]]\n       [--until-known [--max-repeats N] "
+                           "[--max-time S] [--resolve-pct X]]\n       [RUN OPTIONS] [-- RUN OPTIONS]")
     race.add_argument("--engines", default=",".join(DEFAULT_ENGINES),
                       help=f"local engines to race, in this order (default "
                            f"{','.join(DEFAULT_ENGINES)})")
@@ -115,6 +128,16 @@ def parser() -> RigParser:
                       help="pin nothing: engine and client share every core")
     race.add_argument("--dry-run", action="store_true",
                       help="check the arguments, print the plan, start nothing")
+    race.add_argument("--until-known", action="store_true",
+                      help="run a heat again until a 95%% t-interval on its leader's lead over "
+                           "each other engine excludes 0 (2 runs each at least), or a cap is reached")
+    race.add_argument("--max-repeats", type=positive_int, default=None, metavar="N",
+                      help="with --until-known: runs of one heat by one engine at most (default 5)")
+    race.add_argument("--max-time", type=duration, default=None, metavar="S",
+                      help="with --until-known: start no repeat after S seconds of race (600, 15m)")
+    race.add_argument("--resolve-pct", type=percent, default=None, metavar="X",
+                      help="with --until-known: say how many runs would resolve a difference of "
+                           "X%% (default: the difference observed)")
     return race
 
 
@@ -152,10 +175,19 @@ def parse_args(argv: Sequence[str]) -> RaceArgs:
                                                        args.client_cpus or "")
         except ValueError as exc:
             race.error(str(exc))
+    capped = [name for name, value in (("--max-repeats", args.max_repeats),
+                                       ("--max-time", args.max_time),
+                                       ("--resolve-pct", args.resolve_pct)) if value is not None]
+    if capped and not args.until_known:
+        race.error(f"{capped[0]} goes with --until-known: add it")
+    if "--repeat" in {o.partition("=")[0] for o in run_options} and args.until_known:
+        race.error("--repeat is set by --until-known itself; the run options may not change it")
     return RaceArgs(engines=local_engines(race, args.engines), users=tuple(users),
                     requests=requests, out=args.out, port=args.port, engine_cpus=engine_cpus,
                     client_cpus=client_cpus, run_options=tuple(run_options),
-                    dry_run=args.dry_run)
+                    dry_run=args.dry_run, until_known=args.until_known,
+                    max_repeats=args.max_repeats or 5, max_time_s=args.max_time,
+                    resolve_pct=args.resolve_pct)
 
 
 def _checked(parser: RigParser, name: str, kind: Callable[[str], T], text: str) -> T:

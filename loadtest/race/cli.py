@@ -24,7 +24,10 @@ def _dry_run(args: RaceArgs, earlier: dict[int, int]) -> str:
             f"layout: engine on cores {args.engine_cpus or 'any'}, client on cores "
             f"{args.client_cpus or 'any'}\n"
             f"heats (users x requests): {heats}\n"
-            f"run options: {' '.join(args.run_options) or '(none)'}")
+            f"run options: {' '.join(args.run_options) or '(none)'}"
+            + (f"\nuntil known: at most {args.max_repeats} runs of a heat per engine"
+               + (f", no repeat after {args.max_time_s:g} s" if args.max_time_s else "")
+               if args.until_known else ""))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,7 +3,9 @@ at each user count the plan gives, and stops it; then the race table (loadtest/r
 
 What to run and when is loadtest/race/plan.py's; this module only does it, and says what
 happened: an engine that does not start or cannot run is recorded and the race goes on, a run
-with failed requests is counted in its row and ends the race with exit 1.
+with failed requests is counted in its row and ends the race with exit 1. With --until-known, heats whose leader is not known are run again by their
+contenders (loadtest/race/known.py decides who), one leg per engine per pass, until known or
+capped; each heat's line then says how many runs it took.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -19,6 +22,7 @@ from types import FrameType
 from loadtest.cli.locust import locust_command
 from loadtest.local_engine import EngineStartError, LocalEngine
 from loadtest.race.args import RaceArgs
+from loadtest.race.known import repeat_plan, runs_to_resolve, standing
 from loadtest.race.plan import MAX_TOKENS, PROMPTS, Leg, Race, earlier_counts, first_counts
 from loadtest.results.files import read_runs
 
@@ -59,6 +63,7 @@ def run_race(args: RaceArgs, earlier: dict[int, int]) -> int:
 
 
 def _race(args: RaceArgs, earlier: dict[int, int]) -> int:
+    started = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"layout: engine on cores {args.engine_cpus or 'any'}, client on cores "
           f"{args.client_cpus or 'any'}", file=sys.stderr)
@@ -70,12 +75,85 @@ def _race(args: RaceArgs, earlier: dict[int, int]) -> int:
         if leg.catch_up:
             print(f"** {leg.engine} ran {_users(leg.users)} with fewer requests than a later "
                   "engine needed: it runs them again with the heats' counts", file=sys.stderr)
-        status = max(status, _run_leg(race, leg, args))
+        status = max(status, _run_leg(race, leg, args, first_row))
+    if args.until_known:
+        status = max(status, _until_known(race, args, first_row, started))
     report = _report(args.out, race, _rows(args.out)[first_row:])
     return report or status
 
 
-def _run_leg(race: Race, leg: Leg, args: RaceArgs) -> int:
+def _until_known(race: Race, args: RaceArgs, first_row: int, started: float) -> int:
+    """Passes of repeat legs until every heat is known, no contender is under --max-repeats,
+    --max-time has passed, or a pass adds no ranked run; then each heat's line."""
+    status, seen = 0, -1
+    while True:
+        heats = heat_samples(race, _rows(args.out)[first_row:])
+        ranked = sum(len(runs) for heat in heats.values() for runs in heat.values())
+        in_race = [engine for engine in race.engines if engine not in race.out]
+        plan = repeat_plan(heats, in_race, args.max_repeats)
+        if not plan or ranked == seen:
+            break
+        seen = ranked
+        for engine, users in plan:
+            if args.max_time_s is not None and time.monotonic() - started > args.max_time_s:
+                print(f"** --max-time {args.max_time_s:g} s reached: no more repeats",
+                      file=sys.stderr)
+                plan = []
+                break
+            print(f"** {engine} runs {_users(users)} again: not known yet", file=sys.stderr)
+            status = max(status, _run_leg(race, Leg(engine, users, repeat=True), args, first_row))
+        if not plan:
+            break
+    for line in known_lines(heat_samples(race, _rows(args.out)[first_row:]), args):
+        print(line)
+    return status
+
+
+def heat_samples(race: Race, rows: Sequence[dict[str, str]]) -> dict[int, dict[str, list[float]]]:
+    """{users: {engine: output tok/s of each ranked run}} of this race's heats: runs tagged demo
+    at the heat's final count, every request answered, not invalid (as the race table ranks)."""
+    heats: dict[int, dict[str, list[float]]] = {users: {} for users in race.users}
+    for row in rows:
+        users = int(row["users"]) if row.get("users", "").isdigit() else 0
+        if (row.get("tag") != TAG or users not in heats or row.get("engine") not in race.engines
+                or row.get("requests") != str(race.counts[users])
+                or (row.get("failed") or "0") != "0"
+                or row.get("verdict", "").strip().lower() == "invalid"):
+            continue
+        heats[users].setdefault(row["engine"], []).append(float(row["output_tok_per_s"]))
+    return heats
+
+
+def known_lines(heats: dict[int, dict[str, list[float]]], args: RaceArgs) -> list[str]:
+    """One line per heat: the leader, whether known, the runs it took or how many more would
+    resolve --resolve-pct (default: the difference observed)."""
+    lines = []
+    for users, samples in sorted(heats.items()):
+        if not samples:
+            continue
+        heat = standing(samples)
+        runs = "/".join(f"{heat.runs[e]}" for e in heat.runs)
+        head = f"until known, {_users([users])}: {heat.leader} leads"
+        if heat.runner_up is None:
+            lines.append(f"{head} alone ({runs} runs)")
+            continue
+        ahead = (f"{head} {heat.runner_up} by {heat.ahead_pct:.1f}% "
+                 f"({heat.leader_mean:.0f} vs {heat.runner_up_mean:.0f} tok/s; runs {runs} of "
+                 f"{', '.join(heat.runs)})")
+        if heat.known:
+            lines.append(f"{ahead}: known after {sum(heat.runs.values())} runs "
+                         f"(the 95% t-interval on its lead excludes 0)")
+            continue
+        target = args.resolve_pct or heat.ahead_pct
+        need = runs_to_resolve(heat.spread, heat.runner_up_mean, target)
+        more = (f"about {max(1, need - min(heat.runs[heat.leader], heat.runs[heat.runner_up]))}"
+                f" more runs each would resolve a {target:.1f}% difference "
+                f"(spread {heat.spread:.0f} tok/s)" if need else "no spread to judge by yet")
+        lines.append(f"{ahead}: NOT known (capped); {more}")
+    return lines
+
+
+def _run_leg(race: Race, leg: Leg, args: RaceArgs, first_row: int = 0) -> int:
     """Start leg.engine, warm it up, run the plan's runs, stop it; 1 when it did not run or
     requests failed, else 0."""
     print(f"== {leg.engine}", file=sys.stderr)
@@ -90,22 +168,27 @@ def _run_leg(race: Race, leg: Leg, args: RaceArgs) -> int:
     print(f"{leg.engine} healthy at {engine.url} (pid {engine.process.pid}, log "
           f"{engine.log_path})", file=sys.stderr)
     try:
-        return _runs(race, leg, args)
+        return _runs(race, leg, args, first_row)
     finally:
         engine.stop()
 
 
-def _runs(race: Race, leg: Leg, args: RaceArgs) -> int:
+def _runs(race: Race, leg: Leg, args: RaceArgs, first_row: int = 0) -> int:
     warmup_log = args.out / f"warmup-{leg.engine}.log"
     if _locust(args, leg.engine, warmup_log=warmup_log, warmup=True, **WARMUP) == 2:
         why = next((line for line in _lines(warmup_log) if line.startswith("error:")),
                    f"see {warmup_log}")
         return _did_not_run(race, leg.engine, f"the warm-up could not run ({why})")
     status = 0
-    for users in race.runs(leg):
-        before = len(_rows(args.out))
+    for users in leg.users if leg.repeat else race.runs(leg):
+        rows = _rows(args.out)
+        before = len(rows)
         requests = race.counts[users]
-        code = _locust(args, leg.engine, users=users, requests=requests)
+        repeat = []
+        if leg.repeat:  # labelled after the engine's runs of this heat in this race
+            done = heat_samples(race, rows[first_row:])[users].get(leg.engine, [])
+            repeat = ["--repeat", str(len(done) + 1)]
+        code = _locust(args, leg.engine, users=users, requests=requests, extra=repeat)
         if code == 1:
             print(f"** {leg.engine}: some requests failed at {_users([users])} (counted in its "
                   "row)", file=sys.stderr)
@@ -113,6 +196,8 @@ def _runs(race: Race, leg: Leg, args: RaceArgs) -> int:
         elif code != 0:
             return _did_not_run(race, leg.engine,
                                 f"its run at {_users([users])} could not run (exit {code})")
+        if leg.repeat:  # never raises a count: the heat's runs must stay alike
+            continue
         raised = race.record(leg.engine, users, _rows(args.out)[before:])
         if raised:
             print(f"** {leg.engine}'s run at {_users([users])} lasted under 5 s: that heat now "
@@ -122,14 +207,14 @@ def _runs(race: Race, leg: Leg, args: RaceArgs) -> int:
 
 
 def _locust(args: RaceArgs, engine: str, *, users: int, requests: int, warmup: bool = False,
-            warmup_log: Path | None = None) -> int:
+            warmup_log: Path | None = None, extra: Sequence[str] = ()) -> int:
     """One run of the locustfile against the engine on args.port; its exit code. A warm-up's
     output goes to its log, a run's to this process's stdout and stderr."""
     options = ["--only-summary", "--engine", engine, *WORKLOAD, "--out", str(args.out)]
     if args.engine_cpus:
         options.append(f"--flags=--cpus {args.engine_cpus}")
     options += [*args.run_options, "--requests", str(requests)]
-    options += ["--warmup"] if warmup else ["--tag", TAG]
+    options += ["--warmup"] if warmup else ["--tag", TAG, *extra]
     command = locust_command(host=f"http://127.0.0.1:{args.port}", users=users,
                              rig_options=options, cpus=args.client_cpus or None)
     print(f"+ {shlex.join(command)}", file=sys.stderr)

@@ -102,10 +102,12 @@ def earlier_counts(rows: Sequence[Mapping[str, str]], prompts: str,
 @dataclass(frozen=True)
 class Leg:
     """One start of one engine: a warm-up, then a run at each of ``users`` (rising), then stop.
-    ``catch_up``: it runs heats whose count a later engine raised after this one ran them."""
+    ``catch_up``: it runs heats whose count a later engine raised after this one ran them;
+    ``repeat``: it runs heats again whose leader is not known yet (loadtest/race/known.py)."""
     engine: str
     users: tuple[int, ...]
     catch_up: bool = False
+    repeat: bool = False
 
 
 class Race:
