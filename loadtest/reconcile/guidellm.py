@@ -45,7 +45,7 @@ def figures(run: Run) -> dict[str, Figure]:
     tokens = sum(r.output_tokens or 0 for r in done)
     duration_s = (run.end_ns - run.start_ns) / 1e9
     out["output_tokens"] = Figure(tokens, "usage, else text lines counted")
-    out["duration_s"] = Figure(duration_s, "first request start -> last request end (as the rig)")
-    out["output_tok_per_s"] = Figure(tokens / duration_s, "tokens / window (as the rig)")
-    out["req_per_s"] = Figure(len(done) / duration_s, "completed / window (as the rig)")
+    out["duration_s"] = Figure(duration_s, "first request start -> last request end (the rig's definition: a difference is the client's or the run's own)")
+    out["output_tok_per_s"] = Figure(tokens / duration_s, "tokens / window (the rig's definition: a difference is the client's or the run's own)")
+    out["req_per_s"] = Figure(len(done) / duration_s, "completed / window (the rig's definition: a difference is the client's or the run's own)")
     return out

@@ -44,7 +44,7 @@ def figures(run: Run) -> dict[str, Figure]:
     tokens = sum((r.output_tokens or 0) + 1 for r in done)
     duration_s = (run.end_ns - run.start_ns) / 1e9
     out["output_tokens"] = Figure(tokens, _TOKENS_HOW)
-    out["duration_s"] = Figure(duration_s, "threads started -> all joined (as the rig)")
+    out["duration_s"] = Figure(duration_s, "threads started -> all joined (the rig's definition: a difference is the client's or the run's own)")
     out["output_tok_per_s"] = Figure(tokens / duration_s, _TOKENS_HOW)
     out["req_per_s"] = Figure(len(done) / duration_s, "reports per minute: shown per second")
     return out

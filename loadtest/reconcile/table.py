@@ -38,7 +38,8 @@ def build_rows(rig: Mapping[str, Figure], peers: Mapping[str, Mapping[str, Figur
         for name, figures in peers.items():
             figure = figures.get(key)
             row.values[name] = figure.value if figure else None
-            if figure and figure.how and _differs(base, figure.value):
+            own = (reported or {}).get(f"{name} (own)", {}).get(key)
+            if figure and figure.how and (_differs(base, figure.value) or _differs(base, own)):
                 causes.append(f"{name}: {figure.how}")
         for column, figures in (reported or {}).items():
             row.values[column] = figures.get(key)

