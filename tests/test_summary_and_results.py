@@ -11,6 +11,7 @@ import pytest
 from loadtest.results.checks import check_run
 from loadtest.results.record import RequestRecord
 from loadtest.results.files import RecordWriter, append_run_row, read_records, write_json
+from loadtest.results.schema import COLUMN_NAMES
 from loadtest.results.summary import summarize
 
 MS = 1_000_000
@@ -80,6 +81,18 @@ def test_runs_csv_gains_new_columns_without_losing_old_rows(tmp_path: Path):
     assert rows[0]["output_tok_per_s"] == "123.457" and rows[0]["gpu_energy_j"] == ""
     assert rows[1]["gpu_energy_j"] == "5.5"
     assert not list(tmp_path.glob(".runs.csv.*"))  # no temp files left behind
+
+
+def test_runs_csv_columns_come_in_the_schemas_order_an_older_rigs_own_last(tmp_path: Path):
+    """An older rig's column the schema no longer names (telemetry_interval_s) is kept, at the
+    end; every other column in the schema's order, whatever order the row was built in."""
+    path = tmp_path / "runs.csv"
+    path.write_text("telemetry_interval_s,users,run_id\n2,4,old\n")
+    append_run_row(path, {"warnings": "", "run_id": "new", "engine": "vllm", "users": 8})
+    with path.open(newline="") as file:
+        header = next(csv.reader(file))
+    assert header == [*[c for c in COLUMN_NAMES if c in header], "telemetry_interval_s"]
+    assert header.index("run_id") < header.index("engine") < header.index("warnings")
 
 
 def test_a_torn_last_request_line_is_skipped(tmp_path: Path):
