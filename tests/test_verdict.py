@@ -88,3 +88,17 @@ def test_a_kept_alive_connection_closed_before_any_answer_is_reopened_once(tmp_p
     records = [json.loads(line) for line in requests.read_text().splitlines()]
     assert sum(r["reconnects"] for r in records) == tgi.dropped
     assert "warning: reconnects:" in result.stderr
+
+
+def test_results_never_import_calibration():
+    """Calibration builds on results (it reads runs' rows), never the other way round: the
+    measure both use, events_per_s, lives in loadtest/results/events.py."""
+    import ast
+
+    folder = Path(__file__).resolve().parents[1] / "loadtest" / "results"
+    for module in folder.glob("*.py"):
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        names = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names]
+        names += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+        assert not [n for n in names if n.startswith("loadtest.calibration")], module.name
