@@ -17,7 +17,7 @@ guidellm/benchmark/schemas/accumulator.py (the run's window).
 
 from __future__ import annotations
 
-from loadtest.reconcile.figures import Figure, distribution, nearest_rank
+from loadtest.reconcile.figures import SAME_AS_RIG, Figure, distribution, nearest_rank
 from loadtest.reconcile.run import Run, last_output_ns
 
 __all__ = ["NAME", "SOURCE", "figures"]
@@ -45,7 +45,7 @@ def figures(run: Run) -> dict[str, Figure]:
     tokens = sum(r.output_tokens or 0 for r in done)
     duration_s = (run.end_ns - run.start_ns) / 1e9
     out["output_tokens"] = Figure(tokens, "usage, else text lines counted")
-    out["duration_s"] = Figure(duration_s, "first request start -> last request end (the rig's definition: a difference is the client's or the run's own)")
-    out["output_tok_per_s"] = Figure(tokens / duration_s, "tokens / window (the rig's definition: a difference is the client's or the run's own)")
-    out["req_per_s"] = Figure(len(done) / duration_s, "completed / window (the rig's definition: a difference is the client's or the run's own)")
+    out["duration_s"] = Figure(duration_s, f"first request start -> last request end {SAME_AS_RIG}")
+    out["output_tok_per_s"] = Figure(tokens / duration_s, f"tokens / window {SAME_AS_RIG}")
+    out["req_per_s"] = Figure(len(done) / duration_s, f"completed / window {SAME_AS_RIG}")
     return out

@@ -18,13 +18,14 @@ src/llmperf/ray_clients/openai_chat_completions_client.py (@0451d33, its newest 
 
 from __future__ import annotations
 
-from loadtest.reconcile.figures import Figure, distribution
+from loadtest.reconcile.figures import SAME_AS_RIG, Figure, distribution
 from loadtest.reconcile.run import Run, last_output_ns
 
 __all__ = ["NAME", "SOURCE", "figures"]
 
 NAME = "llmperf"
-SOURCE = "ray-project/llmperf f1d6bed: token_benchmark_ray.py, ray_clients/openai_chat_completions_client.py"
+SOURCE = ("ray-project/llmperf f1d6bed: token_benchmark_ray.py, "
+          "ray_clients/openai_chat_completions_client.py")
 
 _TOKENS_HOW = ("re-tokenizes the text with a Llama tokenizer and encode() adds BOS: the rig "
                "keeps no text, so usage + 1 per request stands in")
@@ -44,7 +45,7 @@ def figures(run: Run) -> dict[str, Figure]:
     tokens = sum((r.output_tokens or 0) + 1 for r in done)
     duration_s = (run.end_ns - run.start_ns) / 1e9
     out["output_tokens"] = Figure(tokens, _TOKENS_HOW)
-    out["duration_s"] = Figure(duration_s, "threads started -> all joined (the rig's definition: a difference is the client's or the run's own)")
+    out["duration_s"] = Figure(duration_s, f"threads started -> all joined {SAME_AS_RIG}")
     out["output_tok_per_s"] = Figure(tokens / duration_s, _TOKENS_HOW)
     out["req_per_s"] = Figure(len(done) / duration_s, "reports per minute: shown per second")
     return out

@@ -44,7 +44,7 @@ def figures(run: Run) -> dict[str, Figure]:
     tokens = sum(r.output_tokens or 0 for r in done)
     span_s = (max(r.done_ns for r in done) - run.start_ns) / 1e9
     out["output_tokens"] = Figure(tokens, "the SUT's token count (usage here)")
-    out["duration_s"] = Figure(span_s, "test start -> last *completed* sample (failed ones left out)")
+    out["duration_s"] = Figure(span_s, "test start -> the last *completed* sample (failures out)")
     out["output_tok_per_s"] = Figure(tokens / span_s, "tokens / (start -> last sample done)")
     out["req_per_s"] = Figure((len(done) - 1) / span_s,
                               "(samples - 1) / span: the last sample's start is the open end")

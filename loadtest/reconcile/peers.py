@@ -197,7 +197,8 @@ def _guidellm(path: Path) -> dict[str, float]:
            + _field("guidellm", path, data, *totals, "incomplete")}
     for ours, theirs in (("ttft", "time_to_first_token_ms"), ("itl", "inter_token_latency_ms"),
                          ("tpot", "time_per_output_token_ms")):
-        out[f"{ours}_mean_ms"] = _field("guidellm", path, data, *metrics, theirs, "successful", "mean")
+        out[f"{ours}_mean_ms"] = _field("guidellm", path, data, *metrics, theirs, "successful",
+                                        "mean")
         out[f"{ours}_p50_ms"] = _field("guidellm", path, data, *metrics, theirs, "successful",
                                        "percentiles", "p50")
         out[f"{ours}_p99_ms"] = _field("guidellm", path, data, *metrics, theirs, "successful",

@@ -52,7 +52,8 @@ def parser() -> RigParser:
                   description=__doc__.split("\n\n")[0],
                   epilog="examples:\n"
                   "  rig peers run --peer vllm --engine vllm-cpu --users 8 --repeats 3\n"
-                  "  rig peers run --peer aiperf --engine llamacpp-cpu --host http://127.0.0.1:8082\n"
+                  "  rig peers run --peer aiperf --engine llamacpp-cpu "
+                  "--host http://127.0.0.1:8082\n"
                   "peers install: scripts/install_peers.sh; docs/reconcile.md")
     p.add_argument("--peer", type=one_of(RUNNABLE, "peer"), default="vllm",
                    help=f"the peer tool to run: {', '.join(RUNNABLE)} (default vllm)")

@@ -65,7 +65,8 @@ def render(rows: Sequence[Row], form: str, sources: Mapping[str, str]) -> str:
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(["metric", "rig", *columns, "cause"])
         for r in rows:
-            writer.writerow([r.key, _plain(r.rig), *(_plain(r.values[c]) for c in columns), r.cause])
+            writer.writerow([r.key, _plain(r.rig), *(_plain(r.values[c]) for c in columns),
+                             r.cause])
         return buffer.getvalue()
     return _text(rows, columns, sources)
 

