@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loadtest.client.arrivals import OpenLoop, send_offsets_ns
 from loadtest.client.options import ConfigError
 from loadtest.client.timing import DEFAULT_TIMESLICE_S, Timing, timing_from_options
 from loadtest.local_engine import LocalEngine
@@ -123,6 +124,16 @@ def test_a_duration_and_its_window():
     assert timing.columns()["duration_s"] == 180
 
 
+def test_a_timed_open_loop_run_follows_its_rate_until_the_duration():
+    timing = timing_from_options(options(duration="10", rate="5"))
+    assert timing.schedule_ns(OpenLoop(5.0, "constant", 0)) == [i * 200_000_000 for i in range(50)]
+    poisson = timing.schedule_ns(OpenLoop(50.0, "poisson", 3))
+    assert poisson == send_offsets_ns(len(poisson), 50.0, "poisson", 3) and max(poisson) < 10e9
+    assert 400 < len(poisson) < 600
+    assert timing.columns(poisson)["schedule_s"] == poisson[-1] / 1e9
+    assert timing.schedule_ns(None) is None and Timing().schedule_ns(OpenLoop(5.0, "poisson", 0)) is None
+
+
 @pytest.mark.parametrize("given, message", [
     ({"duration": "10", "warmup_s": 6.0, "cooldown_s": 4.0}, "leaves no window"),
     ({"warmup_s": 5.0}, "give --duration or --stages"),
@@ -131,7 +142,6 @@ def test_a_duration_and_its_window():
     ({"duration": "-5"}, "--duration must be a duration above 0"),
     ({"warmup_s": "-1", "duration": "10"}, "--warmup-s must be at least 0"),
     ({"timeslice_s": "0"}, "--timeslice-s must be above 0"),
-    ({"duration": "10", "rate": "2"}, "--duration with --rate"),
     ({"duration": "10", "workload": "conversation"}, "conversation"),
     ({"duration": "10", "processes": 4}, "drop --processes"),
 ])

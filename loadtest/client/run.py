@@ -99,12 +99,13 @@ class Run:
         self.cpu = CpuSampler()
         self.loop_lag = LoopLag()
         open_loop = self.options.open_loop
+        self.timed_schedule_ns = self.timing.schedule_ns(open_loop)  # timed open loop, rate stages
         self.dispatcher = Dispatcher(
             environment, self.workload, self._on_record, self.finish,
             worker_report=self._client_report,
             # a trace's timestamps are its schedule (--rate is refused beside a trace)
-            schedule_ns=self.workload.schedule_ns or (open_loop.offsets_ns(config.requests)
-                                                      if open_loop else self.timing.schedule_ns()),
+            schedule_ns=self.workload.schedule_ns or self.timed_schedule_ns or (
+                open_loop.offsets_ns(config.requests) if open_loop else None),
             schedule_sha=open_loop.digest(config.requests) if open_loop else "",
             units=self._sessions(), duration_s=self.timing.duration_s,
             shaped=bool(self.timing.stages))
@@ -191,7 +192,7 @@ class Run:
             "http_read_timeout_s": c.read_timeout_s, "run_dir": str(self.run_dir),
             "prefix_cache_reset": self.prefix_cache_reset,
             "client_pinned_by": getattr(self.environment.parsed_options, "client_pinned_by", ""),
-            **self._run_options_metadata(), **self.timing.columns(),
+            **self._run_options_metadata(), **self.timing.columns(self.timed_schedule_ns),
             **bounds_columns(self.bounds, c.max_tokens),
             **collect_model_metadata(self.model_dir),
             **collect_rig_metadata(), **collect_client_metadata(processes),

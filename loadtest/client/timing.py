@@ -5,7 +5,8 @@
 
 With --duration S the users send for S seconds from the moment dispatch opens, cycling through
 the workload's requests (--requests is then the size of that cycle), and the run ends when the
-requests still in flight at S have finished: they are recorded, not cut. The row keeps the whole
+requests still in flight at S have finished: they are recorded, not cut. With --rate too, the
+schedule (--arrival, --arrival-seed) runs until S instead of for --requests sends. The row keeps the whole
 run's figures in its usual columns and the window's, [warm-up, S - cool-down), in window_*
 columns (loadtest/results/window.py). --stages runs the stages of a file instead, for their
 total duration. Without either, the run is the fixed workload (--requests) as before.
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.cli.types import duration, existing_file, non_negative_number, positive_number
+from loadtest.client.arrivals import OpenLoop, send_offsets_ns
 from loadtest.client.options import ConfigError
 from loadtest.client.stages import Stage, StageError, load_stages, stage_bounds, stage_offsets_ns
 from loadtest.results.record import RequestRecord
@@ -44,15 +46,28 @@ class Timing:
     def timed(self) -> bool:
         return self.duration_s is not None
 
-    def schedule_ns(self) -> list[int] | None:
-        """Open-loop stages: every send's offset from the origin; None otherwise."""
-        if not self.stages or self.stages[0].rate is None:
+    def schedule_ns(self, open_loop: OpenLoop | None = None) -> list[int] | None:
+        """A time-bounded open-loop run's sends, as offsets from the origin: rate stages', or
+        --rate's schedule (its arrival and seed) up to --duration; None otherwise."""
+        if self.stages and self.stages[0].rate is not None:
+            return stage_offsets_ns(list(self.stages))
+        if open_loop is None or self.duration_s is None:
             return None
-        return stage_offsets_ns(list(self.stages))
+        end_ns = self.duration_s * 1e9
+        count = int(open_loop.rate * self.duration_s * 1.5) + 16
+        while True:  # the same draws as a fixed schedule's, cut at the duration
+            offsets = send_offsets_ns(count, open_loop.rate, open_loop.arrival, open_loop.seed,
+                                      open_loop.burstiness)
+            if offsets[-1] >= end_ns:
+                return [o for o in offsets if o < end_ns]
+            count *= 2
 
-    def columns(self) -> dict[str, Any]:
-        """The run's timing settings, for run.json and runs.csv."""
+    def columns(self, schedule_ns: list[int] | None = None) -> dict[str, Any]:
+        """The run's timing settings, for run.json and runs.csv (a timed open-loop run's
+        schedule_s: its own last send)."""
         columns: dict[str, Any] = {"timeslice_s": self.timeslice_s}
+        if schedule_ns:
+            columns["schedule_s"] = schedule_ns[-1] / 1e9
         if self.timed:
             columns.update(duration_s=self.duration_s, warmup_s=self.warmup_s,
                            cooldown_s=self.cooldown_s)
@@ -160,9 +175,8 @@ def timing_from_options(options: Any) -> Timing:
 
 def _check_combination(options: Any, name: str) -> None:
     """What a time-bounded run cannot be combined with (yet)."""
-    if str(getattr(options, "rate", "") or "").strip():
-        raise ConfigError(f"{name} with --rate is not supported yet: an open-loop run is its "
-                          "schedule of --requests")
+    if name == "--stages" and str(getattr(options, "rate", "") or "").strip():
+        raise ConfigError("--stages with --rate: give each stage its rate in the file instead")
     if getattr(options, "workload", "") in ("conversation", "trace") or getattr(
             options, "dataset_mode", "") == "conversation":
         raise ConfigError(f"{name} runs single requests: a conversation or trace workload has "
