@@ -2,7 +2,8 @@
 
     python -m loadtest.race [--engines E,E] [--out DIR] [USERS [REQUESTS]] [-- RUN OPTIONS]
 
-`plan` decides the heats and who runs what in which order (pure), `execute` starts the engines
+`plan` decides the heats and who runs what in which order (pure), `known` whether a heat's
+leader is known and who runs it again until it is (pure, --until-known), `execute` starts the engines
 and runs the locustfile, `args` reads the command line and `cli` ties them together.
 scripts/demo.sh installs, then runs it.
 """

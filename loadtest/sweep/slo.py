@@ -28,7 +28,6 @@ import sys
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest.cli.args import RigParser, command_prog
@@ -42,6 +41,8 @@ from loadtest.race.args import DEFAULT_ENGINES, local_engines
 from loadtest.results.files import _replacing, read_runs
 from loadtest.results.goodput import parse_slo
 from loadtest.results.version import rig_version
+from loadtest.sweep.cells import Cell
+from loadtest.sweep.matrix import EngineConfig
 from loadtest.sweep.measure import find_row, run_locust
 from loadtest.sweep.slo_search import Bracket, Rule, Run, Width, next_rate, probe_verdict
 from loadtest.sweep.state import SweepState, run_ids_in
@@ -147,28 +148,16 @@ def rule_of(args: argparse.Namespace) -> Rule:
                 args.max_repeats)
 
 
-@dataclass(frozen=True)
-class ProbeRun:
-    """One run of one rate of one engine, as sweep.json keys it (SweepState's cell fields)."""
-    slug: str  # the engine
-    rate: float
-    repeat: int
-    cell_id: str
-    users: int
-
-    @property
-    def path(self) -> str:
-        return f"{self.slug}/rate{self.rate:g}-r{self.repeat}"
-
-
-def probe_run(args: argparse.Namespace, engine: str, rate: float, repeat: int) -> ProbeRun:
-    """Its id: a hash of everything that shapes the run's row (not the search's own rule)."""
+def probe_cell(args: argparse.Namespace, engine: str, rate: float, repeat: int) -> Cell:
+    """One run of one rate as a sweep cell (sweep.json's key): its id a hash of everything that
+    shapes the run's row, not the search's own rule; its folder ENGINE-rateR/uUSERS-rREPEAT."""
     key = {"engine": engine, "rate": rate, "repeat": repeat, "slo": args.slo,
            "users": args.users, "requests": args.requests, "max_tokens": args.max_tokens,
            "prompts": args.prompts, "ignore_eos": args.ignore_eos, "arrival": args.arrival,
            "arrival_seed": args.arrival_seed, "engine_cpus": args.engine_cpus}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    return ProbeRun(engine, rate, repeat, digest, args.users)
+    config = EngineConfig(engine, "local", {})
+    return Cell(config, f"{engine}-rate{rate:g}", args.users, repeat, digest)
 
 
 class Search:
@@ -196,12 +185,12 @@ class Search:
         return step
 
     def _row(self, rate: float, repeat: int) -> dict[str, str] | None:
-        cell = probe_run(self.args, self.engine, rate, repeat)
+        cell = probe_cell(self.args, self.engine, rate, repeat)
         runs_csv = self.args.out / "runs.csv"
         version = rig_version()
-        skip, _ = self.state.resume_check(cell, version, run_ids_in(runs_csv))  # type: ignore[arg-type]
+        skip, _ = self.state.resume_check(cell, version, run_ids_in(runs_csv))
         if skip:
-            run_id = self.state.cell(cell)["run_id"]  # type: ignore[arg-type]
+            run_id = self.state.cell(cell)["run_id"]
             return next(r for r in read_runs(runs_csv) if r.get("run_id") == run_id)
         self._start()
         before = run_ids_in(runs_csv)
@@ -211,11 +200,11 @@ class Search:
         outcome = run_locust(cmd, folder / f"rate{rate:g}-r{repeat}.log", self.args.run_timeout)
         row = find_row(runs_csv, before, self.args.name, self.args.users, repeat)
         if outcome.exit_code not in (0, 1) or row is None:
-            self.state.set_cell(cell, status="failed", reason=outcome.error)  # type: ignore[arg-type]
+            self.state.set_cell(cell, status="failed", reason=outcome.error)
             self.worst = max(self.worst, 1)
             return None
         self.worst = max(self.worst, outcome.exit_code)
-        self.state.set_cell(cell, status="ok", reason="", run_id=row["run_id"],  # type: ignore[arg-type]
+        self.state.set_cell(cell, status="ok", reason="", run_id=row["run_id"],
                             rig_version=row.get("rig_version", ""), exit_code=outcome.exit_code,
                             engine=self.engine, rate=rate)
         return row
@@ -317,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             bracket, rows, worst = _search(args, engine, state)
             code = max(code, worst)
             lines.append(table_line(args, engine, bracket, rows))
-            probes += [{**r, "rate": r.get("rate")} for r in rows]
+            probes += rows
             write_csv(folder / "probes.csv", PROBE_COLUMNS, probes)
             write_csv(folder / "slo.csv", TABLE_COLUMNS, lines)
     except KeyboardInterrupt:
