@@ -12,6 +12,7 @@ Everything lands in --out: the rig's runs (runs.csv, runs/*), the prompts as sen
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 @contextmanager
-def _engine(args, out: Path) -> Iterator[tuple[str, str]]:
+def _engine(args: argparse.Namespace, out: Path) -> Iterator[tuple[str, str]]:
     """(URL, client cores): the engine at --host, or --engine started here and stopped after."""
     if args.host:
         yield args.host, ""
@@ -116,7 +117,7 @@ def _engine(args, out: Path) -> Iterator[tuple[str, str]]:
         engine.stop()
 
 
-def _pair(args, host: str, client_cpus: str, out: Path, prompts_file: Path,
+def _pair(args: argparse.Namespace, host: str, client_cpus: str, out: Path, prompts_file: Path,
           repeat: int) -> tuple[Path, dict[str, float]]:
     """One rig run and one peer run on the same workload, the rig first in odd repeats and the
     peer first in even ones (so neither always meets the engine the other warmed): (the rig's
@@ -129,7 +130,7 @@ def _pair(args, host: str, client_cpus: str, out: Path, prompts_file: Path,
     return _rig_run(args, host, out, repeat), reported
 
 
-def _rig_run(args, host: str, out: Path, repeat: int) -> Path:
+def _rig_run(args: argparse.Namespace, host: str, out: Path, repeat: int) -> Path:
     rig_out = out / "rig"
     before = {row.get("run_dir") for row in _rows(rig_out)}
     command = [sys.executable, "-m", "loadtest.cli.main", "run", "--engine", args.engine,
@@ -144,8 +145,9 @@ def _rig_run(args, host: str, out: Path, repeat: int) -> Path:
     return _run_folder(rig_out, new[-1]["run_dir"])
 
 
-def _peer_run(args, host: str, client_cpus: str, out: Path, prompts_file: Path, repeat: int,
-              run_dir: Path | None, model: str = "") -> dict[str, float]:
+def _peer_run(args: argparse.Namespace, host: str, client_cpus: str, out: Path,
+              prompts_file: Path, repeat: int, run_dir: Path | None,
+              model: str = "") -> dict[str, float]:
     """The peer on the workload, after emptying the engine's prefix cache as the rig does
     before its own runs."""
     if run_dir is not None:
@@ -227,7 +229,7 @@ def _spread(dicts: list[dict[str, float]]) -> dict[str, float]:
     return {k: float(np.ptp([d[k] for d in dicts if k in d])) for k in keys}
 
 
-def _avg(values: list) -> float | None:
+def _avg(values: list[float | None]) -> float | None:
     values = [v for v in values if v is not None]
     return float(np.mean(values)) if values else None
 
