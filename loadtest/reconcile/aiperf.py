@@ -43,7 +43,8 @@ def figures(run: Run) -> dict[str, Figure]:
     out.update(distribution("ttft", [r.ttft_ms for r in done],
                             "the first chunk with non-empty text (the rig: any token chunk)"))
     out.update(distribution("itl", itl, "per request (latency - TTFT) / (tokens - 1), latency "
-                            f"{_E2E_HOW}: the rig's TPOT-like figure, not pooled chunk gaps"))
+                            f"{_E2E_HOW}: the rig's TPOT-like figure, not pooled chunk gaps; "
+                            "its tokens are its tokenizer's count (usage here)"))
     out.update(distribution("tpot", itl, "AIPerf has no TPOT: its ITL is this figure, with "
                             f"latency {_E2E_HOW}"))
     out.update(distribution("e2e", list(latency.values()), _E2E_HOW))
