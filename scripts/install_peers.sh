@@ -20,8 +20,9 @@ done
 for peer in "${peers[@]}"; do
   venv=".venv-$peer" pin=${PINS[$peer]}
   version=${pin#*==}
-  if [[ -x $venv/bin/python ]] && "$venv/bin/python" -m pip show "$peer" 2>/dev/null \
-      | grep -qx "Version: $version"; then
+  installed=""
+  [[ -x $venv/bin/python ]] && installed=$("$venv/bin/python" -m pip show "$peer" 2>/dev/null || true)
+  if [[ $installed == *$'\n'"Version: $version"$'\n'* ]]; then
     echo "$venv: $pin already installed" >&2
     continue
   fi
