@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import matplotlib.image
+import pandas as pd
 import pytest
 from rig_helpers import REPO, markdown_tables, run_locust
 
@@ -211,6 +212,17 @@ def test_runs_under_subfolders_are_all_read(tmp_path: Path):
     _, md = _report(tmp_path)
     users = [row["users"] for row in _heat_rows(md)]
     assert users == ["1", "4"]
+
+
+def test_an_older_in_process_rows_warmup_s_reads_as_engine_warmup_s(tmp_path: Path):
+    _write(tmp_path, [_row("inproc", mode="in-process", warmup_s=1.5),
+                      _row("timed", warmup_s=30.0, duration_s=120.0)])
+    runs = load_runs(tmp_path).set_index("run_id")
+    assert runs.loc["inproc", "engine_warmup_s"] == 1.5
+    assert pd.isna(runs.loc["inproc", "warmup_s"])  # not a timed run's --warmup-s
+    assert runs.loc["timed", "warmup_s"] == 30.0 and pd.isna(runs.loc["timed", "engine_warmup_s"])
+    code, _ = _report(tmp_path)
+    assert code == 0
 
 
 # --- kept evidence from real races -------------------------------------------------------------

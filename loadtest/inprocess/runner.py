@@ -215,7 +215,7 @@ class _Rounds:
         row = {**self.meta, "engine_version": self.loaded.get("engine_version", ""),
                "engine_load_s": self.loaded.get("load_s"),
                "engine_settings": json.dumps(self.loaded.get("settings", {}), sort_keys=True),
-               "warmup_s": self.loaded.get("warmup_s"), **summarize(self.records)}
+               "engine_warmup_s": self.loaded.get("engine_warmup_s"), **summarize(self.records)}
         row["warnings"] = check_run(row)
         row["verdict"], reasons = judge(row)
         row["verdict_reasons"] = ";".join(reasons)
@@ -272,7 +272,7 @@ def _drive(run: InprocRun, job: dict[str, Any], rounds: _Rounds, quiet: bool) ->
                         print(f"{engine.slug} loaded in {event['load_s']:.1f} s "
                               f"({event['engine_version']})", file=sys.stderr)
                 elif kind == "warmup":
-                    rounds.loaded["warmup_s"] = event["seconds"]
+                    rounds.loaded["engine_warmup_s"] = event["seconds"]
                 elif kind == "error":
                     error, missing = event["message"], event.get("kind") == "missing"
         except BrokenPipeError:

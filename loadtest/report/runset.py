@@ -62,7 +62,7 @@ def load_runs(root: Path) -> pd.DataFrame:
     line, for a runs.csv the report cannot read as this rig wrote it (_read_runs_csv)."""
     frames = []
     for path in sorted(root.rglob("runs.csv")):
-        frame = _read_runs_csv(path)
+        frame = _renamed_columns(_read_runs_csv(path))
         frame["_csv_dir"] = str(path.parent)
         frames.append(frame)
     runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -81,6 +81,19 @@ def load_runs(root: Path) -> pd.DataFrame:
             runs[column] = float("nan")
     runs[MODEL] = _model_keys(runs)
     return runs.sort_values(["timestamp", "run_id"]).reset_index(drop=True)
+
+
+def _renamed_columns(runs: pd.DataFrame) -> pd.DataFrame:
+    """An older rig's in-process rows wrote their engine's warm-up time as `warmup_s`, the
+    column of a timed run's --warmup-s: it moves to `engine_warmup_s`."""
+    if "warmup_s" not in runs or "mode" not in runs:
+        return runs
+    if "engine_warmup_s" not in runs:
+        runs["engine_warmup_s"] = ""
+    old = (runs["mode"] == "in-process") & (runs["engine_warmup_s"] == "")
+    runs.loc[old, "engine_warmup_s"] = runs.loc[old, "warmup_s"]
+    runs.loc[old, "warmup_s"] = ""
+    return runs
 
 
 def _model_keys(runs: pd.DataFrame) -> list[str]:

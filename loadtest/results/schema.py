@@ -173,9 +173,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("tag", str, "", "--tag"),
     Column("warmup", bool, "", "--warmup (such runs get no row: always False here)"),
     Column("warmup_requests", int, "", "warm-up requests before the round (in-process)"),
-    Column("warmup_s", float, "s", "--warmup-s: time left out at a timed run's start; in-process: time the warm-up took"),
+    Column("warmup_s", float, "s", "--warmup-s: time left out at a timed run's start"),
     Column("engine_version", str, "", "the engine's version, as it reports it"),
     Column("engine_load_s", float, "s", "time the engine took to load (in-process)"),
+    Column("engine_warmup_s", float, "s", "time the warm-up before the batch size's first repeat took (in-process)"),
     Column("engine_settings", str, "", "the engine's settings, JSON (in-process)"),
     Column("model_sha256", str, "", "the model's digest, for a local model built here"),
     # the client
