@@ -7,11 +7,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from rig_helpers import REPO, run_locust
+from rig_helpers import REPO, run_locust, wait_for
 
 from loadtest.telemetry import (
     gpu_selection,
@@ -155,10 +156,31 @@ def test_summary_integrates_power_without_a_counter():
     assert row["gpu_energy_source"] == "power_integral"
 
 
-def _sample(args: list[str], seconds: float) -> tuple[subprocess.CompletedProcess[str], float]:
+def _lines(run_dir: Path, source: str) -> int:
+    """How many samples from `source` the sampler has written so far."""
+    path = run_dir / "telemetry.jsonl"
+    text = path.read_text() if path.exists() else ""
+    return sum(json.loads(line)["source"] == source for line in text.splitlines()
+               if line.endswith("}"))
+
+
+def _up_for(run_dir: Path, seconds: float) -> Callable[[], bool]:
+    """True once the sampler has been up (its first line written) for `seconds`."""
+    up: list[float] = []
+
+    def ready() -> bool:
+        if not up and _lines(run_dir, "sampler"):
+            up.append(time.monotonic())
+        return bool(up) and time.monotonic() - up[0] >= seconds
+    return ready
+
+
+def _sample(args: list[str], until: Callable[[], bool]) -> tuple[subprocess.CompletedProcess[str],
+                                                                  float]:
+    """The sampler, sent SIGTERM once `until()` holds (not after a guessed sleep)."""
     process = subprocess.Popen([sys.executable, "-m", "loadtest.telemetry", *args], cwd=REPO,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(seconds)
+    wait_for(until, "the sampler's samples", timeout_s=60)
     sent = time.monotonic()
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=10)
@@ -174,7 +196,8 @@ def test_sampler_scrapes_the_real_engine_until_sigterm(engine_url: str, tmp_path
                            "queue_time_count", "ttft_sum_s", "ttft_count", "e2e_sum_s",
                            "e2e_count", "prefix_hit_tokens", "prefix_query_tokens"}
     done, stopped_s = _sample(["--run-dir", str(tmp_path), "--engine", "vllm-cpu", "--url",
-                               engine_url, "--interval", "0.2"], seconds=2.0)
+                               engine_url, "--interval", "0.2"],
+                              until=lambda: _lines(tmp_path, "engine") >= 5)
     assert done.returncode == 0, done.stderr
     assert stopped_s < 2
     lines = [json.loads(x) for x in (tmp_path / "telemetry.jsonl").read_text().splitlines()]
@@ -191,7 +214,8 @@ def test_sampler_scrapes_the_real_engine_until_sigterm(engine_url: str, tmp_path
 
 def test_sampler_with_no_engine_and_no_gpu_is_not_an_error(tmp_path: Path):
     done, _ = _sample(["--run-dir", str(tmp_path), "--engine", "vllm", "--url",
-                       "http://127.0.0.1:9", "--gpus", "none", "--interval", "0.1"], seconds=1.0)
+                       "http://127.0.0.1:9", "--gpus", "none", "--interval", "0.1"],
+                      until=_up_for(tmp_path, 0.5))  # its third failed scrape at 0.2 s
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "telemetry_summary.json").read_text())
     assert summary["telemetry_gpu"] == "not_sampled"
