@@ -259,8 +259,8 @@ def test_without_the_locustfile_s_options_any_option_passes_and_takes_the_next_w
 
 
 def test_the_race_knows_every_option_the_locustfile_takes():
-    """loadtest/race/run_options.py lists the functions loadtest/engines.py registers: both
-    name the same options."""
+    """loadtest/race/run_options.py builds its list from add_locustfile_options, the function
+    loadtest/engines.py registers on Locust's parser: both name the same options."""
     code = ("import argparse, json, loadtest.engines as e; p = argparse.ArgumentParser("
             "add_help=False); e._add_options(p); print(json.dumps(sorted(o for a in p._actions "
             "for o in a.option_strings)))")

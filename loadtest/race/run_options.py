@@ -9,8 +9,7 @@ USERS and REQUESTS (`--input-len 512 1,8` is 512 tokens at 1 and 8 users).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 __all__ = ["RunOptionError", "locustfile_options", "split_words"]
 
@@ -19,26 +18,17 @@ class RunOptionError(ValueError):
     """A run option the locustfile does not take, or one without its value: one line."""
 
 
-def _option_adders() -> list[Callable[[Any], None]]:
-    """The functions loadtest/engines.py registers on Locust's parser, in its order
-    (tests/test_race_plan.py checks that both name the same options)."""
-    from loadtest.cli.run import add_rig_options
-    from loadtest.cpus import add_pin_option
-
-    return [add_rig_options, add_pin_option]
-
-
 def locustfile_options() -> dict[str, bool] | None:
-    """{option string: whether it takes a value} for every option the locustfile adds; None
+    """{option string: whether it takes a value} for every option the locustfile adds (the
+    function loadtest/engines.py registers on Locust's parser, and `rig run` on its own); None
     when they cannot be imported (scripts/demo.sh's check before installing: the race itself
     runs in the rig's venv and checks again)."""
     try:
-        adders = _option_adders()
+        from loadtest.cli.run import add_locustfile_options
     except ImportError:
         return None
     parser = argparse.ArgumentParser(add_help=False)
-    for add in adders:
-        add(parser)
+    add_locustfile_options(parser)
     return {option: action.nargs != 0
             for action in parser._actions for option in action.option_strings}
 
