@@ -87,6 +87,7 @@ def test_the_mean_of_the_repeats_decides():
     assert probe_verdict([Run(94), Run(97)], rule) is None
     assert probe_verdict([Run(94), Run(97), Run(96)], rule) is True  # mean 95.67
     assert probe_verdict([Run(100, percentiles_met=False)], rule) is False
+    assert probe_verdict([Run(100), Run(100, kept_up=False)], rule) is False  # saturated
 
 
 def test_width_in_req_s_or_percent():

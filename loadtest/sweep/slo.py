@@ -49,8 +49,8 @@ from loadtest.sweep.state import SweepState, run_ids_in
 
 __all__ = ["main", "parse_args", "parser", "width"]
 
-PROBE_COLUMNS = ["engine", "rate", "repeat", "slo_met_pct", "slo_percentiles", "req_per_s",
-                 "ttft_sched_p99_ms", "failed", "probe_verdict", "run_id"]
+PROBE_COLUMNS = ["engine", "rate", "repeat", "slo_met_pct", "slo_percentiles", "kept_up",
+                 "req_per_s", "ttft_sched_p99_ms", "failed", "probe_verdict", "run_id"]
 TABLE_COLUMNS = ["engine", "slo", "attainment_pct", "rate", "bracket_low", "bracket_high",
                  "status", "probes", "runs"]
 
@@ -178,10 +178,11 @@ class Search:
             row = self._row(step, len(self.probes.get(step, [])) + 1)
             if row is None:
                 raise RunFailed(f"{self.engine}: the run at {step:g} req/s did not finish")
-            self.probes.setdefault(step, []).append(_run(row))
+            run = _run(row)
+            self.probes.setdefault(step, []).append(run)
             verdict = probe_verdict(self.probes[step], rule)
-            self.rows.append({**row, "probe_verdict": {True: "pass", False: "fail"}.get(
-                verdict, "again")})
+            self.rows.append({**row, "kept_up": run.kept_up, "probe_verdict": {
+                True: "pass", False: "fail"}.get(verdict, "again")})
         return step
 
     def _row(self, rate: float, repeat: int) -> dict[str, str] | None:
@@ -247,8 +248,11 @@ class RunFailed(RuntimeError):
 
 
 def _run(row: dict[str, str]) -> Run:
+    from loadtest.report.goodput import saturated  # pandas, matplotlib: only once a run is in
+
     met = float(row.get("slo_met_pct") or 0)
-    return Run(met, not str(row.get("slo_percentiles", "")).startswith("missed"))
+    return Run(met, not str(row.get("slo_percentiles", "")).startswith("missed"),
+               not saturated(row))
 
 
 def table_line(args: argparse.Namespace, engine: str, bracket: Bracket | str,

@@ -5,7 +5,9 @@ requests meet every --slo target (loadtest/results/goodput.py: a run's `slo_met_
 run met its percentile targets (`slo_percentiles` not "missed:..."). The rules:
 
 - a probe is one rate, run once or more; it passes when the mean `slo_met_pct` of its runs is at
-  least ATTAINMENT and no run missed a percentile target. A mean within MARGIN percentage points
+  least ATTAINMENT, no run missed a percentile target, and every run kept up with its schedule
+  (not `saturated` as the report's SLO rate judges it, loadtest/report/goodput.py: a short probe
+  past capacity can end before its queue makes TTFT miss). A mean within MARGIN percentage points
   of ATTAINMENT is too close to call from the noise: the rate is run again, up to MAX_REPEATS
   runs, and then judged on the mean of them all. A run where every request met the targets
   (100%), or none did, is not run again: at --attainment 99 and a margin of 2, every clean
@@ -62,6 +64,7 @@ class Run:
     """One run of a probe, as its runs.csv row tells it."""
     met_pct: float  # slo_met_pct
     percentiles_met: bool = True  # slo_percentiles is not "missed:..."
+    kept_up: bool = True  # not saturated: answers kept pace with the schedule, sends on time
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ def probe_verdict(runs: Sequence[Run], rule: Rule) -> bool | None:
     """True passed, False failed, None not known yet (run it again)."""
     if not runs:
         return None
-    if not all(run.percentiles_met for run in runs):
+    if not all(run.percentiles_met and run.kept_up for run in runs):
         return False
     mean = sum(run.met_pct for run in runs) / len(runs)
     close = abs(mean - rule.attainment_pct) <= rule.margin_pct and 0 < mean < 100
