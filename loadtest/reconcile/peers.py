@@ -172,8 +172,10 @@ def _aiperf(path: Path) -> dict[str, float]:
     out["output_tok_per_s"] = _field("aiperf", path, data, "output_token_throughput", "avg")
     out["req_per_s"] = _field("aiperf", path, data, "request_throughput", "avg")
     out["output_tokens"] = _field("aiperf", path, data, "total_output_tokens", "avg")
-    out["completed"] = _field("aiperf", path, data, "completed_request_count", "avg")
-    out["failed"] = _field("aiperf", path, data, "request_count", "avg") - out["completed"]
+    # request_count: the valid requests; error_request_count: the failed ones, absent when none
+    out["completed"] = _field("aiperf", path, data, "request_count", "avg")
+    out["failed"] = (_field("aiperf", path, data, "error_request_count", "avg")
+                     if "error_request_count" in data else 0.0)
     return out
 
 
