@@ -1,7 +1,8 @@
 """CPU use of this load-generator process, sampled while the run is in flight.
 
 A client near one full core delays its own timestamps (every greenlet waits for the CPU), so
-each run records its peak and mean and is flagged when the peak passes 90%.
+each run records its peak and mean and is flagged when the peak passes 90%. Its run-queue
+wait over the same span (runqueue.py) says how long it was ready to run but given no core.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import time
 
 import gevent
 import psutil
+
+from loadtest.client.runqueue import RunQueueWait
 
 __all__ = ["CpuSampler"]
 
@@ -23,11 +26,13 @@ class CpuSampler:
         self._greenlet: gevent.Greenlet | None = None
         self._start_cpu = 0.0
         self._start_wall = 0.0
+        self._runqueue = RunQueueWait()
 
     def start(self) -> None:
         self._process.cpu_percent(None)  # the first call only sets the baseline
         self._start_cpu = sum(self._process.cpu_times()[:2])
         self._start_wall = time.monotonic()
+        self._runqueue.start()
         self._greenlet = gevent.spawn(self._sample)
 
     def _sample(self) -> None:
@@ -42,5 +47,6 @@ class CpuSampler:
         used = sum(self._process.cpu_times()[:2]) - self._start_cpu
         mean = 100.0 * used / wall if wall > 0 else None
         peak = max(self._samples) if self._samples else mean
-        return {"client_cpu_max_pct": peak, "client_cpu_mean_pct": mean}
+        return {"client_cpu_max_pct": peak, "client_cpu_mean_pct": mean,
+                **self._runqueue.stop(wall)}
 

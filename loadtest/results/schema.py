@@ -182,6 +182,8 @@ COLUMNS: tuple[Column, ...] = (
     # the client
     Column("client_cpu_max_pct", float, "% of a core", "the busiest client process's CPU peak"),
     Column("client_cpu_mean_pct", float, "% of a core", "the client's mean CPU"),
+    Column("client_runqueue_wait_ms", float, "ms", "time the client's threads were runnable but not running (Linux schedstat; empty elsewhere)"),
+    Column("client_runqueue_wait_pct", float, "%", "that wait over the run's wall time: the share of it the client was starved"),
     Column("loop_lag_p99_ms", float, "ms", "how late the client's event loop woke, p99 (worst process)"),
     Column("loop_lag_max_ms", float, "ms", "how late it woke at worst"),
     Column("client_cpu_count", int, "cores", "cores the client could run on"),
