@@ -53,6 +53,7 @@ from loadtest.cli.types import (cpu_list, non_negative_int, non_negative_number,
 from loadtest.cpus import cpu_set
 from loadtest.local_engine import LocalEngine
 from loadtest.client.probe import probe_engine
+from loadtest.client.runqueue import RunQueueWait
 from loadtest.client.protocols.openai import parse_line
 from loadtest.client.targets import TARGETS
 from loadtest.workload import build_workload
@@ -129,11 +130,16 @@ def occupancy(spans: list[tuple[int, int]], users: int) -> dict:
 
 def reference(url: str, bodies: list[bytes], users: int, records: Path | None = None) -> dict:
     cpu_start = time.process_time()
+    runqueue = RunQueueWait()  # this process's threads, as the rig's row counts its own
+    runqueue.start()
+    wall_start = time.monotonic()
     result, requests = asyncio.run(_reference_run(url, bodies, users))
+    waited = runqueue.stop(time.monotonic() - wall_start)
     cpu_s = time.process_time() - cpu_start
     if records is not None:
         records.write_text("".join(json.dumps(r) + "\n" for r in requests))
-    return result | {"client_cpu_mean_pct": 100 * cpu_s / result["completion_time_s"]}
+    return result | {"client_cpu_mean_pct": 100 * cpu_s / result["completion_time_s"],
+                     **{k: math.nan if v is None else v for k, v in waited.items()}}
 
 
 def rig(url: str, args: argparse.Namespace, users: int, telemetry_interval: str = "") -> dict:
@@ -148,10 +154,11 @@ def rig(url: str, args: argparse.Namespace, users: int, telemetry_interval: str 
     subprocess.run(cmd, check=True, capture_output=True)
     row = read_runs(args.out / "runs.csv")[-1]
     keys = ("output_tok_per_s", "ttft_p50_ms", "ttft_mean_ms", "completion_time_s", "output_tokens",
-            "completed", "client_cpu_mean_pct", "buffered_requests", "reconnects")
+            "completed", "client_cpu_mean_pct", "buffered_requests", "reconnects",
+            "client_runqueue_wait_ms", "client_runqueue_wait_pct")
     records = read_records(args.out / "runs" / row["run_id"] / "requests.jsonl")
     spans = [(r.sent_ns, r.done_ns) for r in records if r.done_ns is not None]
-    return ({k: float(row[k] or "nan") for k in keys} | occupancy(spans, users)
+    return ({k: float(row.get(k) or "nan") for k in keys} | occupancy(spans, users)
             | {"verdict": row["verdict"], "verdict_reasons": row["verdict_reasons"]})
 
 
@@ -222,7 +229,8 @@ def compare_at(url: str, args: argparse.Namespace, api: str, model: str, users: 
                   f"TTFT p50 {result['ttft_p50_ms']:7.1f} ms, mean {result['ttft_mean_ms']:6.1f} "
                   f"(server's mean {result['server_ttft_mean_ms']:6.1f}) ms  "
                   f"{result['completion_time_s']:.2f} s  {int(result['output_tokens'])} tokens  "
-                  f"client CPU {result['client_cpu_mean_pct']:.0f}% of a core  "
+                  f"client CPU {result['client_cpu_mean_pct']:.0f}% of a core, run-queue wait "
+                  f"{result['client_runqueue_wait_pct']:.1f}%  "
                   f"{result['verdict']} {result.get('verdict_reasons', '')}", flush=True)
     if not args.reference:
         return all(r["verdict"] == "valid" for r in runs["rig"])
@@ -253,7 +261,10 @@ def judge(users: int, runs: dict[str, list[dict]]) -> bool:
         print(f"{name:>9} median: {statistics.median(r['output_tok_per_s'] for r in runs[name]):.1f}"
               f" tok/s, TTFT p50 {statistics.median(r['ttft_p50_ms'] for r in runs[name]):.1f} ms,"
               f" client CPU {statistics.median(r['client_cpu_mean_pct'] for r in runs[name]):.0f}%"
-              f" of a core; invalid runs {stalled} of {len(runs[name])}")
+              f" of a core, run-queue wait {_nanmedian(_waits(runs[name])):.1f}%;"
+              f" invalid runs {stalled} of {len(runs[name])}")
+    print("run-queue wait per round, % of the run (rig / reference): " + ", ".join(
+        f"{rig:.1f}/{ref:.1f}" for rig, ref in zip(_waits(runs["rig"]), _waits(runs["reference"]))))
     print(f"rig/reference output tok/s per round: {', '.join(f'{r:.3f}' for r in tps_ratios)}; "
           f"median {tps_ratio:.3f}x {_spread(tps_ratios)}, geometric mean "
           f"{_geomean(tps_ratios):.3f}x {_spread(tps_ratios, _geomean)} (goal >= 0.95)")
@@ -323,7 +334,8 @@ def _as_client(args: argparse.Namespace, run: Callable[[], dict]) -> dict:
 _BENCH_COLUMNS = ["users", "round", "client", "output_tok_per_s", "ttft_p50_ms", "ttft_mean_ms",
                   "server_ttft_mean_ms", "completion_time_s", "output_tokens", "completed",
                   "client_cpu_mean_pct", "buffered_requests", "reconnects", "verdict",
-                  "verdict_reasons", "occupancy", "request_s_mean"]
+                  "verdict_reasons", "occupancy", "request_s_mean", "client_runqueue_wait_ms",
+                  "client_runqueue_wait_pct"]
 
 
 def _log_run(path: Path, row: dict) -> None:
@@ -345,6 +357,17 @@ def _interval(ratios: list[float], center: Callable = np.median) -> tuple[float,
     resampled = np.random.default_rng(0).choice(ratios, size=(10_000, len(ratios)))
     low, high = np.percentile(center(resampled, axis=1), [5, 95])
     return float(low), float(high)
+
+
+def _waits(runs: list[dict]) -> list[float]:
+    """Each run's run-queue wait, % of its wall time: how long its client was starved of a core."""
+    return [r.get("client_runqueue_wait_pct", math.nan) for r in runs]
+
+
+def _nanmedian(values: list[float]) -> float:
+    """The median of the known values (nan for none: bench.csv from before a column)."""
+    known = [v for v in values if not math.isnan(v)]
+    return statistics.median(known) if known else math.nan
 
 
 def _geomean(ratios, axis=None):
