@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # usage: scripts/test.sh [--fast] [PYTEST_ARGS...]
 #   --fast: only the tests that start no engine, no Docker and no build (pytest -m "not engine
-#   and not docker"), after installing the rig alone (.venv); a few minutes. Without it:
+#   and not docker"), after installing the rig alone (.venv), in two pytest processes at once
+#   (every other test file each; one where PYTEST_ARGS name tests); a few minutes. Without it:
 #   Installs what the tests need (the rig, the embedded vLLM CPU engine and its tiny model, the
 #   in-process engines (scripts/install_inprocess.sh), and a real Docker engine with Compose v2
 #   where one can start, with the images built locally) and runs every test, integration tests
 #   against the real vLLM CPU server and real docker compose included. Without a Docker engine
 #   the container tests are skipped, each with its reason. nginx (the local balancer of sweeps
 #   with replicas) comes from Debian's nginx-light where none is found, its daemon never started.
-#   .ci/run calls exactly this.
+#   The whole suite runs in two passes: those same fast tests two at a time, then the engine and
+#   container tests one at a time (they share engines, and time them). Each pass prints its 25
+#   slowest tests. .ci/run calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,10 +51,36 @@ install_nginx() {
   if [[ -s /run/nginx.pid ]]; then /usr/sbin/nginx -s quit 2>/dev/null || true; fi
 }
 
+# The fast tests wait on subprocesses much of their time: two pytest processes, every other test
+# file each, keep both cores busy. (pytest-xdist cannot: Locust's gevent patching, done where a
+# test imports it, breaks xdist's worker channel.) Where PYTEST_ARGS name tests, one process.
+fast_tests() {
+  local pytest=(.venv/bin/python -m pytest -rs --durations=25 -m "not engine and not docker")
+  local arg
+  for arg in "$@"; do
+    if [[ $arg == tests* || -e $arg ]]; then "${pytest[@]}" "$@"; return; fi
+  done
+  local files=(tests/test_*.py tests/compose/test_*.py) half=() other=() i
+  for i in "${!files[@]}"; do
+    if (( i % 2 )); then other+=("${files[i]}"); else half+=("${files[i]}"); fi
+  done
+  local log rc=0 other_rc=0
+  log=$(mktemp)
+  "${pytest[@]}" "${other[@]}" "$@" > "$log" 2>&1 & local other_pid=$!
+  "${pytest[@]}" "${half[@]}" "$@" || rc=$?
+  wait "$other_pid" || other_rc=$?
+  echo "=== the other half of the test files ==="
+  cat "$log"; rm -f "$log"
+  (( rc != 0 && rc != 5 )) && return "$rc"
+  (( other_rc != 0 && other_rc != 5 )) && return "$other_rc"
+  return 0
+}
+
 if [[ ${1:-} == --fast ]]; then
   shift
   scripts/install.sh --rig
-  exec .venv/bin/python -m pytest -rs -m "not engine and not docker" "$@"
+  fast_tests "$@"
+  exit
 fi
 
 scripts/install.sh
@@ -64,4 +93,9 @@ if scripts/docker_setup.sh; then
 else
   echo "warning: no Docker engine could start here; container tests will be skipped" >&2
 fi
-exec .venv/bin/python -m pytest -rs "$@"
+# pytest's exit 5 (no test selected): PYTEST_ARGS may name tests of one pass only.
+fast_rc=0 engine_rc=0
+fast_tests "$@" || fast_rc=$?
+.venv/bin/python -m pytest -rs --durations=25 -m "engine or docker" "$@" || engine_rc=$?
+if (( fast_rc == 5 && engine_rc == 5 )); then exit 5; fi
+for rc in "$fast_rc" "$engine_rc"; do (( rc == 0 || rc == 5 )) || exit "$rc"; done
