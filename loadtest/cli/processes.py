@@ -1,7 +1,8 @@
 """Ports and process groups: the one `free_port()` and the one way to stop what the rig started.
 
 Engines, Locust (with its workers), the pacer and in-process workers each run in their own
-process group (`start_new_session=True`), so stopping one stops everything it forked.
+process group (`start_new_session=True`), so stopping one stops everything it forked (and the
+groups of descendants that left it).
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import socket
 import subprocess
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
-__all__ = ["free_port", "group_alive", "stop_process_group", "stop_process_groups"]
+__all__ = ["escaped_groups", "free_port", "group_alive", "stop_process_group",
+           "stop_process_groups"]
 
 Process = subprocess.Popen | int  # a Popen we can reap, or the pid of a group leader we did not
 #                                   start
@@ -45,21 +48,68 @@ def group_alive(process: Process) -> bool:
 def stop_process_groups(processes: Sequence[Process], grace_s: float = 20.0,
                         kill_wait_s: float = 5.0) -> None:
     """SIGTERM every group, wait until they are gone or `grace_s` passes, SIGKILL what is left and
-    wait up to `kill_wait_s` again; all groups at once, so N groups take one grace period."""
-    alive = list(processes)
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_wait_s)):
-        for process in alive:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid if isinstance(process, subprocess.Popen) else process, sig)
-        deadline = time.monotonic() + wait_s
-        while (alive := [p for p in alive if group_alive(p)]) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not alive:
-            break
+    wait up to `kill_wait_s` again; all groups at once, so N groups take one grace period.
+
+    A descendant that left its group (setsid or setpgrp, as vLLM's data-parallel API servers do)
+    is stopped with it: its own group joins the ones stopped. An interrupt (a second Ctrl-C, a
+    SIGTERM turned into one) during the grace period SIGKILLs what is left before it goes on up,
+    so a stop cut short never leaves an engine behind."""
+    leaders = [p.pid if isinstance(p, subprocess.Popen) else p for p in processes]
+    alive: list[Process] = [*processes, *sorted(escaped_groups(leaders))]
+    try:
+        _signal_groups(alive, signal.SIGTERM)
+        alive = _wait_gone(alive, grace_s)
+    except BaseException:
+        _signal_groups(alive, signal.SIGKILL)
+        raise
+    if alive:
+        _signal_groups(alive, signal.SIGKILL)
+        _wait_gone(alive, kill_wait_s)
     for process in processes:
         if isinstance(process, subprocess.Popen):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=kill_wait_s)
+
+
+def escaped_groups(pgids: Sequence[int]) -> set[int]:
+    """The process groups, other than `pgids` and this process's own, of every descendant of a
+    member of `pgids` (read from /proc; empty where there is none)."""
+    parent: dict[int, int] = {}
+    group: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # the command name, in parentheses, may hold spaces: the fields after its last ")"
+            fields = stat.read_text().rpartition(")")[2].split()
+            pid = int(stat.parent.name)
+            parent[pid], group[pid] = int(fields[1]), int(fields[2])
+        except (OSError, ValueError, IndexError):
+            continue
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    todo = [pid for pid, pgid in group.items() if pgid in pgids]
+    seen: set[int] = set(todo)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return {group[pid] for pid in seen} - {*pgids, os.getpgrp()}
+
+
+def _signal_groups(processes: Sequence[Process], sig: signal.Signals) -> None:
+    for process in processes:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid if isinstance(process, subprocess.Popen) else process, sig)
+
+
+def _wait_gone(processes: Sequence[Process], wait_s: float) -> list[Process]:
+    """The groups still alive after waiting up to `wait_s` for them all to end."""
+    deadline = time.monotonic() + wait_s
+    alive = list(processes)
+    while (alive := [p for p in alive if group_alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return alive
 
 
 def stop_process_group(process: Process, grace_s: float = 20.0, kill_wait_s: float = 5.0) -> None:
