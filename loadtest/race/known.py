@@ -16,6 +16,10 @@ How many runs would resolve a difference of X%: with the pooled standard deviati
 leader's and the runner-up's runs, the fewest n runs each with t(2n - 2) * s * sqrt(2 / n) < X%
 of the runner-up's mean (the same interval, were both spreads s; an estimate, as s is).
 
+The rule is checked after every pass (sequential looks at the same data), so a level heat is
+called known more often than 5% of the time; --max-repeats bounds the number of looks
+(docs/race.md says so to the user).
+
 Nothing here runs anything (loadtest/race/execute.py does): tested on made-up runs
 (tests/test_race_plan.py).
 """
