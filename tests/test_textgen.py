@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -30,7 +31,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from loadtest.local_engine import EngineStartError, LocalEngine
 from rig_helpers import REPO, crash_under_run, free_port, run_locust, wait_for
 from servers.llamacpp_cpu import LLAMA_SERVER
-from servers.textgen_cpu import RECIPE, VENV_PYTHON
+from servers import SettingError, translate
+from servers.textgen import ENGINE as TEXTGEN_GPU
+from servers.textgen_cpu import ENGINE as TEXTGEN_CPU, RECIPE, SOURCE, VENV_PYTHON
 
 INSTALL = REPO / "scripts" / "install_textgen.sh"
 
@@ -284,3 +287,42 @@ def test_its_compose_service_serves_the_rig(tmp_path: Path) -> None:
     label = "label=com.docker.compose.project=llm-load-rig-test-textgen"
     left = subprocess.run(["docker", "ps", "-aq", "--filter", label], capture_output=True, text=True)
     assert left.stdout.strip() == ""
+
+
+# --- The GPU Compose service (servers/textgen.py): its settings as the llama.cpp loader's flags.
+
+def _server_py_flags() -> set[str]:
+    """Every flag text-generation-webui's server.py parses at the pinned commit (modules/shared.py)."""
+    shared = SOURCE / "modules" / "shared.py"
+    if not shared.exists():
+        pytest.skip(f"no text-generation-webui source at {SOURCE}: run scripts/install_textgen.sh")
+    return set(re.findall(r"['\"](--[a-z][a-z0-9_-]*)['\"]", shared.read_text()))
+
+
+def test_gpu_service_maps_slots_and_speculation_to_the_loaders_flags() -> None:
+    argv = translate("textgen", {"MODEL": "m.gguf", "MAX_CONCURRENT_REQUESTS": "8", "SPECULATE": "4"})
+    assert argv[argv.index("--loader") + 1] == "llama.cpp"
+    assert argv[argv.index("--n-gpu-layers") + 1] == "999"
+    assert argv[argv.index("--model") + 1] == "m.gguf"
+    assert argv[argv.index("--parallel") + 1] == "8"
+    assert argv[argv.index("--spec-type"):argv.index("--spec-type") + 4] == ["--spec-type", "ngram-simple",
+                                                                             "--draft-max", "4"]
+    assert "--parallel" not in translate("textgen", {})  # upstream's default: one slot
+
+
+def test_gpu_and_cpu_services_pass_only_flags_server_py_parses() -> None:
+    known = _server_py_flags()
+    for engine in (TEXTGEN_GPU, TEXTGEN_CPU):
+        given = {arg for arg in engine.args if arg.startswith("--")}
+        given |= {part for template in engine.flags.values() for part in template if part.startswith("--")}
+        assert given <= known, f"{engine.slug}: {sorted(given - known)} not in server.py's flags"
+
+
+@pytest.mark.parametrize("setting", ["DTYPE", "QUANTIZE", "MAX_TOTAL_TOKENS", "MAX_INPUT_TOKENS",
+                                     "MAX_BATCH_PREFILL_TOKENS", "SHARDS", "GPU_MEMORY_FRACTION",
+                                     "SERVED_MODEL_NAME"])
+def test_gpu_service_refuses_what_its_loader_has_no_flag_for_with_the_reason(setting: str) -> None:
+    reason = TEXTGEN_GPU.refused[setting]
+    assert "loader-independent" not in reason
+    with pytest.raises(SettingError, match=rf"^textgen does not support {setting} \(TEXTGEN_{setting}\): "):
+        translate("textgen", {setting: "1"})

@@ -65,9 +65,10 @@ CASES: list[tuple[str, dict[str, str], list[str]]] = [
     ),
     (
         "textgen",
-        {"TEXTGEN_MODEL": "my-finetune", "TEXTGEN_EXTRA_ARGS": "--loader Transformers"},
+        {"TEXTGEN_MODEL": "my-finetune.gguf", "TEXTGEN_MAX_CONCURRENT_REQUESTS": "8", "TEXTGEN_EXTRA_ARGS": "--threads 4"},
         ["python3", "/app/server.py", "--api", "--listen", "--api-port", "5000", "--model-dir", "/models",
-         "--model", "my-finetune", "--loader", "Transformers"],
+         "--loader", "llama.cpp", "--n-gpu-layers", "999", "--model", "my-finetune.gguf", "--parallel", "8",
+         "--threads", "4"],
     ),
     (
         "llamacpp",
@@ -203,7 +204,7 @@ def test_unsupported_setting_is_refused_naming_the_engine(
 
 def test_refused_setting_left_empty_is_fine(config: Callable[[dict[str, str]], dict[str, Any]]) -> None:
     services = config({"TEXTGEN_DTYPE": "", "VLLM_MAX_INPUT_TOKENS": ""})["services"]
-    assert services["textgen"]["command"][-2:] == ["--model", "tiny-llama"]
+    assert services["textgen"]["command"][-2:] == ["--model", "tiny-llama.gguf"]
 
 
 def test_hf_token_reaches_containers_by_name_only(config: Callable[[dict[str, str]], dict[str, Any]]) -> None:
