@@ -1,8 +1,10 @@
-"""The flag sweep through the real `vllm-cpu` Compose service: start per configuration, measure, down.
+"""The flag sweep through the real `llamacpp-cpu` Compose service: start per configuration,
+measure, down. (llama.cpp's container is healthy in seconds, vLLM's in a minute or more; the
+sweep's Compose launch is the same for every service.)
 
-Needs a Docker engine with Compose v2 and the llm-load-rig/vllm-cpu image (scripts/docker_setup.sh,
-scripts/build_images.sh vllm-cpu); skipped with the reason where they are missing. Host
-networking on a free port, like CI (dockerd --bridge=none).
+Needs a Docker engine with Compose v2 and the llm-load-rig/llamacpp-cpu image
+(scripts/docker_setup.sh, scripts/build_images.sh llamacpp-cpu); skipped with the reason where
+they are missing. Host networking on a free port, like CI (dockerd --bridge=none).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from loadtest.results.files import read_runs
-from servers.vllm_cpu import IMAGE
+from servers.llamacpp_cpu import IMAGE
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.docker
@@ -31,11 +33,11 @@ def _docker_missing() -> str | None:
     if images.returncode != 0:
         return "no Docker engine answers (run: bash scripts/docker_setup.sh)"
     if not images.stdout.strip():
-        return f"no image {IMAGE} (run: bash scripts/build_images.sh vllm-cpu)"
+        return f"no image {IMAGE} (run: bash scripts/build_images.sh llamacpp-cpu)"
     return None
 
 
-def test_flag_sweep_through_the_vllm_cpu_container(tmp_path: Path) -> None:
+def test_flag_sweep_through_the_llamacpp_cpu_container(tmp_path: Path) -> None:
     reason = _docker_missing()
     if reason:
         pytest.skip(reason)
@@ -43,7 +45,7 @@ def test_flag_sweep_through_the_vllm_cpu_container(tmp_path: Path) -> None:
     matrix.write_text(
         "name: seqs-compose\nworkload: {prompts: mixed, requests: 32, max_tokens: 16, ignore_eos: true}\n"
         "users: [16]\nrepeats: 1\nwarmup_requests: 8\nhealth_timeout_s: 900\nengines:\n"
-        "  - engine: vllm-cpu\n    launch: compose\n    network: host\n"
+        "  - engine: llamacpp-cpu\n    launch: compose\n    network: host\n"
         "    sweep: {MAX_CONCURRENT_REQUESTS: [1, 16]}\n")
     out = tmp_path / "out"
     result = subprocess.run([sys.executable, "-m", "loadtest.sweep.flags", str(matrix), "--out", str(out)],
@@ -55,9 +57,9 @@ def test_flag_sweep_through_the_vllm_cpu_container(tmp_path: Path) -> None:
     assert by_flags["MAX_CONCURRENT_REQUESTS=16"] < by_flags["MAX_CONCURRENT_REQUESTS=1"]
     state = json.loads((out / "sweeps/seqs-compose/sweep.json").read_text())
     assert {c["status"] for c in state["configs"].values()} == {"ok"}
-    folder = out / "sweeps/seqs-compose/vllm-cpu-maxnumseqs16"
-    assert "VLLM_CPU_MAX_CONCURRENT_REQUESTS=16" in (folder / "engine.env").read_text()
-    assert "max_num_seqs': 16" in (folder / "engine.log").read_text()  # vLLM's "non-default args" line
+    folder = out / "sweeps/seqs-compose/llamacpp-cpu-parallel16"
+    assert "LLAMACPP_CPU_MAX_CONCURRENT_REQUESTS=16" in (folder / "engine.env").read_text()
+    assert "n_slots = 16" in (folder / "engine.log").read_text()  # llama-server's slots line
     label = "label=com.docker.compose.project=llm-load-rig-sweep-seqs-compose"
     left = subprocess.run(["docker", "ps", "-aq", "--filter", label], capture_output=True, text=True)
     assert left.stdout.strip() == "", "the sweep left a container behind"
