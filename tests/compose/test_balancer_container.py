@@ -1,4 +1,5 @@
-"""End to end: the balancer layout (servers/balancer.py) with one vllm-cpu replica behind nginx.
+"""End to end: the balancer layout (servers/balancer.py) with one llamacpp-cpu replica behind nginx
+(healthy in seconds; a vllm-cpu replica takes a minute or more, and the layout is the same).
 
 Proves the generated file starts, nginx waits for the replica's health, streams pass through
 unbuffered (first token well before the last), and the rig drives the balancer like an engine.
@@ -36,20 +37,20 @@ from servers.balancer import nginx_conf, render
 
 PORT = int(os.environ.get("VLLM_CPU_TEST_PORT", "8100"))
 PROJECT = "llm-load-rig-test-lb"
-ENV = {"VLLM_CPU_PORT": str(PORT), "LB_IMAGE": "llm-load-rig/nginx:bookworm",
-       "VLLM_CPU_MAX_CONCURRENT_REQUESTS": "8"}
+ENV = {"LLAMACPP_CPU_PORT": str(PORT), "LB_IMAGE": "llm-load-rig/nginx:bookworm",
+       "LLAMACPP_CPU_MAX_CONCURRENT_REQUESTS": "8"}
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
 def balancer(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The healthy nginx container in front of one vllm-cpu replica; everything downed after."""
+    """The healthy nginx container in front of one llamacpp-cpu replica; everything downed after."""
     require_free_port(PORT)
     ensure_tiny_model()
-    ensure_images(docker_client, "vllm-cpu", "nginx")
+    ensure_images(docker_client, "llamacpp-cpu", "nginx")
     folder = tmp_path_factory.mktemp("lb")
-    compose_text, conf_text = render("vllm-cpu", [None], str(folder / "nginx.conf"))
+    compose_text, conf_text = render("llamacpp-cpu", [None], str(folder / "nginx.conf"))
     (folder / "lb.yml").write_text(compose_text)
     (folder / "nginx.conf").write_text(conf_text)
     base = ["docker", "compose", "-p", PROJECT, "--project-directory", str(ROOT), "-f", str(folder / "lb.yml"),
@@ -60,7 +61,7 @@ def balancer(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> It
         up = subprocess.run([*base, "up", "-d"], check=False, capture_output=True, text=True, env=env, timeout=1200)
         if up.returncode != 0:
             pytest.fail(f"balancer up failed: {up.stderr.strip()[-2000:]}")
-        lb = docker_client.containers.get(f"{PROJECT}-vllm-cpu-lb-1")
+        lb = docker_client.containers.get(f"{PROJECT}-llamacpp-cpu-lb-1")
         wait_healthy(lb, timeout_s=120)
         yield lb
     finally:
@@ -73,12 +74,13 @@ def test_stream_passes_through_nginx(balancer: Any) -> None:
 
 
 def test_locust_drives_the_balancer_like_an_engine(balancer: Any, tmp_path: Path) -> None:
-    row = run_locust(PORT, tmp_path / "results", ["balancer", "vllm-cpu", "x1"])
+    row = run_locust(PORT, tmp_path / "results", ["balancer", "llamacpp-cpu", "x1"],
+                     engine="llamacpp-cpu")
     assert int(row["completed"]) == 16 and int(row["failed"]) == 0, row
     # Whether these tokens arrive spread out is up to the engine: on 2 shared cores the CPU
     # engine's API process can be starved and send a whole answer at once, so "unbuffered" is
     # proven below against a server whose cadence is known.
-    print(f"\nvllm-cpu behind nginx: ttft p50 {float(row['ttft_p50_ms']):.0f} ms, "
+    print(f"\nllamacpp-cpu behind nginx: ttft p50 {float(row['ttft_p50_ms']):.0f} ms, "
           f"e2e p50 {float(row['e2e_p50_ms']):.0f} ms, {float(row['output_tok_per_s']):.1f} tok/s")
 
 
