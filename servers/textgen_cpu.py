@@ -61,8 +61,8 @@ ENGINE = Engine(
     image_source=f"built here by scripts/build_images.sh: text-generation-webui {COMMIT[:12]} from the "
                  "vendored tarball, its API's PyPI requirements, the rig's llama-server",
     host_port=TEXTGEN.host_port,
-    container_port=TEXTGEN.container_port,
-    args=("--nowebui", "--api", "--listen", "--api-port", str(TEXTGEN.container_port), "--model-dir", "/models",
+    container_port=None,  # it listens on HOST:PORT inside, for host networking (CI) and published ports
+    args=("--nowebui", "--api", "--listen", "--listen-host", "{HOST}", "--api-port", "{PORT}", "--model-dir", "/models",
           "--loader", "llama.cpp", "--gpu-layers", "0", "--extra-flags", "metrics",
           "--ctx-size", str(DEFAULT_SLOTS * SLOT_TOKENS)),
     flags={
@@ -86,6 +86,7 @@ ENGINE = Engine(
     defaults={"MODEL": GGUF.name, "MAX_CONCURRENT_REQUESTS": str(DEFAULT_SLOTS)},
     health_path="/v1/internal/health",
     gpu=False,
+    arg_defaults={"HOST": "0.0.0.0", "PORT": str(TEXTGEN.container_port)},
     service={
         "build": {"context": "servers/textgen-cpu", "network": "host"},
         "pull_policy": "never",

@@ -42,7 +42,7 @@ def ensure_images(client: Any, *names: str) -> None:
     missing = []
     for name in names:
         tag = {"vllm-cpu": "llm-load-rig/vllm-cpu", "llamacpp-cpu": "llm-load-rig/llamacpp-cpu",
-               "transformers-cpu": "llm-load-rig/transformers-cpu",
+               "transformers-cpu": "llm-load-rig/transformers-cpu", "textgen-cpu": "llm-load-rig/textgen-cpu",
                "nginx": "llm-load-rig/nginx:bookworm"}[name]
         if not client.images.list(name=tag):
             missing.append(name)
