@@ -21,4 +21,7 @@ done
 "$python" -m loadtest.race --dry-run "$@" > /dev/null  # bad input: one error line, exit 2
 
 scripts/install.sh
+if [[ " $* " =~ [[:space:],=]textgen-cpu[[:space:],] ]]; then  # not in install.sh: asked for by name
+  scripts/install_textgen.sh || echo "warning: text-generation-webui not installed: textgen-cpu will not run" >&2
+fi
 exec .venv/bin/python -m loadtest.race "$@"
