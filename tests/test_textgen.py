@@ -258,37 +258,6 @@ def test_its_opening_empty_chunk_is_not_the_first_token() -> None:
     assert openai.parse_line(token, empty_chunk_is_token=False).output
 
 
-@pytest.mark.docker
-def test_its_compose_service_serves_the_rig(tmp_path: Path) -> None:
-    """`docker compose up --wait textgen-cpu` from the image built here, a rig run, down."""
-    from servers.textgen_cpu import IMAGE
-    if shutil.which("docker") is None or subprocess.run(["docker", "image", "inspect", IMAGE],
-                                                       capture_output=True).returncode != 0:
-        pytest.skip(f"no image {IMAGE}: scripts/install_textgen.sh --pack servers/textgen-cpu, then "
-                    "docker build it on the rig's base image (scripts/build_images.sh base)")
-    port = free_port()
-    env = {**os.environ, "TEXTGEN_CPU_PORT": str(port)}
-    compose = ["docker", "compose", "-p", "llm-load-rig-test-textgen"]
-    try:
-        up = subprocess.run([*compose, "up", "-d", "--wait", "--wait-timeout", "180", "textgen-cpu"],
-                            capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
-        assert up.returncode == 0, up.stderr[-2000:]
-        result = run_locust("--engine", "textgen-cpu", "--host", f"http://127.0.0.1:{port}", "--users", "8",
-                            "--requests", "32", "--max-tokens", "16", "--ignore-eos", "--out", str(tmp_path))
-        row = _row(tmp_path)
-        assert (row["completed"], row["failed"]) == ("32", "0"), result.stderr[-2000:]
-        probe = ("import urllib.request as u; print(next(l for l in u.urlopen('http://127.0.0.1:5005/metrics')"
-                 ".read().decode().splitlines() if l.startswith('llamacpp:tokens_predicted_total')))")
-        counted = subprocess.run([*compose, "exec", "-T", "textgen-cpu", "python3", "-c", probe],
-                                 capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
-        assert counted.stdout.split() == ["llamacpp:tokens_predicted_total", str(32 * 16)], counted.stderr
-    finally:
-        subprocess.run([*compose, "down", "--timeout", "20"], capture_output=True, env=env, cwd=REPO, timeout=120)
-    label = "label=com.docker.compose.project=llm-load-rig-test-textgen"
-    left = subprocess.run(["docker", "ps", "-aq", "--filter", label], capture_output=True, text=True)
-    assert left.stdout.strip() == ""
-
-
 # --- The GPU Compose service (servers/textgen.py): its settings as the llama.cpp loader's flags.
 
 def _server_py_flags() -> set[str]:
