@@ -314,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
         cli.error(f"{args.action} needs --pidfile")
     if args.action == "stop":
         return _stop(args.pidfile)
+    folder = args.pidfile.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        cli.error(f"--pidfile {args.pidfile}: no folder there this user can write to")
     cpus = args.cpus
     if cpus is None and not args.no_pin:
         cpus = default_layout()[0] or None  # fewer than two cores: nothing to keep apart
@@ -325,7 +328,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     assert engine.process is not None
-    args.pidfile.write_text(str(engine.process.pid))
+    try:
+        args.pidfile.write_text(str(engine.process.pid))
+    except OSError as exc:  # an engine nobody could stop by its pidfile must not keep running
+        engine.stop()
+        print(f"error: --pidfile {args.pidfile}: {exc.strerror or exc}; the engine was stopped",
+              file=sys.stderr)
+        return 2
     where = (f"cores {engine.cpus}; a run against it pins its client to "
              f"{format_cpus(allowed_cpus() - cpu_set(engine.cpus))}") if engine.cpus else "every core"
     print(f"{args.engine} healthy at {engine.url} (pid {engine.process.pid}, {where}, log {engine.log_path})")

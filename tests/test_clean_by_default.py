@@ -158,7 +158,7 @@ def test_local_engine_start_is_clean_by_default(slug: str, reset: str, state: Pa
     assert started_engines() == []
 
 
-_JUNK = st.text(alphabet="abc -,.x:", min_size=1, max_size=6).filter(lambda t: t.strip() != "")
+_JUNK = st.one_of(st.just("--"), st.text(alphabet="abc -,.x:", min_size=1, max_size=6).filter(lambda t: t.strip() != ""))
 _BAD = {
     "--port": st.one_of(_JUNK, st.integers(max_value=0).map(str), st.integers(min_value=65536).map(str)),
     "--cpus": st.one_of(_JUNK, st.integers(min_value=max(CORES) + 1).map(str),
@@ -189,3 +189,12 @@ def test_the_engines_own_flags_follow_the_double_dash_wherever_the_action_stands
 
     args = parse_words(parser(), words)
     assert (args.action, args.engine, args.extra) == ("start", "llamacpp-cpu", ["--threads", "1"])
+
+
+def test_a_pidfile_nobody_can_write_is_refused_before_any_engine_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    from loadtest.local_engine import main
+    with pytest.raises(SystemExit) as exit_:
+        main(["start", "--engine", "llamacpp-cpu", "--port", "1", "--pidfile", "/nonexistent/dir/p"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: --pidfile /nonexistent/dir/p: no folder"), err

@@ -368,3 +368,17 @@ def test_the_types_say_what_is_wrong_after_the_options_name():
     assert types.url("http://127.0.0.1:8000/") == "http://127.0.0.1:8000"
     assert types.positive_int_list("1,8,32") == [1, 8, 32]
     assert math.isclose(types.percent("99.5"), 99.5)
+
+
+@pytest.mark.parametrize("name, dest", [
+    pytest.param(c.name, a.dest, id=f"{c.name}:{a.option_strings[-1]}")
+    for c in PARSED for a in options(c) if a.option_strings and a.nargs != 0])
+def test_a_double_dash_is_no_value(name: str, dest: str, tmp: Path, monkeypatch: pytest.MonkeyPatch):
+    """argparse drops a value that is exactly "--" before the option's type sees it (so
+    `rig engine start --timeout=--` once started vLLM with an empty list for its timeout)."""
+    monkeypatch.chdir(tmp)
+    command = BY_NAME[name]
+    action = next(a for a in options(command) if a.dest == dest)
+    code, _, err = check(command, _argv(action, "--", required_positionals(command)))
+    assert_one_error_line(code, err, names=action.option_strings[-1])
+    assert "needs a value, got '--'" in err

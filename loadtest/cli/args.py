@@ -46,6 +46,20 @@ class RigParser(argparse.ArgumentParser):
         first = _sentence(message).splitlines()[0] if message.strip() else "bad input"
         fail(f"{first} (see {self.prog} --help)")
 
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        # argparse drops a value that is exactly "--" before the option's type sees it, so
+        # `--timeout=--` would pass as an empty list (and a start go on with it).
+        words = sys.argv[1:] if args is None else list(args)
+        for word in words:
+            if word == "--":
+                break
+            if _DASHES_VALUE.fullmatch(word):
+                self.error(f"{word.split('=', 1)[0]} needs a value, got '--'")
+        return super().parse_known_args(words, namespace)
+
+
+_DASHES_VALUE = re.compile(r"--?[^-=\s][^=\s]*=--")
+
 
 def _sentence(message: str) -> str:
     """argparse's "argument --rates: must be ..." as the rig says it: "--rates must be ..."
