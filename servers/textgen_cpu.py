@@ -26,8 +26,9 @@ servers/textgen-cpu/boot.py, which ends the process with one ``error:`` line whe
 carry on on another port or without a model.
 
 Its ``usage.completion_tokens`` is the answer's text re-tokenized, not the tokens generated
-(a random-weight model's byte tokens re-tokenize to more), so the rig flags uneven lengths;
-its llama-server's ``llamacpp:tokens_predicted_total`` counts what was generated. Its stream
+(a random-weight model's byte tokens re-tokenize to more); its llama-server's
+``llamacpp:tokens_predicted_total`` counts what was generated, so a run's output tokens are that
+counter's change over the run (``output_tokens_counter``), usage only where it cannot be read. Its stream
 opens with an empty chunk before it generates, which is not a token (``empty_chunk_is_token``).
 """
 
@@ -42,8 +43,8 @@ from servers.spec import REPO, EngineSpec, LocalRecipe, PrefixCache, Target
 from servers.textgen import ENGINE as TEXTGEN
 from servers.transformers import TINY_MODEL
 
-__all__ = ["BOOT", "COMMIT", "ENGINE", "IMAGE", "INNER_PORT_OFFSET", "RECIPE", "SOURCE", "SPEC", "VENV_PYTHON",
-           "command"]
+__all__ = ["BOOT", "COMMIT", "ENGINE", "IMAGE", "INNER_PORT_OFFSET", "PREDICTED_TOKENS", "RECIPE", "SOURCE",
+           "SPEC", "VENV_PYTHON", "command"]
 
 COMMIT = "1dcde41d03d13fc768316f4d2256a8a6dd044268"  # = scripts/install_textgen.sh COMMIT
 IMAGE = f"llm-load-rig/textgen-cpu:{COMMIT[:12]}"
@@ -51,6 +52,7 @@ SOURCE = Path(os.environ.get("RIG_TEXTGEN_SOURCE", REPO / "build" / "textgen"))
 VENV_PYTHON = Path(os.environ.get("RIG_TEXTGEN_PYTHON", REPO / ".venv-textgen" / "bin" / "python"))
 BOOT = REPO / "servers" / "textgen-cpu" / "boot.py"
 INNER_PORT_OFFSET = 5  # its llama-server listens on the API port + 5 when that port is free
+PREDICTED_TOKENS = "llamacpp:tokens_predicted_total"  # its llama-server's count of tokens generated
 _INSTALL = "run scripts/install_textgen.sh"
 _NOT_CPU = "textgen-cpu runs on CPU, every layer (--gpu-layers 0)"
 _GGUF = "the llama.cpp loader takes it from the GGUF file chosen as MODEL"
@@ -136,7 +138,8 @@ RECIPE = LocalRecipe(slug="textgen-cpu", command=command, missing=missing, model
 SPEC = EngineSpec(
     slug="textgen-cpu",
     container=ENGINE,
-    target=Target(ENGINE.host_port, ignore_eos_as="ban_eos_token", empty_chunk_is_token=False),
+    target=Target(ENGINE.host_port, ignore_eos_as="ban_eos_token", empty_chunk_is_token=False,
+                  output_tokens_counter=(PREDICTED_TOKENS, INNER_PORT_OFFSET)),
     local=RECIPE,
     metrics_none="text-generation-webui's API has no Prometheus endpoint (its llama-server's is on "
                  f"the API port + {INNER_PORT_OFFSET})",

@@ -258,6 +258,60 @@ def test_its_opening_empty_chunk_is_not_the_first_token() -> None:
     assert openai.parse_line(token, empty_chunk_is_token=False).output
 
 
+
+def _usage_row(**changes: object) -> dict:
+    """A 16 x 32 --ignore-eos run's row as its usage counted it: re-tokenized, 26 to 41 each."""
+    return {"requests": 16, "requests_sent": 16, "completed": 16, "failed": 0, "max_tokens": 32,
+            "ignore_eos": True, "completion_time_s": 2.0, "output_tokens": 560, "avg_output_tokens": 35.0,
+            "min_output_tokens": 26, "max_output_tokens": 41, "output_tokens_source": "usage",
+            "output_tok_per_s": 280.0, **changes}
+
+
+def test_its_runs_output_tokens_are_its_llama_servers_counter_when_it_can_be_read() -> None:
+    from loadtest.results.verdict import judge
+    from loadtest.telemetry.output_counter import SOURCE, counted_by_engine, counter_url
+    from servers.textgen_cpu import SPEC
+    assert SPEC.target.output_tokens_counter == ("llamacpp:tokens_predicted_total", 5)
+    assert counter_url("http://127.0.0.1:5000/v1", 5) == "http://127.0.0.1:5005"
+    assert "unequal_work" in judge(_usage_row())[1]
+    row = _usage_row()
+    row.update(counted_by_engine(row, 1000.0, 1512.0))
+    assert (row["output_tokens"], row["output_tokens_source"], row["output_tok_per_s"]) == (512, SOURCE, 256.0)
+    assert (row["min_output_tokens"], row["avg_output_tokens"], row["max_output_tokens"]) == (32, 32.0, 32)
+    assert "unequal_work" not in judge(row)[1]
+    # fewer than 16 x 32: the total is the engine's, the per-request spread stays usage's
+    short = _usage_row()
+    short.update(counted_by_engine(short, 0.0, 500.0))
+    assert (short["output_tokens"], short["min_output_tokens"]) == (500, 26)
+    assert "unequal_work" in judge(short)[1]
+    # unreadable, or a failed request's tokens in the counter, or a counter that went back: usage
+    for row, before, after in ((_usage_row(), None, 512.0), (_usage_row(), 0.0, None),
+                               (_usage_row(completed=15, failed=1), 0.0, 480.0),
+                               (_usage_row(), 600.0, 88.0)):
+        assert counted_by_engine(row, before, after) == {}
+
+
+def test_an_engine_without_the_counter_in_its_spec_reads_none() -> None:
+    from loadtest.telemetry.output_counter import read_output_counter
+    from servers.llamacpp_cpu import SPEC
+    assert SPEC.target.output_tokens_counter is None
+    assert read_output_counter("http://127.0.0.1:1", SPEC.target) is None
+
+
+@pytest.mark.engine
+def test_a_16_by_32_run_counts_512_from_its_llama_server_and_is_not_unequal_work(textgen: LocalEngine,
+                                                                               tmp_path: Path) -> None:
+    result = run_locust("--engine", "textgen-cpu", "--host", textgen.url, "--users", "4",
+                        "--requests", "16", "--max-tokens", "32", "--ignore-eos", "--out", str(tmp_path))
+    row, records = _row(tmp_path), _records(tmp_path)
+    assert (row["completed"], row["failed"]) == ("16", "0"), result.stderr[-2000:]
+    assert (row["output_tokens"], row["output_tokens_source"]) == ("512", "engine_counter:sole_client")
+    assert (row["min_output_tokens"], row["max_output_tokens"]) == ("32", "32")
+    assert "unequal_work" not in row["verdict_reasons"] and "uneven_output_lengths" not in row["warnings"]
+    # the records keep the counts its answers gave (usage, or chunks where a stream had none)
+    assert {r["output_tokens_source"] for r in records} <= {"usage", "chunks"}
+
+
 # --- The GPU Compose service (servers/textgen.py): its settings as the llama.cpp loader's flags.
 
 def _server_py_flags() -> set[str]:

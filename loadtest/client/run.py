@@ -39,6 +39,7 @@ from loadtest.results.files import RecordWriter, ResultsError, append_run_row, w
 from loadtest.results.summary import summarize
 from loadtest.client.targets import dialect_for
 from loadtest.telemetry import Telemetry, start_telemetry
+from loadtest.telemetry.output_counter import counted_by_engine, read_output_counter
 from loadtest.calibration.limits import faithful_event_rate
 from loadtest.results.verdict import REASONS, judge
 from loadtest.workload import build_workload, resolve_prompts, workload_options
@@ -117,6 +118,7 @@ class Run:
         self.started = False  # start() ran: the web UI's next Start needs a new Run
         self.worker_index = 0
         self.telemetry: Telemetry | None = None
+        self.output_counter_before: float | None = None
         self.prefix_cache_reset = ""  # what start() did to the engine's prefix cache
 
     def _sessions(self) -> Sessions | None:
@@ -169,6 +171,7 @@ class Run:
             self._finished = True  # nothing to save at the end
             raise ResultsError(f"cannot write the run's files in {self.run_dir} "
                                f"({exc.strerror or exc})") from None
+        self.output_counter_before = read_output_counter(self.config.url, self.config.target)
         if self.config.telemetry_interval_s > 0:
             self.telemetry = start_telemetry(self.run_dir, self.config.engine, self.config.url,
                                              self.config.gpu, self.config.telemetry_interval_s)
@@ -249,6 +252,8 @@ class Run:
                 client[column] = max(client.get(column) or 0, report.get(column) or 0)
         row = {**self._meta, **summarize(self.records), **client,
                **recount(self.records, self.model_dir, self.config.recount)}
+        row.update(counted_by_engine(row, self.output_counter_before,
+                                     read_output_counter(self.config.url, self.config.target)))
         row.update(prompt_token_columns(self.workload, self.records, self.config.api))
         row.update(goodput(self.records, row["completion_time_s"], self.options.slo))
         if self.telemetry is not None:

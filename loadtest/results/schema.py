@@ -73,7 +73,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("avg_output_tokens", float, "tokens", "mean output tokens per completed request"),
     Column("min_output_tokens", int, "tokens", "fewest output tokens of a completed request"),
     Column("max_output_tokens", int, "tokens", "most output tokens of a completed request"),
-    Column("output_tokens_source", str, "", "where output counts came from (usage, details, chunks), joined with +"),
+    Column("output_tokens_source", str, "", "where output counts came from (usage, details, chunks), joined with +; "
+           "engine_counter:sole_client: the engine's own generated-token counter's change over the run, "
+           "assuming the run was its only client (text-generation-webui, whose usage re-tokenizes)"),
     Column("prompt_tokens", int, "tokens", "prompt tokens of completed requests, as the engine reported them"),
     *_latency("ttft", "time to first output chunk, completed requests"),
     *_latency("itl", "gaps between output chunks, pooled over completed requests"),

@@ -1,0 +1,69 @@
+"""A run's output tokens from the engine's own counter, for an engine whose usage counts are not
+the tokens it generated (its spec's ``Target.output_tokens_counter``: text-generation-webui,
+whose usage re-tokenizes its answer; its llama-server counts what it generated).
+
+    before = read_output_counter(url, target)                 # before the run's first request
+    row.update(counted_by_engine(row, before, read_output_counter(url, target)))  # after its last
+
+The counter's change over the run is the run's output tokens when the run was the engine's only
+client (nothing else sent it requests meanwhile: assumed, not seen, and said in the source
+``engine_counter:sole_client``) and every request it sent completed (a failed request's tokens
+are in the counter, not in the row). Then ``output_tokens``, ``avg_output_tokens`` and
+``output_tok_per_s`` are the engine's, and so are ``min/max_output_tokens`` when the counter
+proves every request made its ``max_tokens`` (change = completed x max_tokens, one length for
+all), which is what the equal-work check (unequal_work) reads; otherwise those two stay the usage
+counts. When the counter cannot be read, the row stays on usage. The records keep their usage
+counts either way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from loadtest.telemetry.engine import parse_prometheus, scrape
+from servers.spec import Target
+
+__all__ = ["SOURCE", "counted_by_engine", "counter_url", "read_output_counter"]
+
+SOURCE = "engine_counter:sole_client"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def counter_url(url: str, port_offset: int) -> str:
+    """The engine's base URL with its port moved by `port_offset` (and no path)."""
+    parts = urlsplit(url)
+    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+    port = (parts.port or _DEFAULT_PORTS.get(parts.scheme, 80)) + port_offset
+    return f"{parts.scheme}://{host}:{port}"
+
+
+def read_output_counter(url: str, target: Target) -> float | None:
+    """The engine's generated-token counter now; None for an engine without one in its spec,
+    or when it cannot be read."""
+    if target.output_tokens_counter is None:
+        return None
+    name, port_offset = target.output_tokens_counter
+    try:
+        values = parse_prometheus(scrape(counter_url(url, port_offset))).get(name)
+    except (OSError, ValueError):
+        return None
+    return sum(values) if values else None
+
+
+def counted_by_engine(row: dict[str, Any], before: float | None, after: float | None) -> dict[str, Any]:
+    """The row's output-token columns from the counter's change (see the module's text), or
+    nothing when the row must stay on usage."""
+    completed = row.get("completed") or 0
+    if (before is None or after is None or after < before or not completed
+            or row.get("failed") or completed != row.get("requests_sent")):
+        return {}
+    tokens = int(after - before)
+    seconds = row.get("completion_time_s")
+    columns: dict[str, Any] = {"output_tokens": tokens, "output_tokens_source": SOURCE,
+                               "avg_output_tokens": tokens / completed,
+                               "output_tok_per_s": tokens / seconds if seconds else None}
+    max_tokens = row.get("max_tokens")
+    if not row.get("output_len") and max_tokens and tokens == completed * max_tokens:
+        columns["min_output_tokens"] = columns["max_output_tokens"] = max_tokens
+    return columns
