@@ -124,21 +124,23 @@ def print_window(row: dict[str, Any], stages: Sequence[dict[str, Any]]) -> None:
 
 
 def add_timing_options(parser: Any) -> None:
+    # Text here, checked by timing_from_options: Locust's parser would print its own two-line
+    # error for a typed option (the rig's checks give one `error:` line, as for --rate).
     group = parser.add_argument_group("llm-load-rig: time-bounded runs and staged load")
-    group.add_argument("--duration", type=duration, default=None,
+    group.add_argument("--duration", type=str, default=None,
                        help="send for this long (90, 90s, 3m), cycling through the workload; "
                             "requests in flight at the end are finished and recorded (default: "
                             "the fixed workload, --requests)")
-    group.add_argument("--warmup-s", type=non_negative_number, default=0.0,
+    group.add_argument("--warmup-s", type=str, default=0.0,
                        help="with --duration or --stages: seconds at the start left out of the "
                             "row's window_* figures (default 0)")
-    group.add_argument("--cooldown-s", type=non_negative_number, default=0.0,
+    group.add_argument("--cooldown-s", type=str, default=0.0,
                        help="with --duration or --stages: seconds at the end left out of the "
                             "window_* figures (default 0)")
-    group.add_argument("--timeslice-s", type=positive_number, default=DEFAULT_TIMESLICE_S,
+    group.add_argument("--timeslice-s", type=str, default=DEFAULT_TIMESLICE_S,
                        help="seconds per timeslice: run.json's per-interval figures and the "
                             f"report's plot of them (default {DEFAULT_TIMESLICE_S:g})")
-    group.add_argument("--stages", type=existing_file, default=None,
+    group.add_argument("--stages", type=str, default=None,
                        help="a YAML file of stages (users, duration, spawn_rate), run one after "
                             "another through Locust's load shape; figures per stage "
                             "(docs/load-shapes.md)")
