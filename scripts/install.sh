@@ -36,8 +36,14 @@ trap 'kill -- -$build_pid 2>/dev/null || true' EXIT
 
 install_rig
 
+# A venv counts as installed by its stamp (what it was asked for), else by importing its
+# packages once (importing vLLM alone takes 10-15 s); the stamp is written after the check.
+stamp() { echo "$1/.installed-$(echo "${*:2}" | sha256sum | cut -c1-16)"; }
+vllm_stamp=$(stamp .venv-vllm "$vllm_spec" "$torch_spec")
+transformers_stamp=$(stamp .venv-transformers "$transformers_version" "$torch_spec")
+
 # The embedded engine, in its own venv: vLLM's dependencies never touch the measurer's.
-if ! .venv-vllm/bin/python -c 'import vllm' 2>/dev/null; then
+if [[ ! -f $vllm_stamp ]] && ! .venv-vllm/bin/python -c 'import vllm' 2>/dev/null; then
   [[ -x .venv-vllm/bin/python ]] || run "$python" -m venv .venv-vllm
   # torch's CPU build: a local wheel folder that pip is configured with, else PyTorch's CPU index.
   if ! run .venv-vllm/bin/pip install -q "$torch_spec"; then
@@ -48,9 +54,10 @@ if ! .venv-vllm/bin/python -c 'import vllm' 2>/dev/null; then
   # PyPI's torchvision & co. fail to import beside this torch, and vLLM's text path needs none.
   run .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec
 fi
+rm -f .venv-vllm/.installed-*; touch "$vllm_stamp"
 
 # transformers serve (--continuous-batching), in a venv of its own: vLLM pins transformers<5.20.
-if ! .venv-transformers/bin/python -c "import fastapi, uvicorn, transformers as t
+if [[ ! -f $transformers_stamp ]] && ! .venv-transformers/bin/python -c "import fastapi, uvicorn, transformers as t
 assert t.__version__ == '$transformers_version'" 2>/dev/null; then
   [[ -x .venv-transformers/bin/python ]] || run "$python" -m venv .venv-transformers
   if ! run .venv-transformers/bin/pip install -q "$torch_spec"; then
@@ -58,6 +65,7 @@ assert t.__version__ == '$transformers_version'" 2>/dev/null; then
   fi
   run .venv-transformers/bin/pip install -q "transformers[serving]==$transformers_version" "$torch_spec"
 fi
+rm -f .venv-transformers/.installed-*; touch "$transformers_stamp"
 
 run .venv-vllm/bin/python servers/vllm-cpu/tiny_model.py models/tiny-llama
 
