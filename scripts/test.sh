@@ -84,10 +84,14 @@ if [[ ${1:-} == --fast ]]; then
 fi
 
 scripts/install.sh
-scripts/install_inprocess.sh
+install_nginx  # first: it sets (and clears) an EXIT trap of its own
+# The in-process engines' install compiles a shared libllama (minutes of CPU on a fresh machine):
+# in the background, beside the steps below, which mostly wait on packages and images.
+setsid -w scripts/install_inprocess.sh > build/install_inprocess.log 2>&1 &
+inprocess_pid=$!
+trap 'kill -- -"$inprocess_pid" 2>/dev/null || true' EXIT
 # text-generation-webui's API (textgen-cpu) from the vendored source; without it its tests skip.
 scripts/install_textgen.sh || echo "warning: text-generation-webui not installed; its tests skip" >&2
-install_nginx
 if scripts/docker_setup.sh; then
   scripts/build_images.sh vllm-cpu llamacpp-cpu nginx
   # About 25 s: the image reuses .venv-textgen's packages (no pip); its tests skip without it.
@@ -97,6 +101,13 @@ if scripts/docker_setup.sh; then
 else
   echo "warning: no Docker engine could start here; container tests will be skipped" >&2
 fi
+if ! wait "$inprocess_pid"; then
+  tail -n 20 build/install_inprocess.log >&2
+  echo "error: scripts/install_inprocess.sh failed; its log: build/install_inprocess.log" >&2
+  exit 1
+fi
+trap - EXIT
+cat build/install_inprocess.log >&2
 # pytest's exit 5 (no test selected): PYTEST_ARGS may name tests of one pass only.
 fast_rc=0 engine_rc=0
 fast_tests "$@" || fast_rc=$?
