@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import os
 import secrets
 import sys
 import time
@@ -26,6 +27,9 @@ from loadtest.client.client_cpu import CpuSampler
 from loadtest.client.conversation import Sessions, TurnOptions
 from loadtest.client.dispatch import Dispatcher
 from loadtest.client.loop_lag import LoopLag
+from loadtest.client.runqueue import EngineRunQueueWait
+from loadtest.cpus import cpu_set
+from loadtest.local_engine import started_engine_at
 from loadtest.client.timing import print_window, timing_from_options
 from loadtest.results.metadata import collect_client_metadata, collect_model_metadata, collect_rig_metadata
 from loadtest.client.options import ConfigError, RunConfig
@@ -60,6 +64,22 @@ class RunOptions:
     slo: Slo | None = None
     keep_outputs: bool = False
     request_deadline_s: float | None = None  # --request-deadline; None: sized from the run
+
+
+def engine_runqueue_at(url: str) -> EngineRunQueueWait | None:
+    """The run-queue wait of the engine the rig started at ``url`` on this host, else None."""
+    engine = started_engine_at(url)
+    if engine is None:
+        return None
+    pid = int(engine["pid"])
+    if engine.get("cpus"):
+        cores = len(cpu_set(engine["cpus"]))
+    else:
+        try:
+            cores = len(os.sched_getaffinity(pid))
+        except OSError:
+            cores = os.cpu_count() or 1
+    return EngineRunQueueWait(pid, cores)
 
 
 def run_options(options: object) -> RunOptions:
@@ -120,6 +140,7 @@ class Run:
         self.telemetry: Telemetry | None = None
         self.output_counter_before: float | None = None
         self.prefix_cache_reset = ""  # what start() did to the engine's prefix cache
+        self.engine_runqueue: EngineRunQueueWait | None = None  # an engine the rig started here
 
     def _sessions(self) -> Sessions | None:
         """A conversation workload's sessions as the dispatcher hands them out; None otherwise."""
@@ -176,6 +197,9 @@ class Run:
             self.telemetry = start_telemetry(self.run_dir, self.config.engine, self.config.url,
                                              self.config.gpu, self.config.telemetry_interval_s)
             self.telemetry.wait_ready()  # test_start waits, so users spawn after this
+        self.engine_runqueue = engine_runqueue_at(self.config.url)
+        if self.engine_runqueue is not None:
+            self.engine_runqueue.start()
         log.info("run %s: %d requests to %s, results in %s", self.run_id, self.config.requests,
                  redact_url(self.config.url), self.run_dir)
 
@@ -250,6 +274,8 @@ class Run:
         for report in self.dispatcher.worker_reports:  # the worst process speaks for the run
             for column in ("client_cpu_max_pct", "loop_lag_p99_ms", "loop_lag_max_ms"):
                 client[column] = max(client.get(column) or 0, report.get(column) or 0)
+        if self.engine_runqueue is not None:
+            client.update(self.engine_runqueue.stop())
         row = {**self._meta, **summarize(self.records), **client,
                **recount(self.records, self.model_dir, self.config.recount)}
         row.update(counted_by_engine(row, self.output_counter_before,
