@@ -184,9 +184,9 @@ WARNING_RULES: tuple[Rule, ...] = (
          "drop --no-pin, or start the engine without --no-pin",
          fires=_starts("client_pinned_by", "shared")),
     Rule("engine_cores_contended",
-         "the engine the rig started on this host waited for its cores over {wait_pct:g}% of "
-         "them (engine_runqueue_wait_pct): another process competed for those cores, so this "
-         "run measures a slowed engine",
+         "the threads of the engine the rig started on this host waited for a core more than "
+         "{wait_pct:g}% of the run's time x its cores (engine_runqueue_wait_pct): another "
+         "process competed for those cores, so this run measures a slowed engine",
          "find what else runs on the engine's cores (top, ps -L) and stop it, or start the "
          "engine on other --cpus", {"wait_pct": ENGINE_RUNQUEUE_LIMIT_PCT},
          lambda row, lim: (row.get("engine_runqueue_wait_pct") or 0) > lim["wait_pct"]),
