@@ -1,7 +1,7 @@
 """The engine's run-queue wait (loadtest/client/runqueue.py): an engine's process tree found in a
 fake /proc, its threads' waits summed over the run and shared over its cores, empty where /proc
-cannot say; the engine_cores_contended warning at its limit; and, with a real llamacpp-cpu, the
-warning only when a CPU hog shares the engine's core."""
+cannot say; and, with a real llamacpp-cpu, a higher wait when a CPU hog shares the engine's core.
+No rule reads the column yet: alone, its level depends on the engine's own threads."""
 
 from __future__ import annotations
 
@@ -18,13 +18,11 @@ from loadtest.cli.processes import free_port
 from loadtest.client import runqueue
 from loadtest.client.runqueue import EngineRunQueueWait, process_tree, tree_waits_ns
 from loadtest.results.files import read_runs
-from loadtest.results.rules import ENGINE_RUNQUEUE_LIMIT_PCT, WARNING_RULES
 from loadtest.results.schema import BY_NAME
 
 REPO = Path(__file__).resolve().parents[1]
 RIG = Path(sys.executable).with_name("rig")
 LLAMA_SERVER = REPO / "build" / "llama.cpp" / "cpu" / "bin" / "llama-server"
-RULE = next(rule for rule in WARNING_RULES if rule.code == "engine_cores_contended")
 COLUMNS = ("engine_runqueue_wait_ms", "engine_runqueue_wait_pct")
 
 
@@ -93,16 +91,6 @@ def test_both_columns_are_in_the_schema():
     assert all(column in BY_NAME for column in COLUMNS)
 
 
-def test_the_warning_fires_just_past_its_limit_and_not_without_the_column():
-    at = RULE.limits["wait_pct"]
-    assert at == ENGINE_RUNQUEUE_LIMIT_PCT
-    assert not RULE.applies({"engine_runqueue_wait_pct": at})
-    assert RULE.applies({"engine_runqueue_wait_pct": at + 0.001})
-    assert not RULE.applies({"engine_runqueue_wait_pct": None})
-    assert not RULE.applies({})
-    assert f"{at:g}%" in RULE.text
-
-
 @pytest.fixture
 def llamacpp_on_core_1(tmp_path: Path) -> Iterator[str]:
     if not LLAMA_SERVER.exists():
@@ -129,7 +117,7 @@ def _run(url: str, out: Path) -> dict[str, str]:
 
 
 @pytest.mark.engine
-def test_a_hog_on_the_engines_core_is_warned_about_and_the_engine_alone_is_not(
+def test_a_hog_on_the_engines_core_shows_in_its_run_queue_wait(
         llamacpp_on_core_1: str, tmp_path: Path):
     alone = _run(llamacpp_on_core_1, tmp_path / "alone")
     hog = subprocess.Popen(["taskset", "-c", "1", sys.executable, "-c", "while True: pass"])
@@ -140,5 +128,6 @@ def test_a_hog_on_the_engines_core_is_warned_about_and_the_engine_alone_is_not(
         hog.wait()
     print(f"alone {float(alone['engine_runqueue_wait_pct']):.1f}%, "
           f"hog {float(hogged['engine_runqueue_wait_pct']):.1f}%")
-    assert "engine_cores_contended" not in str(alone["warnings"])
-    assert "engine_cores_contended" in str(hogged["warnings"])
+    # Measured: alone 57-87%, with the hog 110-116% (evidence/2026-11-25/engine-runqueue/). No
+    # rule reads the column yet: its level alone depends on the engine's own threads.
+    assert float(hogged["engine_runqueue_wait_pct"]) > float(alone["engine_runqueue_wait_pct"]) + 15

@@ -46,10 +46,6 @@ MIN_REQUESTS_PER_USER = 2
 MIN_RUN_S = 5.0
 # output lengths further apart than this share of the longest are unequal work
 OUTPUT_SPREAD_PCT = 10.0
-# llamacpp-cpu pinned to 1 core, 8 users, 128-256 requests x 32 tokens, 2-core host: alone
-# 69-87% (its HTTP threads wait on its compute thread), with a CPU hog pinned to its core
-# 112-115% (evidence/2026-11-25/engine-runqueue/); between the two, nearer the hog's
-ENGINE_RUNQUEUE_LIMIT_PCT = 100.0
 
 
 @dataclass(frozen=True)
@@ -183,13 +179,6 @@ WARNING_RULES: tuple[Rule, ...] = (
          "says why), so each took CPU from the other: on a small machine such runs stall",
          "drop --no-pin, or start the engine without --no-pin",
          fires=_starts("client_pinned_by", "shared")),
-    Rule("engine_cores_contended",
-         "the threads of the engine the rig started on this host waited for a core more than "
-         "{wait_pct:g}% of the run's time x its cores (engine_runqueue_wait_pct): another "
-         "process competed for those cores, so this run measures a slowed engine",
-         "find what else runs on the engine's cores (top, ps -L) and stop it, or start the "
-         "engine on other --cpus", {"wait_pct": ENGINE_RUNQUEUE_LIMIT_PCT},
-         lambda row, lim: (row.get("engine_runqueue_wait_pct") or 0) > lim["wait_pct"]),
 )
 
 REASON_RULES: tuple[Rule, ...] = (
