@@ -228,7 +228,8 @@ def test_demo_help_exits_0():
 
 
 # The demo's engines that this machine can start. textgen-cpu is not in the demo's default race
-# (it would not fit the demo's 15 minutes) and tests/test_textgen.py runs it on its own.
+# (the demo took 14.0 of its 15 minutes without it: evidence/2026-11-25/demo-race-cpu) and
+# tests/test_textgen.py runs it on its own.
 _READY = [slug for slug, recipe in LOCAL.items()
           if recipe.missing() is None and slug != "textgen-cpu"]
 
