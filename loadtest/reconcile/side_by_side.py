@@ -39,13 +39,13 @@ from loadtest.reconcile.table import build_rows, render
 from loadtest.results.files import read_runs
 from loadtest.workload import WorkloadError
 from loadtest.workload.prompts import load_prompts
+from servers.local import LOCAL
 from servers.prefix_cache import reset_prefix_cache
 from servers.registry import SPECS
 
 __all__ = ["main", "parser"]
 
 RUNNABLE = ("vllm", "aiperf", "guidellm")
-LOCAL = ("vllm-cpu", "llamacpp-cpu", "transformers")
 
 
 def parser() -> RigParser:
@@ -58,7 +58,7 @@ def parser() -> RigParser:
                   "peers install: scripts/install_peers.sh; docs/reconcile.md")
     p.add_argument("--peer", type=one_of(RUNNABLE, "peer"), default="vllm",
                    help=f"the peer tool to run: {', '.join(RUNNABLE)} (default vllm)")
-    p.add_argument("--engine", type=one_of(LOCAL, "engine"), default="vllm-cpu",
+    p.add_argument("--engine", type=one_of(tuple(sorted(LOCAL)), "engine"), default="vllm-cpu",
                    help="the engine (default vllm-cpu); started here unless --host is given")
     p.add_argument("--host", type=url, help="an engine already running (default: start --engine)")
     p.add_argument("--users", type=positive_int, default=8, help="concurrency (default 8)")
