@@ -52,6 +52,8 @@ def test_a_master_and_two_workers_run_the_exact_workload_once(tmp_path: Path):
     assert (row["requests"], row["completed"], row["processes"], row["output_tokens"]) == (
         "40", "40", "2", "320")
     assert json.loads(next(requests.parent.glob("run.json")).read_text())["status"] == "complete"
+    if Path("/proc/self/task").is_dir():  # the workers' run-queue waits reach the row
+        assert float(row["client_runqueue_wait_pct"]) >= 0
 
 
 def test_a_worker_lost_mid_run_stops_the_run_instead_of_hanging(tmp_path: Path):

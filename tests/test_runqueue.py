@@ -88,3 +88,16 @@ def test_the_benchs_reference_run_has_the_wait(tmp_path: Path):
     assert result["completed"] == 8
     assert not math.isnan(result["client_runqueue_wait_ms"])
     assert 0 <= result["client_runqueue_wait_pct"] <= 100 * 64
+
+
+def test_with_workers_the_most_starved_process_speaks_for_the_run():
+    from loadtest.client.run import worst_process
+    master = {"client_runqueue_wait_ms": 3.0, "client_runqueue_wait_pct": 0.5,
+              "client_cpu_max_pct": 40.0, "client_cpu_mean_pct": 20.0, "loop_lag_max_ms": None}
+    workers = [{"client_runqueue_wait_ms": 90.0, "client_runqueue_wait_pct": 9.0,
+                "client_cpu_max_pct": 30.0, "loop_lag_max_ms": None},
+               {"client_runqueue_wait_ms": None, "client_runqueue_wait_pct": None}]
+    merged = worst_process(master, workers)
+    assert (merged["client_runqueue_wait_ms"], merged["client_runqueue_wait_pct"]) == (90.0, 9.0)
+    assert merged["client_cpu_max_pct"] == 40.0 and merged["client_cpu_mean_pct"] == 20.0
+    assert merged["loop_lag_max_ms"] is None  # no process measured it: empty, not 0

@@ -51,7 +51,7 @@ from loadtest.workload.usage import prompt_token_columns
 from servers.prefix_cache import reset_prefix_cache
 from servers.registry import SPECS
 
-__all__ = ["Run", "RunOptions", "run_options"]
+__all__ = ["Run", "RunOptions", "WORST_PROCESS_COLUMNS", "run_options", "worst_process"]
 
 log = logging.getLogger("llm-load-rig")
 
@@ -64,6 +64,21 @@ class RunOptions:
     slo: Slo | None = None
     keep_outputs: bool = False
     request_deadline_s: float | None = None  # --request-deadline; None: sized from the run
+
+
+# How each load-generator process kept up; with workers, the worst process speaks for the run.
+WORST_PROCESS_COLUMNS = ("client_cpu_max_pct", "loop_lag_p99_ms", "loop_lag_max_ms",
+                         "client_runqueue_wait_ms", "client_runqueue_wait_pct")
+
+
+def worst_process(own: dict[str, Any], workers: list[dict[str, Any]]) -> dict[str, Any]:
+    """This process's client figures, each of WORST_PROCESS_COLUMNS raised to the worst worker's
+    (a figure no process measured stays empty, not 0)."""
+    merged = dict(own)
+    for column in WORST_PROCESS_COLUMNS:
+        values = [v for v in (own.get(column), *(w.get(column) for w in workers)) if v is not None]
+        merged[column] = max(values) if values else None
+    return merged
 
 
 def engine_runqueue_at(url: str) -> EngineRunQueueWait | None:
@@ -270,10 +285,7 @@ class Run:
                 self._writer.close()
             except OSError:
                 pass  # the failed flush was reported when the record was written
-        client = self._client_report()
-        for report in self.dispatcher.worker_reports:  # the worst process speaks for the run
-            for column in ("client_cpu_max_pct", "loop_lag_p99_ms", "loop_lag_max_ms"):
-                client[column] = max(client.get(column) or 0, report.get(column) or 0)
+        client = worst_process(self._client_report(), self.dispatcher.worker_reports)
         if self.engine_runqueue is not None:
             client.update(self.engine_runqueue.stop())
         row = {**self._meta, **summarize(self.records), **client,
