@@ -333,6 +333,17 @@ def test_gpu_service_maps_slots_and_speculation_to_the_loaders_flags() -> None:
     assert "--parallel" not in translate("textgen", {})  # upstream's default: one slot
 
 
+def test_gpu_service_is_counted_as_textgen_cpu_by_its_llama_servers_counter() -> None:
+    from servers.textgen import SPEC as GPU_SPEC
+    from servers.textgen_cpu import SPEC as CPU_SPEC
+    argv = translate("textgen", {"HOST": "127.0.0.1", "PORT": "6000"})
+    # its loader hands "metrics" to the llama-server it starts (--metrics), on the API port + 5
+    assert argv[argv.index("--extra-flags") + 1] == "metrics"
+    assert argv[argv.index("--api-port") + 1] == "6000" and argv[argv.index("--listen-host") + 1] == "127.0.0.1"
+    assert GPU_SPEC.target == CPU_SPEC.target
+    assert GPU_SPEC.target.output_tokens_counter == ("llamacpp:tokens_predicted_total", 5)
+
+
 def test_gpu_and_cpu_services_pass_only_flags_server_py_parses() -> None:
     known = _server_py_flags()
     for engine in (TEXTGEN_GPU, TEXTGEN_CPU):
