@@ -62,12 +62,15 @@ api_requirements() {
   echo "Pillow>=9.5.0"
 }
 
+# A venv's site-packages.
+purelib() { "$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+
 # llama_cpp_binaries is how modules/llama_cpp_server.py finds llama-server; this one-module
 # package, written into the venv, finds the rig's build, so textgen and the bare llamacpp-cpu
 # engine run the same binary.
 install_shim() {
   local site
-  site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  site=$(purelib "$VENV")
   cat > "$site/llama_cpp_binaries.py" <<EOF
 """llm-load-rig's llama-server for text-generation-webui (RIG_LLAMA_SERVER overrides it)."""
 import os
@@ -76,6 +79,23 @@ import os
 def get_binary_path() -> str:
     return os.environ.get("RIG_LLAMA_SERVER", "$PWD/build/llama.cpp/cpu/bin/llama-server")
 EOF
+}
+
+# The rig's CPU torch where .venv-transformers holds it (scripts/install.sh), for the same Python:
+# hard links to its installed files instead of pip unpacking the 190 MB wheel again (minutes on
+# 2 cores), so pip finds it installed and adds only what is missing. Each venv stays its own: pip
+# replacing torch in one unlinks that venv's names only. Anything else: pip installs it.
+link_torch() {
+  local from=.venv-transformers from_site site name
+  [[ -x $from/bin/python && ! -e $(purelib "$VENV")/torch ]] || return 0
+  [[ $("$from/bin/python" -V) == $("$VENV/bin/python" -V) ]] || return 0
+  from_site=$(purelib "$from") site=$(purelib "$VENV")
+  local record=$from_site/${torch_spec/==/-}.dist-info/RECORD
+  [[ -f $record ]] || return 0
+  echo "+ hard-linking $torch_spec from $from" >&2
+  for name in $(cut -d, -f1 "$record" | grep -v '^\.\./' | cut -d/ -f1 | sort -u); do
+    cp -al "$from_site/$name" "$site/" || { echo "warning: could not link $name; pip installs torch" >&2; return 0; }
+  done
 }
 
 # An image's build context: the source, its API's requirements and the rig's llama-server.
@@ -97,7 +117,7 @@ pack_site() {
   [[ -x $VENV/bin/python ]] || return 0
   [[ $("$VENV/bin/python" -c 'import sys; print(sys.version_info[:2] == (3, 11))') == True ]] || return 0
   [[ -n $(ls "$VENV"/.installed-* 2>/dev/null) ]] || return 0
-  site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  site=$(purelib "$VENV")
   tar -C "$site" -cf - --exclude='./torch*' --exclude='./nvidia*' --exclude='./triton*' \
     --exclude='./transformers*' --exclude='./accelerate*' --exclude='./__pycache__' --exclude='./pip' \
     --exclude='./pip-*' --exclude='./llama_cpp_binaries.py' . | tar -C "$pack/site" -xf -
@@ -109,14 +129,15 @@ if [[ -n $pack ]]; then pack_context; exit 0; fi
 stamp="$VENV/.installed-$({ api_requirements; cat "$0"; } | sha256sum | cut -c1-16)"
 if [[ ! -f $stamp ]]; then
   # pip's resolver needs the index: say so in one line after its own log.
-  run "$VENV/bin/pip" install -q -r <(api_requirements) \
+  run "$VENV/bin/python" -m pip install -q -r <(api_requirements) \
     || fail "pip could not install text-generation-webui's API requirements into $VENV: check that the package index is reachable, then re-run $0"
   install_shim
   rm -f "$VENV"/.installed-* && touch "$stamp"
 fi
 if [[ $* == --transformers ]] && ! "$VENV/bin/python" -c 'import torch, transformers, accelerate' 2>/dev/null; then
-  run "$VENV/bin/pip" install -q "$torch_spec" "${transformers_specs[@]}" \
-    || run "$VENV/bin/pip" install -q "$torch_spec" "${transformers_specs[@]}" --extra-index-url https://download.pytorch.org/whl/cpu \
+  link_torch
+  run "$VENV/bin/python" -m pip install -q "$torch_spec" "${transformers_specs[@]}" \
+    || run "$VENV/bin/python" -m pip install -q "$torch_spec" "${transformers_specs[@]}" --extra-index-url https://download.pytorch.org/whl/cpu \
     || fail "pip could not install the Transformers loader (CPU torch) into $VENV: check the package index, then re-run $0 --transformers"
 fi
 echo "textgen-cpu installed: $SOURCE (commit ${COMMIT:0:12}), $VENV" >&2

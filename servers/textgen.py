@@ -1,22 +1,33 @@
-"""oobabooga text-generation-webui with its OpenAI API (Atinoda image), API port 5000, on its
-llama.cpp loader: a GGUF file under ``/models`` (the mounted MODELS_DIR), named by file name.
+"""oobabooga text-generation-webui with its OpenAI API, on its llama.cpp loader: a GGUF file under
+``/models`` (the mounted MODELS_DIR), named by file name, every layer on the GPU.
 
-The settings map to that loader's own ``server.py`` flags, as text-generation-webui 1dcde41d03d1
-names them (``modules/shared.py``; ``modules/llama_cpp_server.py`` hands each to the llama-server
-it starts): MAX_CONCURRENT_REQUESTS is its ``--parallel`` (llama-server slots; upstream's default 1
-holds its generation lock, one request at a time) and SPECULATE its draftless n-gram speculation.
-Every layer goes on the GPU (``--n-gpu-layers``, the spelling both that commit and the 2024 image
-accept). What the loader has no flag for, or takes from the GGUF, is refused with the reason; its
-``--ctx-size`` is the total over its slots, as for ``textgen-cpu``. ``--parallel`` and
-``--spec-type`` are newer than the pinned 2024 image: with either set, use an image of that commit
-(``TEXTGEN_IMAGE``).
+The flags are those of commit 1dcde41d03d1 (``modules/shared.py``; ``modules/llama_cpp_server.py``
+hands each to the ``llama-server`` it starts), the commit ``textgen-cpu`` runs: MAX_CONCURRENT_REQUESTS
+is its ``--parallel`` (llama-server slots; upstream's default 1 holds its generation lock, one
+request at a time) and SPECULATE its draftless n-gram speculation. ``--n-gpu-layers`` is the
+spelling both that commit and the 2024 image accept. What the loader has no flag for, or takes
+from the GGUF, is refused with the reason; its ``--ctx-size`` is the total over its slots, as for
+``textgen-cpu``.
+
+It is counted as ``textgen-cpu`` is (``TARGET``, shared): its API listens on HOST:PORT and its
+llama-server, started with ``--metrics`` (``--extra-flags metrics``), on 127.0.0.1:PORT + 5 inside
+the container, where the rig reads ``llamacpp:tokens_predicted_total`` before and after a run
+(``loadtest/telemetry/output_counter.py``): with host networking (a sweep's ``network: host``) the
+rig reaches it; on published ports only the API is published, and runs stay on its re-tokenized
+usage, flagged ``unequal_work``.
+
+The pinned 2024 image predates that loader (its llama.cpp ran in-process, without a llama-server)
+and ``--extra-flags``, ``--parallel`` and ``--spec-type``: it stops at its argument parser; run it
+with ``TEXTGEN_IMAGE`` set to an image of 1dcde41d03d1.
 """
 
 from servers.engine import Engine
 from servers.spec import EngineSpec, PrefixCache, Target
 
-__all__ = ["ENGINE", "SPEC"]
+__all__ = ["ENGINE", "INNER_PORT_OFFSET", "PREDICTED_TOKENS", "SPEC", "TARGET"]
 
+INNER_PORT_OFFSET = 5  # its llama-server listens on the API port + 5 when that port is free
+PREDICTED_TOKENS = "llamacpp:tokens_predicted_total"  # its llama-server's count of tokens generated
 _GGUF = "its llama.cpp loader takes it from the GGUF file chosen as MODEL"
 
 ENGINE = Engine(
@@ -24,9 +35,9 @@ ENGINE = Engine(
     image="atinoda/text-generation-webui:default-nvidia-snapshot-2024-02-04",
     image_source="versioned tag shown in the Atinoda README; newer versioned tags not verified",
     host_port=5000,
-    container_port=5000,
-    args=("python3", "/app/server.py", "--api", "--listen", "--api-port", "5000", "--model-dir", "/models",
-          "--loader", "llama.cpp", "--n-gpu-layers", "999"),
+    container_port=None,  # it listens on HOST:PORT inside, so host networking reaches its llama-server too
+    args=("python3", "/app/server.py", "--api", "--listen", "--listen-host", "{HOST}", "--api-port", "{PORT}",
+          "--model-dir", "/models", "--loader", "llama.cpp", "--n-gpu-layers", "999", "--extra-flags", "metrics"),
     flags={
         "MODEL": ("--model", "{}"),
         "MAX_CONCURRENT_REQUESTS": ("--parallel", "{}"),
@@ -47,16 +58,25 @@ ENGINE = Engine(
                                "in MiB, used only without --n-gpu-layers",
     },
     defaults={"MODEL": "tiny-llama.gguf"},
+    arg_defaults={"HOST": "0.0.0.0", "PORT": "5000"},
     health_path="/v1/models",
     cache_dir="/root/.cache/huggingface",
     service={"init": True},
 )
 
+# How the client drives and counts text-generation-webui, on any loader and device (textgen-cpu too):
+# --ignore-eos is its ban_eos_token; its stream opens with an empty chunk before it generates, which
+# is not a token; its usage re-tokenizes the answer, so a run's output tokens are its llama-server's
+# counter's change.
+TARGET = Target(ENGINE.host_port, ignore_eos_as="ban_eos_token", empty_chunk_is_token=False,
+                output_tokens_counter=(PREDICTED_TOKENS, INNER_PORT_OFFSET))
+
 SPEC = EngineSpec(
     slug="textgen",
     container=ENGINE,
-    target=Target(ENGINE.host_port),
-    metrics_none="text-generation-webui has no Prometheus endpoint",
+    target=TARGET,
+    metrics_none="text-generation-webui's API has no Prometheus endpoint (its llama-server's is on "
+                 f"the API port + {INNER_PORT_OFFSET})",
     prefix_cache=PrefixCache(None, "text-generation-webui's cache belongs to its loader and has "
                                    "no endpoint to empty it"),
 )

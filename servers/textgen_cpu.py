@@ -39,8 +39,9 @@ from pathlib import Path
 
 from servers.engine import Engine
 from servers.llamacpp_cpu import DEFAULT_SLOTS, GGUF, LLAMA_SERVER, SLOT_TOKENS, _threads, with_defaults
-from servers.spec import REPO, EngineSpec, LocalRecipe, PrefixCache, Target
+from servers.spec import REPO, EngineSpec, LocalRecipe, PrefixCache
 from servers.textgen import ENGINE as TEXTGEN
+from servers.textgen import INNER_PORT_OFFSET, PREDICTED_TOKENS, TARGET
 from servers.transformers import TINY_MODEL
 
 __all__ = ["BOOT", "COMMIT", "ENGINE", "IMAGE", "INNER_PORT_OFFSET", "PREDICTED_TOKENS", "RECIPE", "SOURCE",
@@ -51,8 +52,6 @@ IMAGE = f"llm-load-rig/textgen-cpu:{COMMIT[:12]}"
 SOURCE = Path(os.environ.get("RIG_TEXTGEN_SOURCE", REPO / "build" / "textgen"))
 VENV_PYTHON = Path(os.environ.get("RIG_TEXTGEN_PYTHON", REPO / ".venv-textgen" / "bin" / "python"))
 BOOT = REPO / "servers" / "textgen-cpu" / "boot.py"
-INNER_PORT_OFFSET = 5  # its llama-server listens on the API port + 5 when that port is free
-PREDICTED_TOKENS = "llamacpp:tokens_predicted_total"  # its llama-server's count of tokens generated
 _INSTALL = "run scripts/install_textgen.sh"
 _NOT_CPU = "textgen-cpu runs on CPU, every layer (--gpu-layers 0)"
 _GGUF = "the llama.cpp loader takes it from the GGUF file chosen as MODEL"
@@ -88,7 +87,7 @@ ENGINE = Engine(
     defaults={"MODEL": GGUF.name, "MAX_CONCURRENT_REQUESTS": str(DEFAULT_SLOTS)},
     health_path="/v1/internal/health",
     gpu=False,
-    arg_defaults={"HOST": "0.0.0.0", "PORT": str(TEXTGEN.container_port)},
+    arg_defaults=dict(TEXTGEN.arg_defaults),  # HOST:PORT as the GPU service
     service={
         "build": {"context": "servers/textgen-cpu", "network": "host"},
         "pull_policy": "never",
@@ -138,8 +137,7 @@ RECIPE = LocalRecipe(slug="textgen-cpu", command=command, missing=missing, model
 SPEC = EngineSpec(
     slug="textgen-cpu",
     container=ENGINE,
-    target=Target(ENGINE.host_port, ignore_eos_as="ban_eos_token", empty_chunk_is_token=False,
-                  output_tokens_counter=(PREDICTED_TOKENS, INNER_PORT_OFFSET)),
+    target=TARGET,
     local=RECIPE,
     metrics_none="text-generation-webui's API has no Prometheus endpoint (its llama-server's is on "
                  f"the API port + {INNER_PORT_OFFSET})",

@@ -258,6 +258,30 @@ def test_its_opening_empty_chunk_is_not_the_first_token() -> None:
     assert openai.parse_line(token, empty_chunk_is_token=False).output
 
 
+def test_an_answer_it_streamed_no_text_of_is_counted_and_warned_about() -> None:
+    """Its stream for an answer whose text it withheld (a stray byte's U+FFFD, docs/textgen.md):
+    no line carries a token; the request is completed, without TTFT, and counted in the row."""
+    from loadtest.client.protocols import openai
+    from loadtest.results.checks import check_run
+    from loadtest.results.record import RequestRecord
+    from loadtest.results.summary import summarize
+    head = b'data: {"id": "cmpl-1", "object": "text_completion", "model": "tiny-llama.gguf", '
+    stream = [head + b'"choices": [{"index": 0, "finish_reason": null, "text": "", "logprobs": null}], "usage": null}',
+              head + b'"choices": [{"index": 0, "finish_reason": "length", "text": "", "logprobs": null}], "usage": null}',
+              head + b'"choices": [], "usage": {"prompt_tokens": 35, "completion_tokens": 42, "total_tokens": 77}}',
+              b"data: [DONE]"]
+    events = [openai.parse_line(line, empty_chunk_is_token=False) for line in stream]
+    assert not any(event.output for event in events if event is not None)
+    empty = RequestRecord(0, "write-haiku", 0.0, 0, done_ns=400_000_000, output_tokens=42, output_tokens_source="usage",
+                          finish_reason="length")
+    answered = RequestRecord(1, "code-sql", 0.0, 0, first_chunk_ns=90_000_000, done_ns=450_000_000,
+                             output_chunks=32, output_tokens=32, output_tokens_source="usage", finish_reason="length")
+    row = summarize([empty, answered])
+    assert (row["completed"], row["empty_answers"], row["ttft_p50_ms"]) == (2, 1, 90.0)
+    assert "empty_answers" in check_run(row)
+    assert "empty_answers" not in check_run(summarize([answered]))
+
+
 
 def _usage_row(**changes: object) -> dict:
     """A 16 x 32 --ignore-eos run's row as its usage counted it: re-tokenized, 26 to 41 each."""
@@ -331,6 +355,17 @@ def test_gpu_service_maps_slots_and_speculation_to_the_loaders_flags() -> None:
     assert argv[argv.index("--spec-type"):argv.index("--spec-type") + 4] == ["--spec-type", "ngram-simple",
                                                                              "--draft-max", "4"]
     assert "--parallel" not in translate("textgen", {})  # upstream's default: one slot
+
+
+def test_gpu_service_is_counted_as_textgen_cpu_by_its_llama_servers_counter() -> None:
+    from servers.textgen import SPEC as GPU_SPEC
+    from servers.textgen_cpu import SPEC as CPU_SPEC
+    argv = translate("textgen", {"HOST": "127.0.0.1", "PORT": "6000"})
+    # its loader hands "metrics" to the llama-server it starts (--metrics), on the API port + 5
+    assert argv[argv.index("--extra-flags") + 1] == "metrics"
+    assert argv[argv.index("--api-port") + 1] == "6000" and argv[argv.index("--listen-host") + 1] == "127.0.0.1"
+    assert GPU_SPEC.target == CPU_SPEC.target
+    assert GPU_SPEC.target.output_tokens_counter == ("llamacpp:tokens_predicted_total", 5)
 
 
 def test_gpu_and_cpu_services_pass_only_flags_server_py_parses() -> None:

@@ -142,6 +142,12 @@ WARNING_RULES: tuple[Rule, ...] = (
          "some long answers arrived all at once (buffered_requests counts them), so their TTFT "
          "is their end-to-end time: a buffering proxy, or an engine whose API server is starved "
          "of CPU", "check what sits in between", fires=_has("buffered_requests")),
+    Rule("empty_answers",
+         "some completed requests streamed no text at all (empty_answers counts them), so TTFT, "
+         "ITL and TPOT are over the others only: the engine generated tokens it never sent as "
+         "text (text-generation-webui withholds all text after a replacement character, which "
+         "a random-weight model's stray bytes make)",
+         "see which with --keep-outputs; a real model's text streams", fires=_has("empty_answers")),
     Rule("reconnects",
          "the server closed kept-alive connections before answering, and those requests were "
          "sent again on a fresh connection (reconnects counts them; their times include the "

@@ -120,6 +120,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("errors", str, "", "failed requests by kind: kind=count joined with ;"),
     Column("warnings", str, "", "warning codes joined with ; (loadtest/results/rules.py)"),
     Column("buffered_requests", int, "", "long answers whose chunks arrived in one burst"),
+    Column("empty_answers", int, "", "completed requests whose stream carried no text (no TTFT: those are over the others)"),
     Column("flawed_requests", int, "", "completed requests the engine answered with values the rig ignored"),
     Column("engine_flaws", str, "", "the first few of those values, in words"),
     Column("prompt_tokens_asked_mean", float, "tokens", "mean prompt tokens the workload built (token-exact sources)"),

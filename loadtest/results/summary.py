@@ -6,6 +6,8 @@ values, never Locust's rounded buckets. Every count behind a rate is kept beside
   workload is done when its last request is).
 - output_tok_per_s: output tokens of completed requests / completion_time_s.
 - ttft_*, e2e_*: over completed requests. itl_*: over the pooled chunk gaps of completed requests.
+  A completed request whose stream carried no text (empty_answers) has no TTFT, no gaps and no
+  TPOT: those are over the others.
 - tpot_*: per completed request, (e2e - ttft) / (output_tokens - 1).
 Open loop (records with a scheduled time) adds:
 - ttft_sched_*, e2e_sched_*: over completed requests, from each one's scheduled send time;
@@ -60,6 +62,7 @@ def summarize(records: Sequence[RequestRecord]) -> dict[str, Any]:
     row["max_output_tokens"] = int(max(output)) if output else None
     row["output_tokens_source"] = _tokens_source(done)
     row["buffered_requests"] = sum(1 for r in done if _arrived_at_once(r))
+    row["empty_answers"] = sum(1 for r in done if not r.output_chunks)
     seconds = row["completion_time_s"]
     row["output_tok_per_s"] = row["output_tokens"] / seconds if seconds else None
     row["req_per_s"] = len(done) / seconds if seconds else None

@@ -66,9 +66,9 @@ CASES: list[tuple[str, dict[str, str], list[str]]] = [
     (
         "textgen",
         {"TEXTGEN_MODEL": "my-finetune.gguf", "TEXTGEN_MAX_CONCURRENT_REQUESTS": "8", "TEXTGEN_EXTRA_ARGS": "--threads 4"},
-        ["python3", "/app/server.py", "--api", "--listen", "--api-port", "5000", "--model-dir", "/models",
-         "--loader", "llama.cpp", "--n-gpu-layers", "999", "--model", "my-finetune.gguf", "--parallel", "8",
-         "--threads", "4"],
+        ["python3", "/app/server.py", "--api", "--listen", "--listen-host", "0.0.0.0", "--api-port", "5000",
+         "--model-dir", "/models", "--loader", "llama.cpp", "--n-gpu-layers", "999", "--extra-flags", "metrics",
+         "--model", "my-finetune.gguf", "--parallel", "8", "--threads", "4"],
     ),
     (
         "llamacpp",
