@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from loadtest.reconcile import DEFINITIONS, aiperf, guidellm, llmperf, mlperf, rig, vllm
-from loadtest.reconcile.figures import linear, lower_rank, nearest_rank
+from loadtest.reconcile.figures import linear, nearest_rank
 from loadtest.reconcile.peers import PeerError, peer_program, read_peer_result
 from loadtest.reconcile.run import ReconcileError, read_run
 from loadtest.results.files import RecordWriter
@@ -97,19 +97,56 @@ def test_llmperf_divides_the_whole_stream_by_the_lines_read(run_dir: Path, tmp_p
 
 def test_mlperf_counts_from_the_schedule_and_takes_floor_ranks(tmp_path: Path):
     late = [record(0, 0, 100, [10], 120, 2, scheduled_ns=-50 * MS),
-            record(1, 0, 60, [10], 80, 2)]
+            record(1, 0, 60, [10], 80, 2, scheduled_ns=0)]
     got = values(mlperf, write_run(tmp_path, late))
     assert got["ttft_mean_ms"] == pytest.approx((150 + 60) / 2)  # from the scheduled time
-    assert got["ttft_p50_ms"] == 150  # sorted[floor(2 x 0.5)]
-    assert got["req_per_s"] == pytest.approx(1 / 0.120)  # (samples - 1) / span
+    assert got["ttft_p50_ms"] == 150  # sorted[int(2 x 0.5)]
+    # the test starts at the first schedule (-50 ms); the last issued sample is done at 80 ms
+    assert got["duration_s"] == pytest.approx(0.130)
+    assert got["req_per_s"] == pytest.approx(1 / 0.130)  # (samples - 1) / span
     assert "itl_mean_ms" not in got  # LoadGen has no ITL
+
+
+def ns_record(request_id: int, sent_ns: int, ttft_ns: int, latency_ns: int,
+              tokens: int) -> RequestRecord:
+    return RequestRecord(request_id=request_id, prompt_id="p", sent_at=0.0, sent_ns=sent_ns,
+                         first_chunk_ns=sent_ns + ttft_ns, chunk_gaps_ns=[],
+                         done_ns=sent_ns + latency_ns, output_chunks=max(tokens, 1),
+                         output_tokens=tokens, output_tokens_source="usage")
+
+
+def test_mlperf_tpot_is_loadgens_int64_arithmetic(tmp_path: Path):
+    """logging.cc RecordSampleCompletion and results.cc ProcessTokenLatencies at b66003e1:
+    per sample (latency - TTFT) / (n_tokens - 1) in int64 (truncated toward zero), a count
+    below 2 kept as 0 (TPOT / -1, negative; its tokens not counted), the mean sum / n in
+    int64, percentiles sorted[int(n x p)]."""
+    samples = [ns_record(0, 0, 1_000_000, 1_000_010, 4),    # 10 / 3 -> 3 ns
+               ns_record(1, 5, 2_000_000, 2_000_009, 3),    # 9 / 2 -> 4 ns
+               ns_record(2, 10, 500_000, 501_001, 1)]       # 1 token: 1001 / -1 -> -1001 ns
+    got = values(mlperf, write_run(tmp_path, samples))
+    assert got["tpot_mean_ms"] == -331 / 1e6  # -994 / 3 truncated toward zero, not -332
+    assert got["tpot_p50_ms"] == 3 / 1e6  # sorted [-1001, 3, 4][int(1.5)]
+    assert got["tpot_p99_ms"] == 4 / 1e6  # [int(2.97)]
+    assert got["ttft_mean_ms"] == 1_166_666 / 1e6  # 3,500,000 / 3 truncated
+    assert got["output_tokens"] == 7  # the 1-token sample counts 0
+    span_s = 501_011 / 1e9  # start -> the last issued sample (sent at 10 ns) done
+    assert got["duration_s"] == pytest.approx(span_s)
+    assert got["output_tok_per_s"] == pytest.approx(7 / span_s)
+    how = mlperf.figures(read_run(tmp_path))["tpot_mean_ms"].how
+    assert "1 sample(s) of fewer than 2 tokens" in how
+
+
+def test_mlperf_throughput_ends_at_the_last_issued_sample_not_the_latest(tmp_path: Path):
+    samples = [record(0, 0, 50, [10], 200, 2), record(1, 10, 40, [10], 100, 2)]
+    got = values(mlperf, write_run(tmp_path, samples))
+    assert got["duration_s"] == pytest.approx(0.100)  # not 0.200
+    assert got["req_per_s"] == pytest.approx(1 / 0.100)
 
 
 def test_percentile_methods_differ_as_the_peers_do():
     data = list(range(1, 11))
     assert linear(data, 99) == pytest.approx(9.91)
     assert nearest_rank(data, 99) == 10 and nearest_rank(data, 50) == 5
-    assert lower_rank(data, 50) == 6 and lower_rank(data, 99) == 10
 
 
 def test_every_definition_cites_its_source():
@@ -130,7 +167,7 @@ def test_the_table_names_the_cause_of_each_difference(run_dir: Path):
     e2e = next(line for line in done.stdout.splitlines() if line.startswith("E2E mean"))
     assert e2e.split()[3:5] == ["125.0", "120.0"]  # rig, vllm
     assert "vllm: ends at the last token chunk" in done.stdout
-    assert "mlcommons/inference 7ad9af18" in done.stdout
+    assert "mlcommons/inference b66003e1" in done.stdout
 
 
 def test_csv_and_json_carry_every_value(run_dir: Path):
