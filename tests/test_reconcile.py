@@ -1,10 +1,13 @@
 """rig reconcile (loadtest/reconcile/): each peer definition recomputed from small request records
 built here, whose every timestamp is known, so each figure is checked to the nanosecond; the
-table's causes; bad input in one line. Two engine tests run the peers themselves on llama.cpp."""
+table's causes; bad input in one line. rig peers run: its plan (warm-ups first, pairs
+alternating) and its pinning (both clients beside an engine the rig started, in fresh
+processes). Two engine tests run the peers themselves on llama.cpp."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -12,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from loadtest.cpus import default_layout, format_cpus
 from loadtest.reconcile import DEFINITIONS, aiperf, guidellm, llmperf, mlperf, rig, vllm
 from loadtest.reconcile.figures import linear, nearest_rank
 from loadtest.reconcile.peers import PeerError, peer_program, read_peer_result
 from loadtest.reconcile.run import ReconcileError, read_run
+from loadtest.reconcile.side_by_side import plan
 from loadtest.results.files import RecordWriter
 from loadtest.results.record import RequestRecord
 
@@ -235,6 +240,81 @@ def test_reconcile_reads_a_real_run_of_the_evidence():
     assert "output tok/s" in done.stdout
 
 
+# --- rig peers run: the plan and the pinning ----------------------------------------------
+
+def test_the_warmups_come_first_and_the_pairs_alternate():
+    assert plan(3, 1) == [("warmup", 1), ("rig", 1), ("peer", 1), ("peer", 2), ("rig", 2),
+                          ("rig", 3), ("peer", 3)]
+    assert plan(1, 2) == [("warmup", 1), ("warmup", 2), ("rig", 1), ("peer", 1)]
+    assert plan(2, 0) == [("rig", 1), ("peer", 1), ("peer", 2), ("rig", 2)]
+
+
+@pytest.mark.parametrize("value", ["-1", "x", "1.5", "", "nan", "10000000000"])
+def test_a_bad_warmup_count_is_refused_in_one_line(value: str, tmp_path: Path):
+    done = rig_cmd("peers", "run", "--warmup-runs", value, "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and not done.stdout
+    assert done.stderr.startswith("error: --warmup-runs must be a whole number of 0 or more")
+    assert done.stderr.count("\n") == 1, done.stderr
+
+
+# pin_clients in a fresh process, then a child of it (as a rig run or a peer is started): the
+# cores each ends up on, with a registry entry (RIG_STATE_DIR) for an engine "started" here
+_PIN = """
+import json, os, subprocess, sys
+from loadtest.reconcile.side_by_side import pin_clients
+note = pin_clients(sys.argv[1], sys.argv[2] == "no-pin")
+child = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                       capture_output=True, text=True, check=True).stdout
+print(json.dumps({"note": note, "self": sorted(os.sched_getaffinity(0)),
+                  "child": json.loads(child)}))
+"""
+
+
+def pinned(state_dir: Path, port: int, no_pin: bool = False) -> dict:
+    done = subprocess.run([sys.executable, "-c", _PIN, f"http://127.0.0.1:{port}",
+                           "no-pin" if no_pin else "pin"], capture_output=True, text=True,
+                          timeout=120, cwd=REPO, env={**os.environ, "RIG_STATE_DIR": str(state_dir)})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def cores() -> list[int]:
+    mine = sorted(os.sched_getaffinity(0))
+    if len(mine) < 2:
+        pytest.skip("pinning apart needs two cores")
+    return mine
+
+
+def register(state_dir: Path, port: int, cpus: str) -> None:
+    """A registry entry as LocalEngine writes one; this test's process stands in for its pid."""
+    (state_dir / f"{port}.json").write_text(json.dumps(
+        {"pid": os.getpid(), "engine": "vllm-cpu", "port": port,
+         "url": f"http://127.0.0.1:{port}", "cpus": cpus, "log": "-"}))
+
+
+def test_beside_an_engine_the_rig_started_both_clients_get_the_cores_it_leaves(
+        tmp_path: Path, cores: list[int]):
+    register(tmp_path, 18991, format_cpus(cores[1:]))
+    got = pinned(tmp_path, 18991)
+    assert got["self"] == got["child"] == [cores[0]]
+    assert got["note"].startswith(f"the rig and the peer on cores {cores[0]} (rig: beside")
+
+
+@pytest.mark.parametrize("engine_cpus, no_pin, said", [
+    (None, False, "none: no engine the rig started"),   # not in the registry: not ours
+    ("", False, "shared: vllm-cpu (pid"),                # ours, on every core
+    ("rest", True, "shared: --no-pin"),
+])
+def test_otherwise_neither_client_is_moved_and_the_note_says_why(
+        tmp_path: Path, cores: list[int], engine_cpus, no_pin: bool, said: str):
+    if engine_cpus is not None:
+        register(tmp_path, 18992, format_cpus(cores[1:]) if engine_cpus == "rest" else "")
+    got = pinned(tmp_path, 18992, no_pin)
+    assert got["self"] == got["child"] == cores
+    assert got["note"].startswith(f"the rig and the peer not pinned ({said}"), got["note"]
+
+
 # --- the peers themselves, on llama.cpp (tiny model) ----------------------------------------
 
 @pytest.fixture(scope="module")
@@ -244,7 +324,9 @@ def llamacpp(tmp_path_factory: pytest.TempPathFactory):
     if not (REPO / "build" / "llama.cpp" / "cpu" / "bin" / "llama-server").exists():
         pytest.skip("llama-server not built (scripts/build_llamacpp.sh)")
     log = tmp_path_factory.mktemp("llamacpp") / "engine.log"
-    with LocalEngine(port=free_port(), engine="llamacpp-cpu", log_path=log) as engine:
+    engine_cpus, _ = default_layout()  # as `rig engine start` pins it: the clients move beside
+    with LocalEngine(port=free_port(), engine="llamacpp-cpu", log_path=log,
+                     cpus=engine_cpus or None) as engine:
         yield engine.url
 
 
@@ -260,12 +342,22 @@ def test_a_peer_runs_beside_the_rig_and_its_own_figures_are_read(llamacpp: str, 
                    "--users", "2", "--requests", "8", "--max-tokens", "16", "--format", "json",
                    "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = {r["metric"]: r for r in json.loads(done.stdout)["rows"]}
+    table = json.loads(done.stdout)
+    rows = {r["metric"]: r for r in table["rows"]}
     assert rows["completed"]["rig"] == 8
+    assert table["sources"]["warm-up"].startswith("1 unmeasured rig run")
+    run_dir = next((tmp_path / "rig" / "runs").iterdir())
+    if default_layout()[1]:  # two cores or more: the engine is pinned, so both clients are
+        client = default_layout()[1]
+        assert table["sources"]["clients"].startswith(f"the rig and the peer on cores {client}")
+        # the rig's own run found itself already beside the engine (it inherited the cores)
+        assert json.loads((run_dir / "run.json").read_text())["client_pinned_by"].startswith(
+            "apart:")
+    assert len(list((tmp_path / "warmup" / "runs").iterdir())) == 1
+    assert not (tmp_path / "warmup" / "runs.csv").exists()  # never a measured row
     assert rows["ttft_mean_ms"][f"{peer} (own)"] > 0
     assert rows["output_tok_per_s"][peer] == pytest.approx(rows["output_tok_per_s"]["rig"],
                                                             rel=0.05)
-    run_dir = next((tmp_path / "rig" / "runs").iterdir())
     again = rig_cmd("reconcile", str(run_dir), "--peer-result", f"{peer}={tmp_path / f'{peer}-1'}")
     assert again.returncode == 0 and f"{peer} (own)" in again.stdout, again.stderr
     shutil.rmtree(tmp_path / "rig", ignore_errors=True)
