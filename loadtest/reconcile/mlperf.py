@@ -45,7 +45,8 @@ SOURCE = ("mlcommons/inference b66003e1 (LoadGen 6.0.17): loadgen/logging.cc "
           "RecordSampleCompletion, loadgen/results.cc ProcessTokenLatencies and LogSummary "
           "(server scenario)")
 
-_HOW = "whole ns, mean = sum // n, percentile = sorted[int(n x p)] (not interpolated)"
+_HOW = ("whole ns, mean = sum / n truncated, percentile = sorted[int(n x p)] (not "
+        "interpolated)")
 
 
 def _c_div(numerator: int, denominator: int) -> int:
@@ -86,7 +87,7 @@ def figures(run: Run) -> dict[str, Figure]:
     tokens = [_loadgen_tokens(r) for r in done]
     tpot = [sample_tpot_ns(lat, first, n) for lat, first, n in zip(latency, ttft, tokens)]
     short = sum(1 for n in tokens if n == 0)
-    tpot_how = "per sample (latency - TTFT) // (tokens - 1), " + _HOW
+    tpot_how = "per sample (latency - TTFT) / (tokens - 1) truncated, " + _HOW
     if short:
         tpot_how += (f"; {short} sample(s) of fewer than 2 tokens: LoadGen logs an error for "
                      "each, counts its tokens as 0 and its TPOT as -(latency - TTFT)")
