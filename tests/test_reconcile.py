@@ -1,10 +1,13 @@
 """rig reconcile (loadtest/reconcile/): each peer definition recomputed from small request records
 built here, whose every timestamp is known, so each figure is checked to the nanosecond; the
-table's causes; bad input in one line. Two engine tests run the peers themselves on llama.cpp."""
+table's causes; bad input in one line. rig peers run: its plan (warm-ups first, pairs
+alternating) and its pinning (both clients beside an engine the rig started, in fresh
+processes). Two engine tests run the peers themselves on llama.cpp."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -12,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from loadtest.cpus import default_layout, format_cpus
 from loadtest.reconcile import DEFINITIONS, aiperf, guidellm, llmperf, mlperf, rig, vllm
-from loadtest.reconcile.figures import linear, lower_rank, nearest_rank
+from loadtest.reconcile.figures import linear, nearest_rank
 from loadtest.reconcile.peers import PeerError, peer_program, read_peer_result
 from loadtest.reconcile.run import ReconcileError, read_run
+from loadtest.reconcile.side_by_side import plan
 from loadtest.results.files import RecordWriter
 from loadtest.results.record import RequestRecord
 
@@ -97,19 +102,56 @@ def test_llmperf_divides_the_whole_stream_by_the_lines_read(run_dir: Path, tmp_p
 
 def test_mlperf_counts_from_the_schedule_and_takes_floor_ranks(tmp_path: Path):
     late = [record(0, 0, 100, [10], 120, 2, scheduled_ns=-50 * MS),
-            record(1, 0, 60, [10], 80, 2)]
+            record(1, 0, 60, [10], 80, 2, scheduled_ns=0)]
     got = values(mlperf, write_run(tmp_path, late))
     assert got["ttft_mean_ms"] == pytest.approx((150 + 60) / 2)  # from the scheduled time
-    assert got["ttft_p50_ms"] == 150  # sorted[floor(2 x 0.5)]
-    assert got["req_per_s"] == pytest.approx(1 / 0.120)  # (samples - 1) / span
+    assert got["ttft_p50_ms"] == 150  # sorted[int(2 x 0.5)]
+    # the test starts at the first schedule (-50 ms); the last issued sample is done at 80 ms
+    assert got["duration_s"] == pytest.approx(0.130)
+    assert got["req_per_s"] == pytest.approx(1 / 0.130)  # (samples - 1) / span
     assert "itl_mean_ms" not in got  # LoadGen has no ITL
+
+
+def ns_record(request_id: int, sent_ns: int, ttft_ns: int, latency_ns: int,
+              tokens: int) -> RequestRecord:
+    return RequestRecord(request_id=request_id, prompt_id="p", sent_at=0.0, sent_ns=sent_ns,
+                         first_chunk_ns=sent_ns + ttft_ns, chunk_gaps_ns=[],
+                         done_ns=sent_ns + latency_ns, output_chunks=max(tokens, 1),
+                         output_tokens=tokens, output_tokens_source="usage")
+
+
+def test_mlperf_tpot_is_loadgens_int64_arithmetic(tmp_path: Path):
+    """logging.cc RecordSampleCompletion and results.cc ProcessTokenLatencies at b66003e1:
+    per sample (latency - TTFT) / (n_tokens - 1) in int64 (truncated toward zero), a count
+    below 2 kept as 0 (TPOT / -1, negative; its tokens not counted), the mean sum / n in
+    int64, percentiles sorted[int(n x p)]."""
+    samples = [ns_record(0, 0, 1_000_000, 1_000_010, 4),    # 10 / 3 -> 3 ns
+               ns_record(1, 5, 2_000_000, 2_000_009, 3),    # 9 / 2 -> 4 ns
+               ns_record(2, 10, 500_000, 501_001, 1)]       # 1 token: 1001 / -1 -> -1001 ns
+    got = values(mlperf, write_run(tmp_path, samples))
+    assert got["tpot_mean_ms"] == -331 / 1e6  # -994 / 3 truncated toward zero, not -332
+    assert got["tpot_p50_ms"] == 3 / 1e6  # sorted [-1001, 3, 4][int(1.5)]
+    assert got["tpot_p99_ms"] == 4 / 1e6  # [int(2.97)]
+    assert got["ttft_mean_ms"] == 1_166_666 / 1e6  # 3,500,000 / 3 truncated
+    assert got["output_tokens"] == 7  # the 1-token sample counts 0
+    span_s = 501_011 / 1e9  # start -> the last issued sample (sent at 10 ns) done
+    assert got["duration_s"] == pytest.approx(span_s)
+    assert got["output_tok_per_s"] == pytest.approx(7 / span_s)
+    how = mlperf.figures(read_run(tmp_path))["tpot_mean_ms"].how
+    assert "1 sample(s) of fewer than 2 tokens" in how
+
+
+def test_mlperf_throughput_ends_at_the_last_issued_sample_not_the_latest(tmp_path: Path):
+    samples = [record(0, 0, 50, [10], 200, 2), record(1, 10, 40, [10], 100, 2)]
+    got = values(mlperf, write_run(tmp_path, samples))
+    assert got["duration_s"] == pytest.approx(0.100)  # not 0.200
+    assert got["req_per_s"] == pytest.approx(1 / 0.100)
 
 
 def test_percentile_methods_differ_as_the_peers_do():
     data = list(range(1, 11))
     assert linear(data, 99) == pytest.approx(9.91)
     assert nearest_rank(data, 99) == 10 and nearest_rank(data, 50) == 5
-    assert lower_rank(data, 50) == 6 and lower_rank(data, 99) == 10
 
 
 def test_every_definition_cites_its_source():
@@ -130,7 +172,7 @@ def test_the_table_names_the_cause_of_each_difference(run_dir: Path):
     e2e = next(line for line in done.stdout.splitlines() if line.startswith("E2E mean"))
     assert e2e.split()[3:5] == ["125.0", "120.0"]  # rig, vllm
     assert "vllm: ends at the last token chunk" in done.stdout
-    assert "mlcommons/inference 7ad9af18" in done.stdout
+    assert "mlcommons/inference b66003e1" in done.stdout
 
 
 def test_csv_and_json_carry_every_value(run_dir: Path):
@@ -198,6 +240,81 @@ def test_reconcile_reads_a_real_run_of_the_evidence():
     assert "output tok/s" in done.stdout
 
 
+# --- rig peers run: the plan and the pinning ----------------------------------------------
+
+def test_the_warmups_come_first_and_the_pairs_alternate():
+    assert plan(3, 1) == [("warmup", 1), ("rig", 1), ("peer", 1), ("peer", 2), ("rig", 2),
+                          ("rig", 3), ("peer", 3)]
+    assert plan(1, 2) == [("warmup", 1), ("warmup", 2), ("rig", 1), ("peer", 1)]
+    assert plan(2, 0) == [("rig", 1), ("peer", 1), ("peer", 2), ("rig", 2)]
+
+
+@pytest.mark.parametrize("value", ["-1", "x", "1.5", "", "nan", "10000000000"])
+def test_a_bad_warmup_count_is_refused_in_one_line(value: str, tmp_path: Path):
+    done = rig_cmd("peers", "run", "--warmup-runs", value, "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and not done.stdout
+    assert done.stderr.startswith("error: --warmup-runs must be a whole number of 0 or more")
+    assert done.stderr.count("\n") == 1, done.stderr
+
+
+# pin_clients in a fresh process, then a child of it (as a rig run or a peer is started): the
+# cores each ends up on, with a registry entry (RIG_STATE_DIR) for an engine "started" here
+_PIN = """
+import json, os, subprocess, sys
+from loadtest.reconcile.side_by_side import pin_clients
+note = pin_clients(sys.argv[1], sys.argv[2] == "no-pin")
+child = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                       capture_output=True, text=True, check=True).stdout
+print(json.dumps({"note": note, "self": sorted(os.sched_getaffinity(0)),
+                  "child": json.loads(child)}))
+"""
+
+
+def pinned(state_dir: Path, port: int, no_pin: bool = False) -> dict:
+    done = subprocess.run([sys.executable, "-c", _PIN, f"http://127.0.0.1:{port}",
+                           "no-pin" if no_pin else "pin"], capture_output=True, text=True,
+                          timeout=120, cwd=REPO, env={**os.environ, "RIG_STATE_DIR": str(state_dir)})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def cores() -> list[int]:
+    mine = sorted(os.sched_getaffinity(0))
+    if len(mine) < 2:
+        pytest.skip("pinning apart needs two cores")
+    return mine
+
+
+def register(state_dir: Path, port: int, cpus: str) -> None:
+    """A registry entry as LocalEngine writes one; this test's process stands in for its pid."""
+    (state_dir / f"{port}.json").write_text(json.dumps(
+        {"pid": os.getpid(), "engine": "vllm-cpu", "port": port,
+         "url": f"http://127.0.0.1:{port}", "cpus": cpus, "log": "-"}))
+
+
+def test_beside_an_engine_the_rig_started_both_clients_get_the_cores_it_leaves(
+        tmp_path: Path, cores: list[int]):
+    register(tmp_path, 18991, format_cpus(cores[1:]))
+    got = pinned(tmp_path, 18991)
+    assert got["self"] == got["child"] == [cores[0]]
+    assert got["note"].startswith(f"the rig and the peer on cores {cores[0]} (rig: beside")
+
+
+@pytest.mark.parametrize("engine_cpus, no_pin, said", [
+    (None, False, "none: no engine the rig started"),   # not in the registry: not ours
+    ("", False, "shared: vllm-cpu (pid"),                # ours, on every core
+    ("rest", True, "shared: --no-pin"),
+])
+def test_otherwise_neither_client_is_moved_and_the_note_says_why(
+        tmp_path: Path, cores: list[int], engine_cpus, no_pin: bool, said: str):
+    if engine_cpus is not None:
+        register(tmp_path, 18992, format_cpus(cores[1:]) if engine_cpus == "rest" else "")
+    got = pinned(tmp_path, 18992, no_pin)
+    assert got["self"] == got["child"] == cores
+    assert got["note"].startswith(f"the rig and the peer not pinned ({said}"), got["note"]
+
+
 # --- the peers themselves, on llama.cpp (tiny model) ----------------------------------------
 
 @pytest.fixture(scope="module")
@@ -207,7 +324,9 @@ def llamacpp(tmp_path_factory: pytest.TempPathFactory):
     if not (REPO / "build" / "llama.cpp" / "cpu" / "bin" / "llama-server").exists():
         pytest.skip("llama-server not built (scripts/build_llamacpp.sh)")
     log = tmp_path_factory.mktemp("llamacpp") / "engine.log"
-    with LocalEngine(port=free_port(), engine="llamacpp-cpu", log_path=log) as engine:
+    engine_cpus, _ = default_layout()  # as `rig engine start` pins it: the clients move beside
+    with LocalEngine(port=free_port(), engine="llamacpp-cpu", log_path=log,
+                     cpus=engine_cpus or None) as engine:
         yield engine.url
 
 
@@ -223,12 +342,22 @@ def test_a_peer_runs_beside_the_rig_and_its_own_figures_are_read(llamacpp: str, 
                    "--users", "2", "--requests", "8", "--max-tokens", "16", "--format", "json",
                    "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = {r["metric"]: r for r in json.loads(done.stdout)["rows"]}
+    table = json.loads(done.stdout)
+    rows = {r["metric"]: r for r in table["rows"]}
     assert rows["completed"]["rig"] == 8
+    assert table["sources"]["warm-up"].startswith("1 unmeasured rig run")
+    run_dir = next((tmp_path / "rig" / "runs").iterdir())
+    if default_layout()[1]:  # two cores or more: the engine is pinned, so both clients are
+        client = default_layout()[1]
+        assert table["sources"]["clients"].startswith(f"the rig and the peer on cores {client}")
+        # the rig's own run found itself already beside the engine (it inherited the cores)
+        assert json.loads((run_dir / "run.json").read_text())["client_pinned_by"].startswith(
+            "apart:")
+    assert len(list((tmp_path / "warmup" / "runs").iterdir())) == 1
+    assert not (tmp_path / "warmup" / "runs.csv").exists()  # never a measured row
     assert rows["ttft_mean_ms"][f"{peer} (own)"] > 0
     assert rows["output_tok_per_s"][peer] == pytest.approx(rows["output_tok_per_s"]["rig"],
                                                             rel=0.05)
-    run_dir = next((tmp_path / "rig" / "runs").iterdir())
     again = rig_cmd("reconcile", str(run_dir), "--peer-result", f"{peer}={tmp_path / f'{peer}-1'}")
     assert again.returncode == 0 and f"{peer} (own)" in again.stdout, again.stderr
     shutil.rmtree(tmp_path / "rig", ignore_errors=True)

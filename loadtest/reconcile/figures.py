@@ -1,4 +1,5 @@
-"""The figures every definition recomputes, and the two ways peers take a percentile.
+"""The figures every definition recomputes, and the two ways most peers take a percentile
+(MLPerf LoadGen's, in whole nanoseconds, is in mlperf.py).
 
 A definition returns one `Figure` per metric it defines: the value, and in words how its
 definition differs from the rig's (loadtest/results/summary.py) — the cause shown when the
@@ -13,8 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["METRICS", "SAME_AS_RIG", "Figure", "distribution", "linear", "lower_rank", "mean",
-           "nearest_rank"]
+__all__ = ["METRICS", "SAME_AS_RIG", "Figure", "distribution", "linear", "mean", "nearest_rank"]
 
 # (key, what the table calls it), in the table's order
 METRICS: tuple[tuple[str, str], ...] = (
@@ -45,14 +45,6 @@ def linear(values: Sequence[float], percent: float) -> float | None:
     """numpy's default percentile: linear interpolation between the two nearest ranks (the
     rig, vLLM, LLMPerf through pandas)."""
     return float(np.percentile(np.asarray(values, dtype=float), percent)) if len(values) else None
-
-
-def lower_rank(values: Sequence[float], percent: float) -> float | None:
-    """MLPerf LoadGen's: the sorted values' element at index floor(n * p) (results.cc)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return float(ordered[min(len(ordered) - 1, math.floor(len(ordered) * percent / 100))])
 
 
 def nearest_rank(values: Sequence[float], percent: float) -> float | None:

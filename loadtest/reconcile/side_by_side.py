@@ -4,10 +4,17 @@ peer's definitions recomputed from the rig's own records, the figures the peer p
 and what is left once the definitions are matched (the clients' own cost or error), with its
 spread over the repeats.
 
-Without --host it starts the local engine (--engine) on a free port, pinned apart from the
-clients (loadtest/cpus.py's layout: the rig and the peer both on the client cores), and stops it.
-Everything lands in --out: the rig's runs (runs.csv, runs/*), the prompts as sent
-(prompts.jsonl), each peer repeat's folder (PEER-N/) and its log.
+Without --host it starts the local engine (--engine) on a free port, on the engine's side of
+loadtest/cpus.py's layout, and stops it after. Either way, when the engine at the URL is one the
+rig started on this host (its registry, loadtest/local_engine.py), this process moves itself to
+the cores that engine leaves free by the rule the rig's own runs follow (`pin_client_beside`),
+before anything is measured: every rig run and every peer it starts inherits those cores, so
+both clients meet the engine alike; the table's notes say what was done. Before the first pair,
+--warmup-runs unmeasured rig runs of the same workload (kept in --out/warmup, never in the
+table) meet the just-started engine instead of the first measured call.
+
+Everything lands in --out: the rig's runs (rig/runs.csv, rig/runs/*), the warm-ups (warmup/),
+the prompts as sent (prompts-PEER.jsonl), each peer repeat's folder (PEER-N/) and every log.
 """
 
 from __future__ import annotations
@@ -17,35 +24,36 @@ import json
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 from loadtest.cli.args import RigParser, command_prog, fail
 from loadtest.cli.locust import REPO
 from loadtest.cli.processes import free_port
-from loadtest.cli.types import one_of, positive_int, url, writable_folder
-from loadtest.cpus import default_layout
-from loadtest.local_engine import TINY_MODEL, EngineStartError, LocalEngine
+from loadtest.cli.types import non_negative_int, one_of, positive_int, url, writable_folder
+from loadtest.cpus import add_pin_option, allowed_cpus, default_layout, format_cpus
+from loadtest.local_engine import TINY_MODEL, EngineStartError, LocalEngine, pin_client_beside
 from loadtest.reconcile import DEFINITIONS, rig
 from loadtest.reconcile.figures import Figure
 from loadtest.reconcile.peers import (PeerError, peer_command, peer_program, peer_prompts,
                                      read_peer_result)
 from loadtest.reconcile.run import ReconcileError, read_run
 from loadtest.reconcile.table import build_rows, render
-from loadtest.results.files import read_runs
 from loadtest.workload import WorkloadError
 from loadtest.workload.prompts import load_prompts
 from servers.local import LOCAL
 from servers.prefix_cache import reset_prefix_cache
 from servers.registry import SPECS
 
-__all__ = ["main", "parser"]
+__all__ = ["Step", "main", "parser", "pin_clients", "plan"]
 
 RUNNABLE = ("vllm", "aiperf", "guidellm")
+
+Step = tuple[Literal["warmup", "rig", "peer"], int]  # what runs, and its number
 
 
 def parser() -> RigParser:
@@ -69,10 +77,14 @@ def parser() -> RigParser:
     p.add_argument("--prompts", default="mixed", help="prompt set or file (default mixed)")
     p.add_argument("--repeats", type=positive_int, default=1,
                    help="rig/peer pairs, alternating (default 1)")
+    p.add_argument("--warmup-runs", type=non_negative_int, default=1,
+                   help="unmeasured rig runs of the same workload before the first pair, so "
+                        "no measured run meets a just-started engine (default 1; 0: none)")
     p.add_argument("--format", type=one_of(("table", "csv", "json"), "format"), default="table",
                    help="table (default), csv or json")
     p.add_argument("--out", type=writable_folder,
                    help="where everything is kept (default results/peers/UTC-PEER-uUSERS)")
+    add_pin_option(p)
     return p
 
 
@@ -91,67 +103,107 @@ def main(argv: list[str] | None = None) -> int:
     texts = [prompts[i % len(prompts)].text for i in range(args.requests)]
     prompts_file.write_text(peer_prompts(args.peer, texts, args.max_tokens), encoding="utf-8")
     try:
-        with _engine(args, out) as (host, client_cpus):
-            pairs = [_pair(args, host, client_cpus, out, prompts_file, n)
-                     for n in range(1, args.repeats + 1)]
+        with _engine(args, out) as host:
+            pinned = pin_clients(host, args.no_pin)
+            print(f"clients: {pinned}", file=sys.stderr)
+            pairs = _run(args, host, out, prompts_file)
     except (EngineStartError, PeerError, ReconcileError, RuntimeError) as exc:
         fail(str(exc))
-    sys.stdout.write(_table(args.peer, pairs, args.format))
+    sys.stdout.write(_table(args.peer, pairs, args.format, _notes(args, out, pinned)))
     return 0
 
 
+def plan(repeats: int, warmup_runs: int) -> list[Step]:
+    """The calls in order: the warm-ups, then each pair, the rig first in odd repeats and the
+    peer first in even ones (so neither always meets the engine the other just left)."""
+    steps: list[Step] = [("warmup", n) for n in range(1, warmup_runs + 1)]
+    for repeat in range(1, repeats + 1):
+        pair: list[Step] = [("rig", repeat), ("peer", repeat)]
+        steps += pair if repeat % 2 else pair[::-1]
+    return steps
+
+
+def pin_clients(host: str, no_pin: bool = False) -> str:
+    """Move this process to the cores the rig's engine at `host` leaves free, as the rig's own
+    runs move themselves (local_engine.pin_client_beside: the same registry, the same rule);
+    every rig run and peer started after inherits them. What was done, for the table's notes."""
+    verdict = pin_client_beside(host, no_pin)
+    if verdict.startswith(("rig:", "apart:")):
+        return f"the rig and the peer on cores {format_cpus(allowed_cpus())} ({verdict})"
+    return f"the rig and the peer not pinned ({verdict})"
+
+
 @contextmanager
-def _engine(args: argparse.Namespace, out: Path) -> Iterator[tuple[str, str]]:
-    """(URL, client cores): the engine at --host, or --engine started here and stopped after."""
+def _engine(args: argparse.Namespace, out: Path) -> Iterator[str]:
+    """The engine's URL: --host, or --engine started here (the engine's cores of the default
+    layout) and stopped after."""
     if args.host:
-        yield args.host, ""
+        yield args.host
         return
-    engine_cpus, client_cpus = default_layout()
+    engine_cpus, _ = default_layout()
     engine = LocalEngine(port=free_port(), engine=args.engine, log_path=out / "engine.log",
                          cpus=engine_cpus or None)
     print(f"starting {args.engine} (log {engine.log_path})", file=sys.stderr)
     engine.start()
     try:
-        yield engine.url, client_cpus
+        yield engine.url
     finally:
         engine.stop()
 
 
-def _pair(args: argparse.Namespace, host: str, client_cpus: str, out: Path, prompts_file: Path,
-          repeat: int) -> tuple[Path, dict[str, float]]:
-    """One rig run and one peer run on the same workload, the rig first in odd repeats and the
-    peer first in even ones (so neither always meets the engine the other warmed): (the rig's
-    run folder, the figures the peer reported)."""
-    if repeat % 2:
-        run_dir = _rig_run(args, host, out, repeat)
-        return run_dir, _peer_run(args, host, client_cpus, out, prompts_file, repeat, run_dir)
-    model = _served_model(host)
-    reported = _peer_run(args, host, client_cpus, out, prompts_file, repeat, None, model)
-    return _rig_run(args, host, out, repeat), reported
+def _run(args: argparse.Namespace, host: str, out: Path,
+         prompts_file: Path) -> list[tuple[Path, dict[str, float]]]:
+    """Every step of the plan; per repeat (the rig's run folder, the figures the peer printed)."""
+    rig_runs: dict[int, Path] = {}
+    reported: dict[int, dict[str, float]] = {}
+    model = ""  # the model the rig's last run asked for (a rig run always comes first)
+    for step, number in plan(args.repeats, args.warmup_runs):
+        if step == "peer":
+            reported[number] = _peer_run(args, host, out, prompts_file, number, model)
+            continue
+        run_dir = _rig_run(args, host, out, number, warmup=step == "warmup")
+        model = str(read_run(run_dir).meta.get("model") or model)
+        if step == "rig":
+            rig_runs[number] = run_dir
+    return [(rig_runs[n], reported[n]) for n in sorted(rig_runs)]
 
 
-def _rig_run(args: argparse.Namespace, host: str, out: Path, repeat: int) -> Path:
-    rig_out = out / "rig"
-    before = {row.get("run_dir") for row in _rows(rig_out)}
+def _rig_run(args: argparse.Namespace, host: str, out: Path, number: int,
+             warmup: bool = False) -> Path:
+    """One rig run of the workload (a warm-up: in --out/warmup, no runs.csv row); its folder."""
+    name = "warmup" if warmup else "rig"
+    rig_out = out / name
+    before = _folders(rig_out / "runs")
     command = [sys.executable, "-m", "loadtest.cli.main", "run", "--engine", args.engine,
                "--host", host, "--users", str(args.users), "--requests", str(args.requests),
                "--max-tokens", str(args.max_tokens), "--ignore-eos", "--prompts", args.prompts,
-               "--out", str(rig_out), "--tag", f"peers-{args.peer}", "--repeat", str(repeat)]
-    _call(command, out / f"rig-{repeat}.log", "rig run")
-    new = [row for row in _rows(rig_out) if row.get("run_dir") not in before]
-    if not new:
-        raise RuntimeError(f"rig run wrote no row to {rig_out / 'runs.csv'}; see "
-                           f"{out / f'rig-{repeat}.log'}")
-    return _run_folder(rig_out, new[-1]["run_dir"])
+               "--out", str(rig_out), "--tag", f"peers-{args.peer}", "--repeat", str(number),
+               *(["--warmup"] if warmup else []), *(["--no-pin"] if args.no_pin else [])]
+    log = out / f"{name}-{number}.log"
+    _call(command, log, f"rig {name} run")
+    new = sorted(_folders(rig_out / "runs") - before)
+    status = _status(new[-1]) if new else "missing"
+    if status != "complete":
+        raise RuntimeError(f"rig {name} run {number} did not complete (run.json status: "
+                           f"{status}); see {log}")
+    return new[-1]
 
 
-def _peer_run(args: argparse.Namespace, host: str, client_cpus: str, out: Path,
-              prompts_file: Path, repeat: int, run_dir: Path | None,
-              model: str = "") -> dict[str, float]:
+def _folders(folder: Path) -> set[Path]:
+    return {p for p in folder.iterdir() if p.is_dir()} if folder.is_dir() else set()
+
+
+def _status(run_dir: Path) -> str:
+    try:
+        return str(json.loads((run_dir / "run.json").read_text(encoding="utf-8"))["status"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "unreadable"
+
+
+def _peer_run(args: argparse.Namespace, host: str, out: Path, prompts_file: Path,
+              repeat: int, model: str) -> dict[str, float]:
     """The peer on the workload, after emptying the engine's prefix cache as the rig does
-    before its own runs."""
-    if run_dir is not None:
-        model = str(read_run(run_dir).meta.get("model") or model)
+    before its own runs; on this process's cores (pin_clients)."""
     reset = reset_prefix_cache(host, SPECS[args.engine])
     print(f"prefix cache before {args.peer}: {reset}", file=sys.stderr)
     peer_out = out / f"{args.peer}-{repeat}"
@@ -160,31 +212,8 @@ def _peer_run(args: argparse.Namespace, host: str, client_cpus: str, out: Path,
                            prompts_file=prompts_file, requests=args.requests, users=args.users,
                            max_tokens=args.max_tokens, api=SPECS[args.engine].target.api,
                            out=peer_out)
-    if client_cpus:
-        command = ["taskset", "-c", client_cpus, *command]
     _call(command, out / f"{args.peer}-{repeat}.log", args.peer)
     return read_peer_result(args.peer, peer_out)
-
-
-def _served_model(host: str) -> str:
-    """The model name the engine serves (GET /v1/models), for a peer run before any rig run."""
-    try:
-        with urllib.request.urlopen(f"{host}/v1/models", timeout=10) as answer:
-            return str(json.load(answer)["data"][0]["id"])
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-        raise RuntimeError(f"cannot read the served model from {host}/v1/models: {exc}") from None
-
-
-def _rows(folder: Path) -> list[dict[str, str]]:
-    return read_runs(folder / "runs.csv") if (folder / "runs.csv").exists() else []
-
-
-def _run_folder(rig_out: Path, run_dir: str) -> Path:
-    """runs.csv's run_dir is relative to where the rig ran (the repository) or absolute."""
-    path = Path(run_dir)
-    if path.is_absolute() or (REPO / path).is_dir():
-        return path if path.is_absolute() else REPO / path
-    return rig_out / "runs" / path.name
 
 
 def _call(command: list[str], log: Path, what: str) -> None:
@@ -196,7 +225,16 @@ def _call(command: list[str], log: Path, what: str) -> None:
         raise RuntimeError(f"{what} failed (exit {code}); see {log}")
 
 
-def _table(peer: str, pairs: list[tuple[Path, dict[str, float]]], form: str) -> str:
+def _notes(args: argparse.Namespace, out: Path, pinned: str) -> dict[str, str]:
+    """How the runs were made fair, for the table's notes."""
+    warmup = (f"{args.warmup_runs} unmeasured rig run(s) of the same workload before the first "
+              f"pair ({out / 'warmup'}), not in the table" if args.warmup_runs else
+              "none (--warmup-runs 0): the first measured call met the engine as it was")
+    return {"clients": pinned, "warm-up": warmup}
+
+
+def _table(peer: str, pairs: list[tuple[Path, dict[str, float]]], form: str,
+           notes: dict[str, str]) -> str:
     """Means over the repeats: the rig, the peer's definitions on the rig's records, the peer's
     own figures, own - recomputed (the clients' own difference) and its spread (max - min)."""
     runs = [read_run(path) for path, _ in pairs]
@@ -208,7 +246,7 @@ def _table(peer: str, pairs: list[tuple[Path, dict[str, float]]], form: str) -> 
     rows = build_rows(_mean_figures(rig_figures), {peer: _mean_figures(recomputed)},
                       {f"{peer} (own)": _mean(own), "own - recomputed": _mean(left),
                        "spread": _spread(left)})
-    sources = {rig.NAME: rig.SOURCE, peer: DEFINITIONS[peer].SOURCE,
+    sources = {rig.NAME: rig.SOURCE, peer: DEFINITIONS[peer].SOURCE, **notes,
                "runs": ", ".join(str(p) for p, _ in pairs)}
     return render(rows, form, sources)
 
