@@ -83,23 +83,36 @@ if [[ ${1:-} == --fast ]]; then
   exit
 fi
 
+mkdir -p build
+rm -f build/.docker-ready
+# Docker (engine, Compose, the base image, the nginx image) and nginx-light mostly wait on apt and
+# debootstrap, so they go in the background beside install.sh's C++ build and pip; apt runs in
+# this one job only. A Docker engine that cannot start leaves its tests to skip.
+(
+  install_nginx  # first: it sets (and clears) an EXIT trap of its own
+  if scripts/docker_setup.sh && scripts/build_images.sh base nginx; then touch build/.docker-ready
+  else echo "warning: no Docker engine could start here; container tests will be skipped" >&2; fi
+) > build/install_docker.log 2>&1 &
+docker_pid=$!
+trap 'kill "$docker_pid" 2>/dev/null || true' EXIT
 scripts/install.sh
-install_nginx  # first: it sets (and clears) an EXIT trap of its own
-# The in-process engines' install compiles a shared libllama (minutes of CPU on a fresh machine):
-# in the background, beside the steps below, which mostly wait on packages and images.
+# The in-process engines' install links a shared libllama from the llama-server build, converts
+# the CTranslate2 models and installs llama-cpp-python: beside the textgen install and the images.
 setsid -w scripts/install_inprocess.sh > build/install_inprocess.log 2>&1 &
 inprocess_pid=$!
-trap 'kill -- -"$inprocess_pid" 2>/dev/null || true' EXIT
-# text-generation-webui's API (textgen-cpu) from the vendored source; without it its tests skip.
-scripts/install_textgen.sh || echo "warning: text-generation-webui not installed; its tests skip" >&2
-if scripts/docker_setup.sh; then
-  scripts/build_images.sh vllm-cpu llamacpp-cpu nginx
+trap 'kill "$docker_pid" 2>/dev/null || true; kill -- -"$inprocess_pid" 2>/dev/null || true' EXIT
+# text-generation-webui's API (textgen-cpu) from the vendored source, with its Transformers loader
+# (torch linked from .venv-transformers: about 40 s); without it its tests skip.
+scripts/install_textgen.sh --transformers || echo "warning: text-generation-webui not installed; its tests skip" >&2
+docker_rc=0; wait "$docker_pid" || docker_rc=$?
+cat build/install_docker.log >&2
+(( docker_rc == 0 )) || { echo "error: installing nginx-light or Docker failed; log: build/install_docker.log" >&2; exit 1; }
+if [[ -f build/.docker-ready ]]; then
+  scripts/build_images.sh vllm-cpu llamacpp-cpu
   # About 25 s: the image reuses .venv-textgen's packages (no pip); its tests skip without it.
   if [[ -x .venv-textgen/bin/python ]]; then
     scripts/build_images.sh textgen-cpu || echo "warning: the textgen-cpu image did not build; its container tests fail" >&2
   fi
-else
-  echo "warning: no Docker engine could start here; container tests will be skipped" >&2
 fi
 if ! wait "$inprocess_pid"; then
   tail -n 20 build/install_inprocess.log >&2
