@@ -4,9 +4,11 @@
 #   llama-cpp-python sdist (version pinned in servers/llamacpp_cpu.py), and converts
 #   models/tiny-llama to models/tiny-llama.gguf. Re-runs reuse what is already built.
 #   (default)         CPU build: Release, one static binary, no curl/OpenSSL, no web UI, only
-#                     the llama-server target -> build/llama.cpp/cpu/bin/llama-server; then the
-#                     GGUF (f32, converted with .venv-vllm's python and the vendored converter)
-#   --server-only     the CPU binary only, no GGUF (needs no venv: install.sh runs it beside pip)
+#                     the llama-server target -> build/llama.cpp/cpu/bin/llama-server, and a
+#                     shared libllama linked from the same build's archives (one link step, for
+#                     the in-process llama-cpp-python engine) -> build/llama.cpp/cpu/bin/libllama.so;
+#                     then the GGUF (f32, converted with .venv-vllm's python and the vendored converter)
+#   --server-only     the CPU build only, no GGUF (needs no venv: install.sh runs it beside pip)
 #   --cuda ARCH       CUDA build instead (-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=ARCH, e.g. 90)
 #                     -> build/llama.cpp/cuda-ARCH/bin/llama-server; no GGUF step
 #   --pack-source DIR write the vendored tree, stripped to what the server build needs (CPU and
@@ -18,7 +20,7 @@
 #   there; RIG_ENGINE_PYTHON overrides the converter's python.
 set -euo pipefail
 usage() { if [[ ${1:-2} == 0 ]]; then help; exit 0; fi; help >&2; exit 2; }
-help() { sed -n '2,20s/^# \{0,1\}//p' "$0"; }
+help() { sed -n '2,22s/^# \{0,1\}//p' "$0"; }
 die() { echo "error: $*" >&2; exit 1; }
 run() { echo "+ $*" >&2; "$@"; }
 
@@ -65,7 +67,9 @@ fetch_source() {  # unpack the sdist's vendor/llama.cpp into $work/src (once per
 
 build_server() {  # $1: build folder; the rest: extra cmake options
   local dir=$1 bin=$1/bin/llama-server; shift
-  if [[ $rebuild == 0 && -x $bin ]]; then echo "llama-server: present at $bin" >&2; return; fi
+  if [[ $rebuild == 0 && -x $bin ]] && configured_with "$dir" "$@"; then
+    echo "llama-server: present at $bin" >&2; return
+  fi
   fetch_source
   local start=$SECONDS
   # Tools on (the server lives under tools/), but only the llama-server target is built.
@@ -76,6 +80,31 @@ build_server() {  # $1: build folder; the rest: extra cmake options
     -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF "$@"
   run cmake --build "$dir" --target llama-server -j "$(nproc)"
   echo "llama-server: built in $((SECONDS - start)) s at $bin ($(du -h "$bin" | cut -f1))" >&2
+}
+
+configured_with() {  # $1: build folder; the rest: -DNAME=VALUE options its CMake cache must hold
+  local dir=$1 opt; shift
+  for opt in "$@"; do
+    opt=${opt#-D}
+    grep -q "^${opt%%=*}:[A-Z]*=${opt#*=}\$" "$dir/CMakeCache.txt" 2>/dev/null || return 1
+  done
+}
+
+link_libllama() {  # $1: the CPU build folder; its llama and ggml archives -> one shared libllama
+  local dir=$1 lib=$1/bin/libllama.so cxx archive archives=()
+  if [[ $lib -nt $dir/bin/llama-server ]]; then echo "libllama: present at $lib" >&2; return; fi
+  for archive in src/libllama.a ggml/src/libggml.a ggml/src/libggml-cpu.a ggml/src/libggml-base.a; do
+    [[ -f $dir/$archive ]] || die "no $dir/$archive: rebuild with scripts/build_llamacpp.sh --rebuild"
+    archives+=("$dir/$archive")
+  done
+  cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$dir/CMakeCache.txt")
+  # The archives are compiled position-independent (see the CPU build below), so the very
+  # objects llama-server is linked from make the library; OpenMP comes in as the shared libgomp.
+  # -z defs: an unresolved symbol fails here, not when llama-cpp-python loads the library.
+  run "$cxx" -shared -o "$lib.tmp" -Wl,-soname,libllama.so -Wl,-z,defs \
+    -Wl,--whole-archive "${archives[@]}" -Wl,--no-whole-archive -fopenmp -lpthread -ldl -lm
+  mv "$lib.tmp" "$lib"
+  echo "libllama: linked at $lib ($(du -h "$lib" | cut -f1))" >&2
 }
 
 convert_model() {  # models/tiny-llama (bf16 safetensors) -> models/tiny-llama.gguf (f32)
@@ -124,7 +153,9 @@ elif [[ -n $cuda ]]; then
   build_server "$work/cuda-$cuda" -DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$cuda" -DGGML_NATIVE=ON
 else
   # One binary: llama, ggml and OpenMP linked in statically (GGML_STATIC); only glibc and
-  # libstdc++ stay shared. Tuned for this machine's CPU (-march=native).
-  build_server "$work/cpu" -DGGML_STATIC=ON -DGGML_NATIVE=ON
+  # libstdc++ stay shared. Tuned for this machine's CPU (-march=native). Position-independent
+  # code, so that the same archives also link into libllama.so: llama.cpp is compiled once.
+  build_server "$work/cpu" -DGGML_STATIC=ON -DGGML_NATIVE=ON -DCMAKE_POSITION_INDEPENDENT_CODE=ON
+  link_libllama "$work/cpu"
   [[ $server_only == 1 ]] || convert_model
 fi

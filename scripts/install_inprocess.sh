@@ -8,9 +8,9 @@
 #                               .venv-transformers, and the tiny model converted by its converter
 #                               to models/ct2/tiny-llama-float32 and -int8
 #   llama-cpp-python            the llama-cpp-python package (extra "llama-cpp-python") in .venv
-#                               without its native build, and a shared libllama built from the
-#                               same vendored llama.cpp tree and flags as llama-server, in
-#                               build/llama.cpp/cpu-shared/bin (LLAMA_CPP_LIB_PATH points there)
+#                               without its native build, on the shared libllama that
+#                               scripts/build_llamacpp.sh links from llama-server's own build, in
+#                               build/llama.cpp/cpu/bin (LLAMA_CPP_LIB_PATH points there)
 set -euo pipefail
 usage() { if [[ ${1:-2} == 0 ]]; then help; exit 0; fi; help >&2; exit 2; }
 help() { sed -n '2,13s/^# \{0,1\}//p' "$0"; }
@@ -60,7 +60,7 @@ c.TransformersConverter('models/tiny-llama').convert(sys.argv[1], quantization=s
 }
 
 install_llama_cpp_python() {
-  local spec version sdist lib=build/llama.cpp/cpu-shared
+  local spec version sdist
   spec=$(extra llama-cpp-python); version=${spec#*==}
   [[ -x .venv/bin/python ]] || die "no .venv: run scripts/install.sh first"
   # The package alone: scikit-build-core told not to run CMake (wheel.cmake=false), from the
@@ -71,21 +71,9 @@ sys.exit(m.version('llama_cpp_python') != '$version')" 2>/dev/null; then
     [[ -f $sdist ]] || die "no $sdist: run scripts/install.sh (scripts/build_llamacpp.sh fetches it)"
     run .venv/bin/pip install -q --no-cache-dir --config-settings=wheel.cmake=false "$sdist"
   fi
-  # libllama as a shared library, from the tree build_llamacpp.sh unpacked, with its flags.
-  if [[ ! -f $lib/bin/libllama.so ]]; then
-    [[ -f build/llama.cpp/src/.sdist-$version ]] || die "no vendored llama.cpp tree: run scripts/install.sh"
-    local start=$SECONDS
-    run cmake -S build/llama.cpp/src -B "$lib" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
-      -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
-      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
-      -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF > "$lib.log" 2>&1 \
-      || { tail -n 20 "$lib.log" >&2; die "configuring libllama failed; log: $lib.log"; }
-    run cmake --build "$lib" --target llama -j "$(nproc)" >> "$lib.log" 2>&1 \
-      || { tail -n 20 "$lib.log" >&2; die "building libllama failed; log: $lib.log"; }
-    echo "libllama: built in $((SECONDS - start)) s at $lib/bin" >&2
-  else
-    echo "libllama: present at $lib/bin" >&2
-  fi
+  # libllama: linked by the llama-server build from its own archives (compiled once); the
+  # script returns at once when both are present.
+  run scripts/build_llamacpp.sh --server-only
 }
 
 for engine in "${engines[@]}"; do

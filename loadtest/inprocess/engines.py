@@ -19,7 +19,7 @@ __all__ = ["ENGINES", "InprocEngine", "REPO", "SpecError", "parse_spec"]
 REPO = Path(__file__).resolve().parents[2]
 TINY_MODEL = REPO / "models" / "tiny-llama"
 TINY_GGUF = REPO / "models" / "tiny-llama.gguf"
-LIBLLAMA = REPO / "build" / "llama.cpp" / "cpu-shared" / "bin"
+LIBLLAMA = REPO / "build" / "llama.cpp" / "cpu" / "bin"  # beside llama-server, from its build
 
 
 class SpecError(ValueError):

@@ -2,10 +2,10 @@
 (models/tiny-llama.gguf).
 
 `scripts/install_inprocess.sh llama-cpp-python` installs the Python package without its native
-build and builds a shared libllama (build/llama.cpp/cpu-shared/bin) from the same vendored
-llama.cpp tree, with the same compiler flags (Release, -march=native), as the llama-server the
-rig races; LLAMA_CPP_LIB_PATH points the package at it. A package installed with its own build
-(`pip install llama-cpp-python==0.3.36`) works too when LLAMA_CPP_LIB_PATH is unset.
+build; its libllama is the shared library that scripts/build_llamacpp.sh links from the very
+objects (one compile, Release, -march=native) of the llama-server the rig races, beside it in
+build/llama.cpp/cpu/bin; LLAMA_CPP_LIB_PATH points the package at it. A package installed with
+its own build (`pip install llama-cpp-python==0.3.36`) works too when LLAMA_CPP_LIB_PATH is unset.
 
 `Llama.generate` yields one token id per decode step: each is stamped, and generation stops
 after exactly `max_tokens` of them (generate itself never stops at EOS; the count is the ids the
