@@ -16,9 +16,9 @@ Exit codes: 0 every cell measured, 1 some cells failed (recorded), 2 refused bef
 from __future__ import annotations
 
 import contextlib
+import csv
 import shlex
 import signal
-import csv
 import subprocess
 import sys
 import time
