@@ -200,6 +200,9 @@ def test_a_level_heat_repeats_to_the_cap_says_so_and_resumes_without_running_aga
     assert runner.run_sweep(matrix, tmp_path, kind="flags", until=until) == 0
     assert stand_ins.ran == []
     assert line in capsys.readouterr().out
+    assert runner.run_sweep(matrix, tmp_path, kind="flags") == 0  # without: the matrix's cells
+    assert stand_ins.ran == [] and not (folder / "known.csv").exists()
+    assert "until known" not in capsys.readouterr().out
 
 
 def test_max_time_stops_the_repeats(stand_ins: _Runs, tmp_path: Path,

@@ -145,6 +145,8 @@ def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False,
         signal.signal(signal.SIGTERM, previous)
     state.data["status"] = "complete"
     state.save()
+    if until is None:  # an earlier --until-known's file would describe cells not shown now
+        (folder / "known.csv").unlink(missing_ok=True)
     known = _record_known(state, plan, out, matrix, until) if until is not None else []
     if print_tables(state, plan, out, matrix, known, until):
         _report(out, matrix.name, folder)
