@@ -35,7 +35,7 @@ def parser() -> RigParser:
     p = RigParser(prog=command_prog("python -m loadtest.sweep.flags"),
                   description="Start each engine configuration of a matrix, measure it at every "
                               "user count, stop it. With --until-known, the configurations that "
-                              "are not yet told apart at a user count run it again (docs/race.md).",
+                              "are not yet told apart at a user count run it again (sweeps/README.md).",
                   epilog="examples:\n  rig sweep flags sweeps/vllm-cpu-max-num-seqs.yaml --dry-run\n"
                          "  rig sweep flags sweeps/llamacpp-cpu-parallel.yaml --until-known "
                          "--max-repeats 4 --max-time 15m")
