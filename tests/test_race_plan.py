@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from rig_helpers import REPO
 
 from loadtest.race.args import RACE_OWNED, parse_args
-from loadtest.race.known import MIN_RUNS, ahead, repeat_plan, runs_to_resolve, standing, t95
+from loadtest.known import MIN_RUNS, ahead, repeat_plan, runs_to_resolve, standing, t95
 from loadtest.race.plan import (CATCH_UP_PASSES, DEFAULT_USERS, MAX_TRIES, Race,
                                 default_requests, earlier_counts, first_counts, raised_counts)
 from loadtest.race.run_options import RunOptionError, locustfile_options, split_words
@@ -334,7 +334,7 @@ def test_help_exits_0_and_names_the_options():
     assert all(option in parser_help.stdout for option in _OPTIONS + ["--no-pin", "Exit:"])
 
 
-# --- repeats until the answer is known (loadtest/race/known.py) -------------------------------
+# --- repeats until the answer is known (loadtest/known.py) -------------------------------
 
 _TOK_S = st.floats(min_value=1, max_value=5000, allow_nan=False)
 _SAMPLES = st.dictionaries(st.sampled_from(["vllm-cpu", "llamacpp-cpu", "transformers"]),

@@ -16,6 +16,7 @@ from loadtest.cli.args import RigParser, command_prog
 from loadtest.cli.types import (BadValue, cpu_list, duration, percent, port, positive_int,
                                 positive_int_list, writable_folder)
 from loadtest.cpus import complete_layout
+from loadtest.known import DEFAULT_MAX_REPEATS
 from loadtest.race.plan import DEFAULT_USERS, MAX_TOKENS, PROMPTS
 from loadtest.race.run_options import RunOptionError, locustfile_options, split_words
 from servers.local import LOCAL
@@ -53,7 +54,7 @@ and writes DIR/report/ (report.md, report.html, race.png). A re-run adds repeats
 Repeats until the answer is known (--until-known): after the race, a heat whose leader is not
 known is run again by its contenders, one leg per engine, until the leader (highest mean tok/s)
 has 2 runs or more and a 95% t-interval on its lead over each other engine excludes 0, or an
-engine has --max-repeats runs of it (default 5), or --max-time has passed since the race began.
+engine has --max-repeats runs of it (default {DEFAULT_MAX_REPEATS}), or --max-time has passed since the race began.
 Each heat's line says how many runs it took, or about how many more would resolve a difference of
 --resolve-pct (default: the difference observed) from the spread seen.
 
@@ -78,8 +79,8 @@ class RaceArgs:
     client_cpus: str
     run_options: tuple[str, ...]  # passed to every run after the race's own
     dry_run: bool = False
-    until_known: bool = False  # repeat unknown heats (loadtest/race/known.py)
-    max_repeats: int = 5  # runs of one heat by one engine at most, with until_known
+    until_known: bool = False  # repeat unknown heats (loadtest/known.py)
+    max_repeats: int = DEFAULT_MAX_REPEATS  # runs of one heat by one engine at most, with until_known
     max_time_s: float | None = None  # no repeat starts after this long since the race began
     resolve_pct: float | None = None  # runs needed for this difference; None: the one observed
 
@@ -132,7 +133,8 @@ def parser() -> RigParser:
                       help="run a heat again until a 95%% t-interval on its leader's lead over "
                            "each other engine excludes 0 (2 runs each at least), or a cap is reached")
     race.add_argument("--max-repeats", type=positive_int, default=None, metavar="N",
-                      help="with --until-known: runs of one heat by one engine at most (default 5)")
+                      help="with --until-known: runs of one heat by one engine at most "
+                           f"(default {DEFAULT_MAX_REPEATS})")
     race.add_argument("--max-time", type=duration, default=None, metavar="S",
                       help="with --until-known: start no repeat after S seconds of race (600, 15m)")
     race.add_argument("--resolve-pct", type=percent, default=None, metavar="X",
@@ -186,7 +188,7 @@ def parse_args(argv: Sequence[str]) -> RaceArgs:
                     requests=requests, out=args.out, port=args.port, engine_cpus=engine_cpus,
                     client_cpus=client_cpus, run_options=tuple(run_options),
                     dry_run=args.dry_run, until_known=args.until_known,
-                    max_repeats=args.max_repeats or 5, max_time_s=args.max_time,
+                    max_repeats=args.max_repeats or DEFAULT_MAX_REPEATS, max_time_s=args.max_time,
                     resolve_pct=args.resolve_pct)
 
 

@@ -4,7 +4,7 @@ at each user count the plan gives, and stops it; then the race table (loadtest/r
 What to run and when is loadtest/race/plan.py's; this module only does it, and says what
 happened: an engine that does not start or cannot run is recorded and the race goes on, a run
 with failed requests is counted in its row and ends the race with exit 1. With --until-known, heats whose leader is not known are run again by their
-contenders (loadtest/race/known.py decides who), one leg per engine per pass, until known or
+contenders (loadtest/known.py decides who), one leg per engine per pass, until known or
 capped; each heat's line then says how many runs it took.
 """
 
@@ -22,7 +22,7 @@ from types import FrameType
 from loadtest.cli.locust import locust_command
 from loadtest.local_engine import EngineStartError, LocalEngine
 from loadtest.race.args import RaceArgs
-from loadtest.race.known import repeat_plan, runs_to_resolve, standing
+from loadtest.known import more_runs, repeat_plan, standing
 from loadtest.race.plan import MAX_TOKENS, PROMPTS, Leg, Race, earlier_counts, first_counts
 from loadtest.results.files import read_runs
 
@@ -145,9 +145,8 @@ def known_lines(heats: dict[int, dict[str, list[float]]], args: RaceArgs) -> lis
                          f"(the 95% t-interval on its lead excludes 0)")
             continue
         target = args.resolve_pct or heat.ahead_pct
-        need = runs_to_resolve(heat.spread, heat.runner_up_mean, target)
-        more = (f"about {max(1, need - min(heat.runs[heat.leader], heat.runs[heat.runner_up]))}"
-                f" more runs each would resolve a {target:.1f}% difference "
+        need = more_runs(heat, target)
+        more = (f"about {need} more runs each would resolve a {target:.1f}% difference "
                 f"(spread {heat.spread:.0f} tok/s)" if need else "no spread to judge by yet")
         lines.append(f"{ahead}: NOT known (capped); {more}")
     return lines

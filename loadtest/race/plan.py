@@ -103,7 +103,7 @@ def earlier_counts(rows: Sequence[Mapping[str, str]], prompts: str,
 class Leg:
     """One start of one engine: a warm-up, then a run at each of ``users`` (rising), then stop.
     ``catch_up``: it runs heats whose count a later engine raised after this one ran them;
-    ``repeat``: it runs heats again whose leader is not known yet (loadtest/race/known.py)."""
+    ``repeat``: it runs heats again whose leader is not known yet (loadtest/known.py)."""
     engine: str
     users: tuple[int, ...]
     catch_up: bool = False

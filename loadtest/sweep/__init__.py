@@ -4,7 +4,8 @@
     python -m loadtest.sweep.flags MATRIX.yaml [--dry-run]                    (scripts/sweep_flags.sh)
 
 One module per stage: matrix (load + check the YAML) -> cells (names and hashes) -> launch
-(start/stop an engine) -> measure (one Locust run) -> state (sweep.json) -> table (results).
+(start/stop an engine) -> measure (one Locust run) -> state (sweep.json) -> table (results);
+repeats: which cells run again until the fastest configuration is known (--until-known).
 A thread sweep is a flag sweep with one engine configuration.
 """
 

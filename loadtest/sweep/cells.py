@@ -11,14 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from servers.registry import ENGINES
 
 from loadtest.sweep.matrix import EngineConfig, Matrix, WorkloadOptions
 
-__all__ = ["Cell", "config_hash", "config_slug", "expand_cells", "flags_text", "unique_slugs"]
+__all__ = ["Cell", "again", "config_hash", "config_slug", "expand_cells", "flags_text",
+           "unique_slugs"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,14 @@ def expand_cells(matrix: Matrix, workload_sha256: str | Mapping[Any, str]
                  for users in matrix.users for repeat in range(1, matrix.repeats + 1)]
         out.append((config, slug, cells))
     return out
+
+
+def again(cell: Cell, workload: WorkloadOptions, workload_sha256: str) -> Cell:
+    """``cell``'s next repeat (--until-known), with the id expand_cells gives that repeat: a
+    matrix whose `repeats:` grows to it measures the same cell."""
+    repeat = cell.repeat + 1
+    return replace(cell, repeat=repeat, cell_id=_cell_id(config_hash(cell.config), workload,
+                                                         workload_sha256, cell.users, repeat))
 
 
 def _cell_id(config_digest: str, workload: WorkloadOptions, workload_sha256: str,

@@ -5,6 +5,9 @@ row still in runs.csv) -> start the engine and wait for health -> one warm-up ru
 runs.csv) -> one fresh Locust process per cell, one at a time -> stop the engine. An engine
 that fails to start, crashes or times out is recorded as failed with its log's tail, and the
 sweep goes on. SIGINT/SIGTERM stop the running cell and the engine, save sweep.json, exit 130.
+With --until-known, passes of repeat legs follow: each configuration that must run a heat again
+(loadtest/sweep/repeats.py decides) is started once per pass for its new cells, measured as
+above, until every heat is known or capped; each heat's line ends the table.
 
 Exit codes: 0 every cell measured, 1 some cells failed (recorded), 2 refused before starting,
 130 interrupted (re-run the same command to resume).
@@ -13,13 +16,15 @@ Exit codes: 0 every cell measured, 1 some cells failed (recorded), 2 refused bef
 from __future__ import annotations
 
 import contextlib
+import csv
 import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import FrameType
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from servers.local import LOCAL
 from loadtest.results.files import read_runs
@@ -28,18 +33,19 @@ from loadtest.workload.build import workload_sha256 as source_sha256
 from servers.balancer import nginx_missing
 from servers.registry import ENGINES
 
-from loadtest.sweep.cells import Cell, config_hash, expand_cells, flags_text
+from loadtest.sweep.cells import Cell, again, config_hash, expand_cells, flags_text
 from loadtest.sweep.launch import EngineFailed, Launcher, make_launcher
 from loadtest.sweep.matrix import EngineConfig, Matrix, MatrixError, WorkloadOptions, source_namespace
 from loadtest.workload import workload_options
 from loadtest.sweep.measure import cell_command, find_row, run_locust
-from loadtest.sweep.state import SweepState, run_ids_in
+from loadtest.sweep.repeats import (Plan, UntilKnown, heat_of, heat_samples, known_lines,
+                                    known_rows, next_pass)
+from loadtest.sweep.state import MEASURED, SweepState, run_ids_in
 from loadtest.sweep.table import RULES, cell_frame, comparison_table, config_table
 
 __all__ = ["preflight", "print_tables", "run_sweep", "schedule", "sweep_dir"]
 
 ROOT = Path(__file__).resolve().parents[2]
-Plan = list[tuple[EngineConfig, str, list[Cell]]]
 
 
 def say(message: str) -> None:
@@ -102,12 +108,16 @@ def _check_docker(matrix: Matrix) -> None:
                               f"run: bash scripts/build_images.sh {config.engine}")
 
 
-def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False) -> int:
-    plan = expand_cells(matrix, {(w.label, u): workload_sha256(matrix, u, w)
-                                 for w in matrix.all_workloads for u in matrix.users})
+def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False,
+              until: UntilKnown | None = None) -> int:
+    """Measure every cell (then, with ``until``, repeat cells until known); the exit code."""
+    started = time.monotonic()
+    shas = {(w.label, u): workload_sha256(matrix, u, w)
+            for w in matrix.all_workloads for u in matrix.users}
+    plan = expand_cells(matrix, shas)
     folder = sweep_dir(out, matrix.name)
     if dry_run:
-        _print_plan(matrix, plan, out)
+        _print_plan(matrix, plan, out, until)
         return 0
     preflight(matrix, out)
     version = rig_version()
@@ -121,6 +131,10 @@ def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False) -> in
         for config, slug, cells in schedule(plan, matrix.interleave_repeats):
             passes[slug] = _run_config(matrix, config, slug, cells, out, state, version,
                                        passes.get(slug))
+        if until is not None:
+            def next_repeat(cell: Cell) -> Cell:
+                return again(cell, cell.workload or matrix.workload, shas[heat_of(cell)])
+            _until_known(matrix, plan, out, state, version, passes, until, started, next_repeat)
     except KeyboardInterrupt:
         state.data["status"] = "interrupted"
         state.save()
@@ -131,12 +145,62 @@ def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False) -> in
         signal.signal(signal.SIGTERM, previous)
     state.data["status"] = "complete"
     state.save()
-    if print_tables(state, plan, out, matrix):
+    if until is None:  # an earlier --until-known's file would describe cells not shown now
+        (folder / "known.csv").unlink(missing_ok=True)
+    known = _record_known(state, plan, out, matrix, until) if until is not None else []
+    if print_tables(state, plan, out, matrix, known, until):
         _report(out, matrix.name, folder)
     failed = [c for _, _, cells in plan for c in cells if state.cell(c).get("status") == "failed"]
     if failed:
         say(f"{len(failed)} cell(s) failed; reasons in {state.path}")
     return 1 if failed else 0
+
+
+def _until_known(matrix: Matrix, plan: Plan, out: Path, state: SweepState, version: str,
+                 passes: dict[str, str], until: UntilKnown, started: float,
+                 next_repeat: Callable[[Cell], Cell]) -> None:
+    """Passes of repeat legs, their cells added to ``plan``, until every heat is known, no
+    contender is under --max-repeats, --max-time has passed, or a pass adds no ranked run."""
+    seen = -1
+    while True:
+        heats = heat_samples(plan, _measured_rows(state, plan, out))
+        ranked = sum(len(runs) for heat in heats.values() for runs in heat.values())
+        legs = next_pass(plan, heats, until, next_repeat)
+        if not legs or ranked == seen:
+            return
+        seen = ranked
+        for config, slug, cells in legs:
+            if until.max_time_s is not None and time.monotonic() - started > until.max_time_s:
+                say(f"--max-time {until.max_time_s:g} s reached: no more repeats")
+                return
+            next(entry for entry in plan if entry[1] == slug)[2].extend(cells)
+            say(f"{slug} runs {', '.join(c.name for c in cells)} again: not known yet")
+            passes[slug] = _run_config(matrix, config, slug, cells, out, state, version,
+                                       passes.get(slug))
+
+
+def _measured_rows(state: SweepState, plan: Plan, out: Path) -> dict[str, dict[str, str]]:
+    """{cell id: its runs.csv row} for the plan's measured cells."""
+    rows = {row.get("run_id", ""): row for row in read_runs(out / "runs.csv")}
+    return {cell.cell_id: rows[entry["run_id"]] for _, _, cells in plan for cell in cells
+            if (entry := state.cell(cell)).get("status") in MEASURED
+            and entry.get("run_id") in rows}
+
+
+def _record_known(state: SweepState, plan: Plan, out: Path, matrix: Matrix,
+                  until: UntilKnown) -> list[str]:
+    """Each heat's standing in sweep.json and known.csv; its lines for the table."""
+    heats = heat_samples(plan, _measured_rows(state, plan, out))
+    configs = [slug for _, slug, _ in plan]
+    rows = known_rows(heats, configs, until)
+    state.data["until_known"] = {"max_repeats": until.max_repeats, "max_time_s": until.max_time_s,
+                                 "resolve_pct": until.resolve_pct, "heats": rows}
+    state.save()
+    with (sweep_dir(out, matrix.name) / "known.csv").open("w", newline="", encoding="utf-8") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]) if rows else ["workload"])
+        writer.writeheader()
+        writer.writerows(rows)
+    return known_lines(heats, configs, until)
 
 
 def schedule(plan: Plan, interleave: bool) -> Plan:
@@ -288,14 +352,18 @@ def _record_ok(state: SweepState, cell: Cell, row: dict[str, str], exit_code: in
     say(f"  ok: {row.get('completion_time_s')} s, {row.get('output_tok_per_s')} output tok/s")
 
 
-def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix) -> int:
-    """The sweep's tables on stdout (also saved as table.txt beside sweep.json); the runs shown."""
+def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix,
+                 known: Sequence[str] = (), until: UntilKnown | None = None) -> int:
+    """The sweep's tables on stdout (also saved as table.txt beside sweep.json), each heat's
+    until-known line under them; the runs shown."""
     # several workloads: each (configuration, workload) is a table of its own
     config_of = {state.cell(c)["run_id"]: _table_key(slug, c) for _, slug, cells in plan for c in cells
                  if state.cell(c).get("status") in ("ok", "skipped") and state.cell(c).get("run_id")}
     runs = cell_frame(read_runs(out / "runs.csv"), config_of)
     lines = [f"sweep {matrix.name}: workload {w.label + ': ' if w.label else ''}{w.describe()}, "
-             f"{matrix.repeats} repeat(s) per cell" for w in matrix.all_workloads]
+             f"{matrix.repeats} repeat(s) per cell"
+             + (f", {until.describe()}" if until is not None else "")
+             for w in matrix.all_workloads]
     for config, slug, cells in plan:
         entry = state.data["configs"].get(slug, {})
         lines += ["", f"== {slug}  [{flags_text(config) or 'engine defaults'}]"
@@ -308,6 +376,9 @@ def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix) -> in
     if len(plan) > 1:
         lines += ["", "completion time by configuration (mean over repeats; * fastest per user count):",
                   comparison_table(runs)]
+    if known:
+        lines += ["", "until known (output tok/s; the race's rule, loadtest/known.py; known.csv):",
+                  *known]
     lines += ["", RULES]
     text = "\n".join(lines)
     (sweep_dir(out, matrix.name) / "table.txt").write_text(text + "\n")
@@ -330,12 +401,13 @@ def _warmup_line(entry: dict[str, Any]) -> str:
             f"(exit {warmup.get('exit_code')}; not in runs.csv)")
 
 
-def _print_plan(matrix: Matrix, plan: Plan, out: Path) -> None:
+def _print_plan(matrix: Matrix, plan: Plan, out: Path, until: UntilKnown | None) -> None:
     total = sum(len(cells) for _, _, cells in plan)
     order = "; repeats interleaved (each configuration started once per repeat)" \
         if matrix.interleave_repeats else ""
-    print(f"dry run: sweep {matrix.name}, {len(plan)} configuration(s), {total} cell(s){order}; "
-          "nothing started")
+    more = f"; then {until.describe()}" if until is not None else ""
+    print(f"dry run: sweep {matrix.name}, {len(plan)} configuration(s), {total} cell(s){order}"
+          f"{more}; nothing started")
     for config, slug, cells in schedule(plan, matrix.interleave_repeats):
         launcher = make_launcher(config, sweep_dir(out, matrix.name) / slug, _project(matrix.name))
         print(f"\n== {slug}  [{flags_text(config) or 'engine defaults'}]  hash {config_hash(config)}")

@@ -6,7 +6,9 @@
                         "status": "ok" | "failed" | "skipped", "reason", "log_tail",
                         "engine_log", "warmup": {"requests", "users", "exit_code", "run_dir"}}},
      "cells": {CELL_ID: {"config", "users", "repeat", "dir", "status": "ok" | "failed" | "skipped",
-                         "reason", "run_id", "rig_version", "workload_sha256", "exit_code"}}}
+                         "reason", "run_id", "rig_version", "workload_sha256", "exit_code"}},
+     "until_known": {"max_repeats", "max_time_s", "resolve_pct", "heats": [known.csv's rows]}}
+                                                          (--until-known only: loadtest/sweep/repeats.py)
 
 A cell counts as measured, and is skipped by a re-run, only when sweep.json says so for the same
 cell id (the hash of its settings and workload), with the same rig version, and its run_id is

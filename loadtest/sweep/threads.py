@@ -10,6 +10,8 @@ stopped); without it the engine is started (as a local process where this machin
 local build, servers/local/; else, or with --launch compose, as its docker-compose.yml service)
 with the --set settings, and stopped at the end.
 It is a flag sweep with one configuration: same resume, same records (OUT/sweeps/NAME/).
+It refuses --until-known: its user counts are points on one engine's curve, not rivals in a heat
+(`rig sweep flags --until-known` races configurations at each user count).
 """
 
 from __future__ import annotations
@@ -61,7 +63,20 @@ def parser() -> RigParser:
     p.add_argument("--health-timeout", type=positive_int, default="900", help="seconds to wait for a started engine")
     p.add_argument("--run-timeout", type=positive_int, default="1800", help="seconds one run may take")
     p.add_argument("--dry-run", action="store_true", help="print every cell and command; start nothing")
+    p.add_argument("--until-known", action=_NothingToCompare)
     return p
+
+
+class _NothingToCompare(argparse.Action):
+    """--until-known repeats a heat until its leader is known; a thread sweep has no rivals at a
+    user count (one configuration), and the best of its user counts is the knee's question."""
+
+    def __init__(self, option_strings: list[str], dest: str, **_: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=argparse.SUPPRESS)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        parser.error("--until-known compares engine configurations at each user count, and a "
+                     "thread sweep has one: use rig sweep flags with two or more")
 
 
 def matrix_data(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""When a heat's answer is known, and who must run it again until it is (`rig race --until-known`).
+"""When a heat's answer is known, and who must run it again until it is (`--until-known`).
+
+A heat is one workload at one user count run by competitors: the engines of `rig race`
+(loadtest/race/execute.py), the engine configurations of `rig sweep flags`
+(loadtest/sweep/repeats.py). Below, "engine" stands for either.
 
 The rule, on each engine's runs of one heat (output tok/s, the race's ranking figure):
 - the leader is the engine with the highest mean; the runner-up the next;
@@ -9,8 +13,8 @@ The rule, on each engine's runs of one heat (output tok/s, the race's ranking fi
   never resolve by repeating: more runs only widen a range;
 - the answer is known when the leader is ahead of every other engine in the heat;
 - until then, the engines that run the heat again are the contenders: the leader and every
-  engine it is not ahead of. An engine stops at --max-repeats runs of a heat; the race stops
-  repeating when no contender is left under that cap, or at --max-time.
+  engine it is not ahead of. An engine stops at --max-repeats runs of a heat; repeating stops
+  when no contender is left under that cap, or at --max-time.
 
 How many runs would resolve a difference of X%: with the pooled standard deviation s of the
 leader's and the runner-up's runs, the fewest n runs each with t(2n - 2) * s * sqrt(2 / n) < X%
@@ -20,8 +24,8 @@ The rule is checked after every pass (sequential looks at the same data), so a l
 called known more often than 5% of the time; --max-repeats bounds the number of looks
 (docs/race.md says so to the user).
 
-Nothing here runs anything (loadtest/race/execute.py does): tested on made-up runs
-(tests/test_race_plan.py).
+Nothing here runs anything: tested on made-up runs (tests/test_race_plan.py,
+tests/test_sweep_known.py).
 """
 
 from __future__ import annotations
@@ -30,10 +34,14 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
-__all__ = ["MIN_RUNS", "Standing", "ahead", "repeat_plan", "runs_to_resolve", "standing", "t95"]
+__all__ = ["DEFAULT_MAX_REPEATS", "MIN_RUNS", "Standing", "ahead", "more_runs", "repeat_plan",
+           "runs_to_resolve", "standing", "t95"]
 
 MIN_RUNS = 2
+DEFAULT_MAX_REPEATS = 5  # --max-repeats when not given: runs of one heat by one engine at most
+HeatKey = TypeVar("HeatKey", int, tuple[str, int])  # the race's user count; a sweep's (workload, users)
 # Student's t, two-sided 95%, by degrees of freedom 1..30; 1.96 beyond.
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
@@ -75,11 +83,11 @@ def standing(samples: Mapping[str, Sequence[float]]) -> Standing:
                     _pooled_sd(samples[leader], samples[second]))
 
 
-def repeat_plan(heats: Mapping[int, Mapping[str, Sequence[float]]], engines: Sequence[str],
-                max_repeats: int) -> list[tuple[str, tuple[int, ...]]]:
-    """[(engine, the heats (user counts) it runs again)], in the race's engine order: each
-    unknown heat's contenders that have fewer than ``max_repeats`` runs of it."""
-    again: dict[str, list[int]] = {engine: [] for engine in engines}
+def repeat_plan(heats: Mapping[HeatKey, Mapping[str, Sequence[float]]], engines: Sequence[str],
+                max_repeats: int) -> list[tuple[str, tuple[HeatKey, ...]]]:
+    """[(engine, the heats it runs again)], in ``engines``' order: each unknown heat's
+    contenders that have fewer than ``max_repeats`` runs of it."""
+    again: dict[str, list[HeatKey]] = {engine: [] for engine in engines}
     for users in sorted(heats):
         if not heats[users]:
             continue
@@ -101,6 +109,17 @@ def runs_to_resolve(spread: float, mean: float, difference_pct: float) -> int | 
     while t95(2 * n - 2) * spread * math.sqrt(2 / n) >= difference:
         n += 1
     return n
+
+
+def more_runs(heat: Standing, difference_pct: float) -> int | None:
+    """About how many more runs each of the leader and the runner-up would resolve a difference
+    of ``difference_pct`` percent (at least 1; None: no spread to judge by, or no runner-up)."""
+    if heat.runner_up is None:
+        return None
+    need = runs_to_resolve(heat.spread, heat.runner_up_mean, difference_pct)
+    if need is None:
+        return None
+    return max(1, need - min(heat.runs[heat.leader], heat.runs[heat.runner_up]))
 
 
 def t95(freedom: float) -> float:
