@@ -255,7 +255,7 @@ def _draw_engine(counts: plt.Axes, cache: plt.Axes, engine: pd.DataFrame, start_
         if column in engine and engine[column].notna().any():
             counts.step(t, engine[column], where="post", label=f"engine {label}")
     counts.set_ylabel("requests")
-    counts.legend(fontsize=7, loc="upper right")
+    _legend(counts)
     counts.grid(alpha=0.3)
     if "kv_cache_pct" in engine and engine["kv_cache_pct"].notna().any():
         cache.plot(t, engine["kv_cache_pct"], color="tab:purple", label="KV cache %")
@@ -267,8 +267,17 @@ def _draw_engine(counts: plt.Axes, cache: plt.Axes, engine: pd.DataFrame, start_
         twin.set_ylabel("queue ms", fontsize=8)
         twin.legend(fontsize=7, loc="upper left")
     cache.set_ylabel("KV cache %")
-    cache.legend(fontsize=7, loc="upper right")
+    _legend(cache)
     cache.grid(alpha=0.3)
+
+
+def _legend(axes: plt.Axes) -> None:
+    """A legend where something was drawn; else say so (llama.cpp exports no KV cache share)."""
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize=7, loc="upper right")
+    else:
+        axes.text(0.5, 0.5, "not exported by this engine", transform=axes.transAxes,
+                  ha="center", va="center", fontsize=8, color="0.5")
 
 
 def _interval_mean_ms(total_s: pd.Series, count: pd.Series) -> np.ndarray:
