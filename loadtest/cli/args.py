@@ -71,3 +71,4 @@ def _sentence(message: str) -> str:
     if rest.startswith(name):  # a message that names its option itself
         return rest
     return f"{name} {rest}" if rest.startswith(("must ", "names ", "is ")) else f"{name}: {rest}"
+

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.types import (BadValue, cpu_list, duration, percent, port, positive_int,
-                                positive_int_list, writable_folder)
+from loadtest.cli.until_known import add_until_known
+from loadtest.cli.types import (BadValue, cpu_list, port, positive_int, positive_int_list,
+                                writable_folder)
 from loadtest.cpus import complete_layout
 from loadtest.known import DEFAULT_MAX_REPEATS
 from loadtest.race.plan import DEFAULT_USERS, MAX_TOKENS, PROMPTS
@@ -129,17 +130,7 @@ def parser() -> RigParser:
                       help="pin nothing: engine and client share every core")
     race.add_argument("--dry-run", action="store_true",
                       help="check the arguments, print the plan, start nothing")
-    race.add_argument("--until-known", action="store_true",
-                      help="run a heat again until a 95%% t-interval on its leader's lead over "
-                           "each other engine excludes 0 (2 runs each at least), or a cap is reached")
-    race.add_argument("--max-repeats", type=positive_int, default=None, metavar="N",
-                      help="with --until-known: runs of one heat by one engine at most "
-                           f"(default {DEFAULT_MAX_REPEATS})")
-    race.add_argument("--max-time", type=duration, default=None, metavar="S",
-                      help="with --until-known: start no repeat after S seconds of race (600, 15m)")
-    race.add_argument("--resolve-pct", type=percent, default=None, metavar="X",
-                      help="with --until-known: say how many runs would resolve a difference of "
-                           "X%% (default: the difference observed)")
+    add_until_known(race, heat="heat", rival="engine", span="race")
     return race
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from servers.gpus import gpu_count
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.types import duration, percent, positive_int, writable_folder
+from loadtest.cli.until_known import add_until_known
+from loadtest.cli.types import writable_folder
 from loadtest.known import DEFAULT_MAX_REPEATS
 from loadtest.sweep.matrix import MatrixError, load_matrix
 from loadtest.sweep.repeats import UntilKnown, check_until_known
@@ -44,18 +45,8 @@ def parser() -> RigParser:
                    help="results folder: runs.csv and sweeps/NAME/ (default results/)")
     p.add_argument("--dry-run", action="store_true",
                    help="print every configuration, cell and command; start nothing (no GPU needed)")
-    p.add_argument("--until-known", action="store_true",
-                   help="after the matrix's repeats, run a user count again until a 95%% "
-                        "t-interval on the leading configuration's lead (output tok/s) over "
-                        "each other excludes 0 (2 runs each at least), or a cap is reached")
-    p.add_argument("--max-repeats", type=positive_int, default=None, metavar="N",
-                   help="with --until-known: runs of one cell (configuration, user count) at most, "
-                        f"the matrix's repeats included (default {DEFAULT_MAX_REPEATS})")
-    p.add_argument("--max-time", type=duration, default=None, metavar="S",
-                   help="with --until-known: start no repeat after S seconds of sweep (600, 15m)")
-    p.add_argument("--resolve-pct", type=percent, default=None, metavar="X",
-                   help="with --until-known: say how many runs would resolve a difference of "
-                        "X%% (default: the difference observed)")
+    add_until_known(p, heat="user count", rival="configuration", span="sweep",
+                    repeats_note=", the matrix's repeats included")
     return p
 
 
