@@ -71,4 +71,3 @@ def _sentence(message: str) -> str:
     if rest.startswith(name):  # a message that names its option itself
         return rest
     return f"{name} {rest}" if rest.startswith(("must ", "names ", "is ")) else f"{name}: {rest}"
-

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import io
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from contextlib import contextmanager
 from itertools import zip_longest
 from pathlib import Path
@@ -23,7 +25,7 @@ from typing import Any, Iterator, TextIO
 from loadtest.results.record import RequestRecord
 from loadtest.results.schema import COLUMN_NAMES, SCHEMA_VERSION
 
-__all__ = ["RecordWriter", "ResultsError", "SCHEMA_VERSION", "write_json", "append_run_row",
+__all__ = ["RecordWriter", "ResultsError", "SCHEMA_VERSION", "write_csv", "write_json", "append_run_row",
            "check_runs_file", "read_records", "read_runs"]
 
 
@@ -33,6 +35,18 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     with _replacing(path) as tmp:
         json.dump(data, tmp, indent=2, default=str)
         tmp.write("\n")
+
+
+def write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, object]]) -> None:
+    """Replace `path` atomically with a CSV of `rows` under `columns` (extra keys left out)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore",
+                            lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    with _replacing(path, newline="") as tmp:
+        tmp.write(buffer.getvalue())
 
 
 @contextmanager

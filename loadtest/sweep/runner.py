@@ -16,7 +16,6 @@ Exit codes: 0 every cell measured, 1 some cells failed (recorded), 2 refused bef
 from __future__ import annotations
 
 import contextlib
-import csv
 import shlex
 import signal
 import subprocess
@@ -27,7 +26,7 @@ from types import FrameType
 from typing import Any, Callable, Iterator, Sequence
 
 from servers.local import LOCAL
-from loadtest.results.files import read_runs
+from loadtest.results.files import read_runs, write_csv
 from loadtest.results.version import rig_version
 from loadtest.workload.build import workload_sha256 as source_sha256
 from servers.balancer import nginx_missing
@@ -196,10 +195,7 @@ def _record_known(state: SweepState, plan: Plan, out: Path, matrix: Matrix,
     state.data["until_known"] = {"max_repeats": until.max_repeats, "max_time_s": until.max_time_s,
                                  "resolve_pct": until.resolve_pct, "heats": rows}
     state.save()
-    with (sweep_dir(out, matrix.name) / "known.csv").open("w", newline="", encoding="utf-8") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]) if rows else ["workload"])
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(sweep_dir(out, matrix.name) / "known.csv", list(rows[0]) if rows else ["workload"], rows)
     return known_lines(heats, configs, until)
 
 

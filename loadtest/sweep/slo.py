@@ -20,9 +20,7 @@ Exit: 0 every engine's rate found (or above --max-rate), 1 a run failed or had f
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
-import io
 import json
 import sys
 import time
@@ -38,7 +36,7 @@ from loadtest.cli.types import (BadValue, cpu_list, duration, non_negative_numbe
 from loadtest.client.arrivals import ARRIVALS
 from loadtest.cpus import complete_layout
 from loadtest.race.args import DEFAULT_ENGINES, local_engines
-from loadtest.results.files import _replacing, read_runs
+from loadtest.results.files import read_runs, write_csv
 from loadtest.results.goodput import parse_slo
 from loadtest.results.version import rig_version
 from loadtest.sweep.cells import Cell
@@ -280,17 +278,6 @@ def markdown(lines: Sequence[dict[str, object]], args: argparse.Namespace) -> st
         body += (f"| {line['engine']} | {rate} | {low} .. {high} | {line['probes']} | "
                  f"{line['runs']} | {line['status']} |\n")
     return head + body
-
-
-def write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, object]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore",
-                            lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    with _replacing(path, newline="") as tmp:
-        tmp.write(buffer.getvalue())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The 32-user half of the second pass, shortened to fit the session: 128 requests per run and 2
+# The 32-user half of the second pass: 128 requests per run and 2
 # rig/peer pairs (after the warm-up) on the vLLM CPU engine that run.sh started (port 18950).
 cd /work/main
 out=${1:-/tmp/peers}
