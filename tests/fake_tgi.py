@@ -18,11 +18,31 @@ import json
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from statistics import median
 
 import psutil
 
-__all__ = ["FakeTGI"]
+__all__ = ["FakeTGI", "Served", "served_medians"]
+
+
+@dataclass(frozen=True)
+class Served:
+    """One streamed answer as the server sent it, in seconds from reading its request."""
+    events_s: tuple[float, ...]  # when each token's event was written
+    end_s: float  # when the stream's last chunk was written
+
+    @property
+    def gaps_s(self) -> list[float]:
+        return [b - a for a, b in zip(self.events_s, self.events_s[1:])]
+
+
+def served_medians(served: list[Served]) -> dict[str, float]:
+    """The server's side of a run's p50 columns (ms): what the rig should have seen."""
+    return {"ttft_p50_ms": 1000 * median(s.events_s[0] for s in served),
+            "itl_p50_ms": 1000 * median(gap for s in served for gap in s.gaps_s),
+            "e2e_p50_ms": 1000 * median(s.end_s for s in served)}
 
 
 class FakeTGI:
@@ -38,6 +58,7 @@ class FakeTGI:
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.connected_at_first_post: int | None = None  # client connections open at that moment
         self.idle_before_first_request: dict[int, float] = {}  # client port -> seconds
+        self.served: list[Served] = []
         self._lock = threading.Lock()
 
     def __enter__(self) -> "FakeTGI":
@@ -83,6 +104,7 @@ class FakeTGI:
                     self._json({"error": "not found"}, status=404)
 
             def do_POST(self) -> None:
+                received = time.perf_counter()
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 self.requests_seen += 1
                 if fake.drop_second_request and self.requests_seen == 2:
@@ -103,6 +125,7 @@ class FakeTGI:
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 time.sleep(fake.prefill_s)
+                events: list[float] = []
                 for index in range(1, tokens + 1):
                     last = index == tokens
                     details = None
@@ -116,9 +139,12 @@ class FakeTGI:
                              "generated_text": " tok" * tokens if last else None,
                              "details": details}
                     self._chunk(b"data:" + json.dumps(event).encode() + b"\n\n")
+                    events.append(time.perf_counter() - received)
                     if not last:
                         time.sleep(fake.token_s)
                 self._chunk(b"")
+                with fake._lock:
+                    fake.served.append(Served(tuple(events), time.perf_counter() - received))
 
             def _chunk(self, data: bytes) -> None:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

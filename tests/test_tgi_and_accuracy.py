@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rig_helpers import run_locust
-from fake_tgi import FakeTGI
+from fake_tgi import FakeTGI, served_medians
 
 
 def test_tgi_native_stream_is_measured_against_the_servers_known_cadence(tmp_path: Path):
@@ -22,10 +22,14 @@ def test_tgi_native_stream_is_measured_against_the_servers_known_cadence(tmp_pat
     assert (row["engine"], row["model"], row["api"]) == ("tgi", "fake/tgi-model", "generate")
     assert (row["completed"], row["output_tokens"], row["output_tokens_source"]) == (
         "8", "80", "details")
-    # The server waits 50 ms, then sends a token every 20 ms: the rig must see just that.
-    assert float(row["ttft_p50_ms"]) == pytest.approx(50, abs=8)
-    assert float(row["itl_p50_ms"]) == pytest.approx(20, abs=3)
-    assert float(row["e2e_p50_ms"]) == pytest.approx(50 + 9 * 20, abs=15)
+    # The server waits 50 ms, then sends a token every 20 ms: the rig must see what it did. Its
+    # sleeps overshoot on a loaded host, so the check is against what it recorded; the rig's
+    # clock starts before the server reads the request, so it may see up to 10 ms more.
+    assert len(tgi.served) == 8 and min(s.events_s[0] for s in tgi.served) >= 0.05
+    served = served_medians(tgi.served)
+    for column in ("ttft_p50_ms", "e2e_p50_ms"):
+        assert -0.01 <= float(row[column]) - served[column] <= 10, (column, row[column], served)
+    assert float(row["itl_p50_ms"]) == pytest.approx(served["itl_p50_ms"], abs=2)
     [requests] = (tmp_path / "runs").glob("*/requests.jsonl")
     for line in requests.read_text().splitlines():
         record = json.loads(line)

@@ -29,7 +29,7 @@ from docker_helpers import (
     wait_healthy,
 )
 
-from fake_tgi import FakeTGI
+from fake_tgi import FakeTGI, served_medians
 from rig_helpers import free_port
 from rig_helpers import run_locust as run_locust_cli
 
@@ -109,8 +109,9 @@ def test_nginx_passes_a_known_cadence_through_unbuffered(docker_client: Any, tmp
     assert result.returncode == 0, result.stderr[-2000:]
     with (tmp_path / "out" / "runs.csv").open(newline="") as file:
         [row] = list(csv.DictReader(file))
-    assert float(row["ttft_p50_ms"]) == pytest.approx(50, abs=15), row
-    assert float(row["itl_p50_ms"]) == pytest.approx(20, abs=5), row
+    served = served_medians(upstream.served)  # what the server did, its sleeps' overshoot too
+    assert 0 <= float(row["ttft_p50_ms"]) - served["ttft_p50_ms"] <= 15, (row, served)
+    assert float(row["itl_p50_ms"]) == pytest.approx(served["itl_p50_ms"], abs=5), (row, served)
 
 
 def _wait_for_port(port: int, timeout_s: float = 30) -> None:
