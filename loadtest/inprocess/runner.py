@@ -86,10 +86,14 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
+def _is_prompt_set(run: InprocRun) -> bool:
+    return run.source is None or run.source.source == "prompts"
+
+
 def _requests(workload: Any, run: InprocRun) -> list[dict[str, Any]]:
     """The worker's requests: each prompt text and output length, as the server run's bodies
     hold them (the same workload, built by loadtest/workload/)."""
-    if run.source is None or run.source.source == "prompts":
+    if _is_prompt_set(run):
         prompts = load_prompts(run.prompts)
         return [{"request_id": i, "prompt_id": prompts[i % len(prompts)].id,
                  "text": prompts[i % len(prompts)].text,
@@ -106,20 +110,24 @@ def run_inprocess(run: InprocRun, quiet: bool = False) -> list[dict[str, Any]]:
     each repeat's files and runs.csv row; returns the rows. InprocError when it could not run
     (a repeat already finished keeps its row)."""
     engine = run.engine
-    why = engine.missing()
-    if why:
-        raise InprocError(why)
     if any(b > 1 for b in run.batch_sizes) and not engine.batches:
         raise InprocError(f"{engine.slug} runs one sequence at a time: --batch 1 only")
     model_dir = engine.model if engine.model.is_dir() else engine.model.parent / engine.model.stem
+    # The user's files first (prompts, results folder), then the install: a tokenizer that is
+    # missing with its model is the install's fault.
+    why = engine.missing()
     try:
+        check_runs_file(run.out / "runs.csv")  # one a new row would corrupt: refused before
         workloads = {b: build_workload(run.prompts, run.requests_at(b), api="completions",
                                        model="-", max_tokens=run.max_tokens, ignore_eos=True,
                                        temperature=0.0, source=run.source,
                                        model_dir=str(model_dir)) for b in run.batch_sizes}
-        check_runs_file(run.out / "runs.csv")  # one a new row would corrupt: refused before
     except (WorkloadError, ResultsError) as exc:
-        raise InprocError(str(exc)) from None
+        tokenizer_missing = (not _is_prompt_set(run) and isinstance(exc, WorkloadError)
+                             and not model_dir.exists())
+        raise InprocError(why if why and tokenizer_missing else str(exc)) from None
+    if why:
+        raise InprocError(why)
     largest = workloads[max(run.batch_sizes, key=run.requests_at)]
     if largest.sessions or largest.schedule_ns is not None:
         raise InprocError("in-process runs send single requests back to back: conversation "
