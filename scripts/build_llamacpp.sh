@@ -72,6 +72,9 @@ build_server() {  # $1: build folder; the rest: extra cmake options
   fi
   fetch_source
   local start=$SECONDS
+  # llama.cpp's CMake compiles through ccache where it is installed (GGML_CCACHE); paths made
+  # relative to the checkout let another clone on this machine reuse its objects.
+  export CCACHE_BASEDIR=$root
   # Tools on (the server lives under tools/), but only the llama-server target is built.
   # No web UI: neither npm nor a download of the prebuilt one; the API is all the rig uses.
   run cmake -S "$source" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
@@ -80,6 +83,7 @@ build_server() {  # $1: build folder; the rest: extra cmake options
     -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF "$@"
   run cmake --build "$dir" --target llama-server -j "$(nproc)"
   echo "llama-server: built in $((SECONDS - start)) s at $bin ($(du -h "$bin" | cut -f1))" >&2
+  if command -v ccache >/dev/null; then ccache --show-stats 2>/dev/null | grep -iE '^ *(hits|misses)' >&2 || true; fi
 }
 
 configured_with() {  # $1: build folder; the rest: -DNAME=VALUE options its CMake cache must hold
