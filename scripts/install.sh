@@ -43,29 +43,46 @@ vllm_stamp=$(stamp .venv-vllm "$vllm_spec" "$torch_spec")
 transformers_stamp=$(stamp .venv-transformers "$transformers_version" "$torch_spec")
 
 # The embedded engine, in its own venv: vLLM's dependencies never touch the measurer's.
-if [[ ! -f $vllm_stamp ]] && ! .venv-vllm/bin/python -c 'import vllm' 2>/dev/null; then
-  [[ -x .venv-vllm/bin/python ]] || run "$python" -m venv .venv-vllm
-  # torch's CPU build: a local wheel folder that pip is configured with, else PyTorch's CPU index.
-  if ! run .venv-vllm/bin/pip install -q "$torch_spec"; then
-    echo "no local $torch_spec; using PyTorch's CPU wheel index" >&2
-    run .venv-vllm/bin/pip install -q "$torch_spec" --extra-index-url https://download.pytorch.org/whl/cpu
+install_vllm() {
+  if [[ ! -f $vllm_stamp ]] && ! .venv-vllm/bin/python -c 'import vllm' 2>/dev/null; then
+    [[ -x .venv-vllm/bin/python ]] || run "$python" -m venv .venv-vllm
+    # torch's CPU build: a local wheel folder that pip is configured with, else PyTorch's CPU index.
+    if ! run .venv-vllm/bin/pip install -q "$torch_spec"; then
+      echo "no local $torch_spec; using PyTorch's CPU wheel index" >&2
+      run .venv-vllm/bin/pip install -q "$torch_spec" --extra-index-url https://download.pytorch.org/whl/cpu
+    fi
+    run .venv-vllm/bin/pip install -q "$vllm_spec" "$torch_spec"
+    # PyPI's torchvision & co. fail to import beside this torch, and vLLM's text path needs none.
+    run .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec
   fi
-  run .venv-vllm/bin/pip install -q "$vllm_spec" "$torch_spec"
-  # PyPI's torchvision & co. fail to import beside this torch, and vLLM's text path needs none.
-  run .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec
-fi
-rm -f .venv-vllm/.installed-*; touch "$vllm_stamp"
+  rm -f .venv-vllm/.installed-*; touch "$vllm_stamp"
+}
 
 # transformers serve (--continuous-batching), in a venv of its own: vLLM pins transformers<5.20.
-if [[ ! -f $transformers_stamp ]] && ! .venv-transformers/bin/python -c "import fastapi, uvicorn, transformers as t
+install_transformers() {
+  if [[ ! -f $transformers_stamp ]] && ! .venv-transformers/bin/python -c "import fastapi, uvicorn, transformers as t
 assert t.__version__ == '$transformers_version'" 2>/dev/null; then
-  [[ -x .venv-transformers/bin/python ]] || run "$python" -m venv .venv-transformers
-  if ! run .venv-transformers/bin/pip install -q "$torch_spec"; then
-    run .venv-transformers/bin/pip install -q "$torch_spec" --extra-index-url https://download.pytorch.org/whl/cpu
+    [[ -x .venv-transformers/bin/python ]] || run "$python" -m venv .venv-transformers
+    if ! run .venv-transformers/bin/pip install -q "$torch_spec"; then
+      run .venv-transformers/bin/pip install -q "$torch_spec" --extra-index-url https://download.pytorch.org/whl/cpu
+    fi
+    run .venv-transformers/bin/pip install -q "transformers[serving]==$transformers_version" "$torch_spec"
   fi
-  run .venv-transformers/bin/pip install -q "transformers[serving]==$transformers_version" "$torch_spec"
+  rm -f .venv-transformers/.installed-*; touch "$transformers_stamp"
+}
+
+# The two engine venvs install side by side: pip keeps about one core busy, mostly unpacking.
+echo "+ install_transformers > build/install_transformers.log (in the background)" >&2
+install_transformers > build/install_transformers.log 2>&1 &
+transformers_pid=$!
+trap 'kill -- -$build_pid 2>/dev/null || true; kill $transformers_pid 2>/dev/null || true' EXIT
+install_vllm
+if ! wait "$transformers_pid"; then
+  tail -n 20 build/install_transformers.log >&2
+  echo "error: installing .venv-transformers failed; its log: build/install_transformers.log" >&2
+  exit 1
 fi
-rm -f .venv-transformers/.installed-*; touch "$transformers_stamp"
+cat build/install_transformers.log >&2
 
 run .venv-vllm/bin/python servers/vllm-cpu/tiny_model.py models/tiny-llama
 
