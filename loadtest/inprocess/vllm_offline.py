@@ -35,7 +35,9 @@ class Adapter:
         self.settings = {"dtype": options.get("dtype", "bfloat16"),
                          "max_model_len": int(options.get("max_model_len", 2048)),
                          "max_num_batched_tokens": int(options.get("max_num_batched_tokens", 2048)),
-                         "max_num_seqs": int(options.get("max_num_seqs", 256))}
+                         "max_num_seqs": int(options.get("max_num_seqs", 256)),
+                         # :eager, the server's --enforce-eager: no torch.compile warm-up
+                         "enforce_eager": bool(options.get("enforce_eager", False))}
         self.llm = LLM(model=model, seed=0, **self.settings)
         self.engine = self.llm.llm_engine
         self.version = vllm.__version__
