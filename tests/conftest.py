@@ -1,4 +1,4 @@
-"""Shared fixtures: the real embedded engine (vLLM on CPU, tiny model).
+"""Shared fixtures: the real embedded engine (vLLM on CPU, tiny model, eager).
 
 The engine is started once per test session on a free port and stopped at the end. Set
 RIG_ENGINE_URL to reuse an engine that is already running (it must serve the tiny model).
@@ -22,7 +22,7 @@ settings.load_profile("rig")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtest.local_engine import LocalEngine, _healthy  # noqa: E402
-from rig_helpers import free_port  # noqa: E402
+from rig_helpers import VLLM_EAGER, free_port  # noqa: E402
 from tiers import ENGINE_FIXTURES, EngineWatch  # noqa: E402
 
 
@@ -58,5 +58,7 @@ def engine_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
         return
     log = tmp_path_factory.mktemp("engine") / "engine.log"
-    with LocalEngine(port=free_port(), log_path=log) as engine:
+    # Eager: no torch.compile warm-up on a 2-core machine (tens of seconds); these tests are of
+    # the rig against vLLM's server, which answers the same. The race tests keep the default.
+    with LocalEngine(port=free_port(), log_path=log, extra_args=[VLLM_EAGER]) as engine:
         yield engine.url

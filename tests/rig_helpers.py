@@ -20,6 +20,8 @@ from loadtest.cli.locust import locust_command
 from loadtest.cli.processes import free_port  # noqa: F401 - the tests import it from here
 
 REPO = Path(__file__).resolve().parents[1]
+# vLLM's flag for no torch.compile warm-up: the tests whose vLLM only has to answer start it so.
+VLLM_EAGER = "--enforce-eager"
 
 
 def run_locust(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:

@@ -115,8 +115,9 @@ def test_llama_cpp_python(tmp_path: Path) -> None:
 
 @pytest.mark.engine
 def test_vllm_offline_keeps_the_batch_in_flight(tmp_path: Path) -> None:
-    row, records = run_and_read(tmp_path, "vllm-offline", 4, 8)
+    row, records = run_and_read(tmp_path, "vllm-offline:eager", 4, 8)
     check_run(row, records, "vllm-offline", 4, 8, streamed=True)
+    assert "--enforce-eager" in row["flags"].split()
     # closed loop: the first 4 start together, each later one when an earlier one finishes
     first = sorted(records, key=lambda r: r["sent_ns"])
     assert first[3]["sent_ns"] < min(r["done_ns"] for r in records)

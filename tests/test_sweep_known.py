@@ -267,12 +267,13 @@ def test_a_matrix_until_known_cannot_work_on_is_refused(data: dict[str, Any], ar
 def test_llamacpp_slots_until_known_end_to_end(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]):
     """Two llama.cpp configurations (1 and 2 slots) at 2 users, one run each in the matrix, at
-    most 2 with --until-known (runs of about 6 s, past short_run's 5 s, so that they rank): a
-    single run each is never known, so both run u2-r2; the table ends with the heat's line,
-    known.csv has each configuration's runs, and the same command again runs nothing."""
+    most 2 with --until-known (runs of about 9 s on a 2-core AMD EPYC, past short_run's 5 s, so
+    that they rank): a single run each is never known, so both run u2-r2; the table ends with
+    the heat's line, known.csv has each configuration's runs, and the same command again runs
+    nothing."""
     data = {"name": "known-e2e", "users": [2], "repeats": 1, "warmup_requests": 2,
             "health_timeout_s": 60, "run_timeout_s": 60,
-            "workload": {"prompts": "mixed", "requests": 160, "max_tokens": 64, "ignore_eos": True},
+            "workload": {"prompts": "mixed", "requests": 56, "max_tokens": 64, "ignore_eos": True},
             "engines": [{"engine": "llamacpp-cpu", "launch": "local", "sweep": {SLOTS: [1, 2]}}]}
     path = tmp_path / "m.yaml"
     path.write_text(json.dumps(data))

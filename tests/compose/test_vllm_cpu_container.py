@@ -30,7 +30,9 @@ from servers import translate
 
 PORT = int(os.environ.get("VLLM_CPU_TEST_PORT", "8100"))
 PROJECT = "llm-load-rig-test"
-SETTINGS = {"HOST": "127.0.0.1", "PORT": str(PORT), "MAX_CONCURRENT_REQUESTS": "8"}
+# EXTRA_ARGS passes through compose verbatim: eager, no torch.compile warm-up in the container.
+SETTINGS = {"HOST": "127.0.0.1", "PORT": str(PORT), "MAX_CONCURRENT_REQUESTS": "8",
+            "EXTRA_ARGS": "--enforce-eager"}
 
 pytestmark = pytest.mark.docker
 
