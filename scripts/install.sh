@@ -34,8 +34,6 @@ setsid -w scripts/build_llamacpp.sh --server-only > build/llama.cpp/build.log 2>
 build_pid=$!
 trap 'kill -- -$build_pid 2>/dev/null || true' EXIT
 
-install_rig
-
 # A venv counts as installed by its stamp (what it was asked for), else by importing its
 # packages once (importing vLLM alone takes 10-15 s); the stamp is written after the check.
 stamp() { echo "$1/.installed-$(echo "${*:2}" | sha256sum | cut -c1-16)"; }
@@ -71,18 +69,20 @@ assert t.__version__ == '$transformers_version'" 2>/dev/null; then
   rm -f .venv-transformers/.installed-*; touch "$transformers_stamp"
 }
 
-# The two engine venvs install side by side: pip keeps about one core busy, mostly unpacking.
-echo "+ install_transformers > build/install_transformers.log (in the background)" >&2
-install_transformers > build/install_transformers.log 2>&1 &
-transformers_pid=$!
-trap 'kill -- -$build_pid 2>/dev/null || true; kill $transformers_pid 2>/dev/null || true' EXIT
+# The venvs install side by side, the rig's then transformers' beside vLLM's (about as long as
+# the two others): pip keeps about one core busy, mostly unpacking.
+side_log=build/install_rig_transformers.log
+echo "+ install_rig; install_transformers > $side_log (in the background)" >&2
+{ install_rig; install_transformers; } > "$side_log" 2>&1 &
+side_pid=$!
+trap 'kill -- -$build_pid 2>/dev/null || true; kill $side_pid 2>/dev/null || true' EXIT
 install_vllm
-if ! wait "$transformers_pid"; then
-  tail -n 20 build/install_transformers.log >&2
-  echo "error: installing .venv-transformers failed; its log: build/install_transformers.log" >&2
+if ! wait "$side_pid"; then
+  tail -n 20 "$side_log" >&2
+  echo "error: installing .venv or .venv-transformers failed; its log: $side_log" >&2
   exit 1
 fi
-cat build/install_transformers.log >&2
+cat "$side_log" >&2
 
 run .venv-vllm/bin/python servers/vllm-cpu/tiny_model.py models/tiny-llama
 
