@@ -46,9 +46,9 @@ class InprocEngine:
     def missing(self) -> str | None:
         """Why it cannot run here, in one line naming the install step; None when it can."""
         if not self.python.exists():
-            return f"no {self.python.parent.parent.name} for {self.slug}: run {self.install}"
+            return f"no {_shown(self.python)} for {self.slug}: run {self.install}"
         if not self.model.exists():
-            return f"no model at {self.model} for {self.slug}: run {self.install}"
+            return f"no model at {_shown(self.model)} for {self.slug}: run {self.install}"
         return None
 
     def environment(self, engine_cpus: str) -> dict[str, str]:
@@ -59,6 +59,11 @@ class InprocEngine:
                 and (LIBLLAMA / "libllama.so").exists():
             env["LLAMA_CPP_LIB_PATH"] = str(LIBLLAMA)
         return env
+
+
+def _shown(path: Path) -> str:
+    """The path as a user finds it: relative to the checkout where it lies inside it."""
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
 _HF_ENV = {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1",
