@@ -69,8 +69,8 @@ assert t.__version__ == '$transformers_version'" 2>/dev/null; then
   rm -f .venv-transformers/.installed-*; touch "$transformers_stamp"
 }
 
-# The venvs install side by side, the rig's then transformers' beside vLLM's (about as long as
-# the two others): pip keeps about one core busy, mostly unpacking.
+# The venvs install in two streams of about the same length, the rig's then transformers' beside
+# vLLM's: pip keeps about one core busy, mostly unpacking.
 side_log=build/install_rig_transformers.log
 echo "+ install_rig; install_transformers > $side_log (in the background)" >&2
 { install_rig; install_transformers; } > "$side_log" 2>&1 &

@@ -56,7 +56,7 @@ install_nginx() {
 install_ccache() {
   command -v ccache >/dev/null && return 0
   if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then return 0; fi
-  apt-cache show ccache >/dev/null 2>&1 || { echo "+ apt-get update" >&2; apt-get update -qq; }
+  apt-cache show ccache >/dev/null 2>&1 || { echo "+ apt-get update" >&2; apt-get update -qq || true; }
   echo "+ apt-get install -y ccache" >&2
   _apt_install ccache || echo "warning: no ccache; llama.cpp compiles without it" >&2
 }
@@ -108,8 +108,8 @@ rm -f build/.docker-ready
 install_ccache  # before the background apt job below, and before install.sh's C++ build
 # Docker (engine, Compose, the base image, then the images that need nothing built here: nginx,
 # vllm-cpu, transformers-cpu) and nginx-light mostly wait on apt, debootstrap and pip, so they go
-# in the background beside install.sh's C++ build and pip; apt runs in this one job only. A
-# Docker engine that cannot start leaves its tests to skip.
+# in the background beside install.sh's C++ build and pip; apt runs in this one job only from
+# here on. A Docker engine that cannot start leaves its tests to skip.
 (
   install_nginx  # first: it sets (and clears) an EXIT trap of its own
   if scripts/docker_setup.sh && scripts/build_images.sh base nginx vllm-cpu transformers-cpu
