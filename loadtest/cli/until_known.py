@@ -8,13 +8,15 @@ import argparse
 from loadtest.cli.types import duration, percent, positive_int
 from loadtest.known import DEFAULT_MAX_REPEATS
 
-__all__ = ["add_until_known"]
+__all__ = ["CAPS", "add_until_known", "check_caps"]
+
+CAPS = ("--max-repeats", "--max-time", "--resolve-pct")  # each goes with --until-known
 
 
 def add_until_known(parser: argparse.ArgumentParser, *, heat: str, rival: str, span: str,
                     repeats_note: str = "") -> None:
     """The options, worded for the race (a heat, an engine) or a sweep (a user count, a
-    configuration); the caller checks that the caps come with --until-known."""
+    configuration); check_caps checks the parsed values."""
     parser.add_argument("--until-known", action="store_true",
                         help=f"run a {heat} again until a 95%% t-interval on its leader's lead "
                              f"(output tok/s) over each other {rival} excludes 0 (2 runs each at "
@@ -27,3 +29,10 @@ def add_until_known(parser: argparse.ArgumentParser, *, heat: str, rival: str, s
     parser.add_argument("--resolve-pct", type=percent, default=None, metavar="X",
                         help="with --until-known: say how many runs would resolve a difference of "
                              "X%% (default: the difference observed)")
+
+
+def check_caps(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """One `error:` line (exit 2) for a cap given without --until-known."""
+    given = [name for name in CAPS if getattr(args, name[2:].replace("-", "_")) is not None]
+    if given and not args.until_known:
+        parser.error(f"{given[0]} goes with --until-known: add it")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.until_known import add_until_known
+from loadtest.cli.until_known import add_until_known, check_caps
 from loadtest.cli.types import (BadValue, cpu_list, port, positive_int, positive_int_list,
                                 writable_folder)
 from loadtest.cpus import complete_layout
@@ -168,11 +168,7 @@ def parse_args(argv: Sequence[str]) -> RaceArgs:
                                                        args.client_cpus or "")
         except ValueError as exc:
             race.error(str(exc))
-    capped = [name for name, value in (("--max-repeats", args.max_repeats),
-                                       ("--max-time", args.max_time),
-                                       ("--resolve-pct", args.resolve_pct)) if value is not None]
-    if capped and not args.until_known:
-        race.error(f"{capped[0]} goes with --until-known: add it")
+    check_caps(race, args)
     if "--repeat" in {o.partition("=")[0] for o in run_options} and args.until_known:
         race.error("--repeat is set by --until-known itself; the run options may not change it")
     return RaceArgs(engines=local_engines(race, args.engines), users=tuple(users),

@@ -25,8 +25,8 @@ from typing import Any, Iterator, TextIO
 from loadtest.results.record import RequestRecord
 from loadtest.results.schema import COLUMN_NAMES, SCHEMA_VERSION
 
-__all__ = ["RecordWriter", "ResultsError", "SCHEMA_VERSION", "write_csv", "write_json", "append_run_row",
-           "check_runs_file", "read_records", "read_runs"]
+__all__ = ["RecordWriter", "ResultsError", "SCHEMA_VERSION", "write_csv", "write_json",
+           "append_run_row", "check_runs_file", "read_records", "read_runs"]
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

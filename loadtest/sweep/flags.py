@@ -20,7 +20,7 @@ from pathlib import Path
 
 from servers.gpus import gpu_count
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.until_known import add_until_known
+from loadtest.cli.until_known import add_until_known, check_caps
 from loadtest.cli.types import writable_folder
 from loadtest.known import DEFAULT_MAX_REPEATS
 from loadtest.sweep.matrix import MatrixError, load_matrix
@@ -28,8 +28,6 @@ from loadtest.sweep.repeats import UntilKnown, check_until_known
 from loadtest.sweep.runner import run_sweep
 
 __all__ = ["main", "parse_args", "parser", "until_known"]
-
-CAPS = ("--max-repeats", "--max-time", "--resolve-pct")  # each goes with --until-known
 
 
 def parser() -> RigParser:
@@ -54,9 +52,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The checked options; one `error:` line and exit 2 (SystemExit) on bad input."""
     p = parser()
     args = p.parse_args(argv)
-    given = [name for name in CAPS if getattr(args, name[2:].replace("-", "_")) is not None]
-    if given and not args.until_known:
-        p.error(f"{given[0]} goes with --until-known: add it")
+    check_caps(p, args)
     return args
 
 

@@ -195,7 +195,8 @@ def _record_known(state: SweepState, plan: Plan, out: Path, matrix: Matrix,
     state.data["until_known"] = {"max_repeats": until.max_repeats, "max_time_s": until.max_time_s,
                                  "resolve_pct": until.resolve_pct, "heats": rows}
     state.save()
-    write_csv(sweep_dir(out, matrix.name) / "known.csv", list(rows[0]) if rows else ["workload"], rows)
+    columns = list(rows[0]) if rows else ["workload"]
+    write_csv(sweep_dir(out, matrix.name) / "known.csv", columns, rows)
     return known_lines(heats, configs, until)
 
 
