@@ -33,12 +33,22 @@ class BadValue(argparse.ArgumentTypeError, ValueError):
 
 
 MAX_WHOLE = 10**9  # above any count a run can reach: a larger one is a typo, not a soak test
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+
+
+def _trimmed(text: object) -> str:
+    """The text without surrounding ASCII white space. (str.strip() also drops control
+    characters such as U+001F and Unicode spaces, which would make '1\x1f' read as 1.)"""
+    return str(text).strip(" \t\n\r\x0b\x0c")
 
 
 def _whole(text: object, minimum: int, what: str, maximum: int | None = MAX_WHOLE) -> int:
+    digits = _trimmed(text)
     try:
-        value = int(str(text).strip())
-    except ValueError:
+        if not _WHOLE.fullmatch(digits):  # int() would take other scripts' digits and "1_000"
+            raise ValueError(digits)
+        value = int(digits)
+    except ValueError:  # also a number too long for int() to read
         raise BadValue(f"must be {what}, got {text!r}") from None
     if value < minimum:
         raise BadValue(f"must be {what}, got {text!r}")
@@ -64,7 +74,7 @@ def seed(text: object) -> int:
 
 def _finite(text: object) -> float:
     try:
-        value = float(str(text).strip())
+        value = float(_trimmed(text))
     except ValueError:
         raise BadValue(f"must be a number, got {text!r}") from None
     if not math.isfinite(value):
@@ -160,7 +170,7 @@ def port(text: object) -> int:
 
 def url(text: object) -> str:
     """An http(s) URL with a host, e.g. `http://127.0.0.1:8000`; returned without a trailing /."""
-    value = str(text).strip()
+    value = _trimmed(text)
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 - raises ValueError on a port out of range or not a number
@@ -225,13 +235,13 @@ def cpu_list(text: object) -> str:
     return str(text)
 
 
-_DURATION = re.compile(r"(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|m|h|)")
+_DURATION = re.compile(r"(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|m|h|)", re.ASCII)
 _SECONDS = {"ms": 0.001, "": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def duration(text: object) -> float:
     """Seconds above 0, as a number or with a unit: `90`, `90s`, `1.5m`, `2h`, `500ms`."""
-    match = _DURATION.fullmatch(str(text).strip())
+    match = _DURATION.fullmatch(_trimmed(text))
     seconds = float(match["number"]) * _SECONDS[match["unit"]] if match else 0.0
     if not match or not 0 < seconds < math.inf:
         raise BadValue(f"must be a duration above 0 like 90, 90s, 5m or 1h, got {text!r}")
