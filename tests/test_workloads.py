@@ -197,6 +197,22 @@ def test_each_dataset_format_gives_its_first_turns(fmt: str, tmp_path: Path):
     assert workload.source == "dataset" and len(workload.columns["dataset_sha256"]) == 64
 
 
+@pytest.mark.parametrize("fmt", ["openai", "prompts"])
+def test_jsonl_lines_end_at_newline_alone(fmt: str, tmp_path: Path):
+    """JSON allows U+2028, U+0085 and friends raw inside a string, and a CR before a newline:
+    each is one line's text, never a line break (str.splitlines() broke there)."""
+    texts = ["a\u2028b", "c\x85d\x1ce", "f\u2029g"]
+    path = tmp_path / "data.jsonl"
+    lines = [json.dumps({"messages": [{"role": "user", "content": t}]} if fmt == "openai"
+                        else {"prompt": t}, ensure_ascii=False) for t in texts]
+    path.write_bytes("\r\n".join(lines[:2]).encode() + b"\n" + lines[2].encode() + b"\n")
+    workload = build(3, workload="dataset", dataset=str(path), dataset_format=fmt)
+    assert [b["prompt"] for b in bodies(workload)] == texts
+    path.write_bytes(b"\r\n".join([lines[0].encode(), b"\r{", lines[1].encode()]))
+    with pytest.raises(WorkloadError, match=r"data\.jsonl:2: not valid JSON"):
+        build(3, workload="dataset", dataset=str(path), dataset_format=fmt)
+
+
 def test_an_output_column_sets_each_rows_output_length(tmp_path: Path):
     path = write_formats(tmp_path)["csv"]
     workload = build(2, workload="dataset", dataset=str(path), columns="prompt=question,output=n")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.workload.items import Context, Item
-from loadtest.workload.prompts import parse_prompt
+from loadtest.workload.prompts import json_lines, parse_prompt
 from loadtest.workload.spec import SessionSpec, TurnSpec, WorkloadError
 
 __all__ = ["Conversation", "dataset_items", "dataset_sessions", "infer_format", "read_dataset"]
@@ -169,9 +169,7 @@ def _json_rows(data: bytes, path: Path, fmt: str) -> list[Conversation]:
             raise WorkloadError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None  # type: ignore[attr-defined]
         return [c for i, e in enumerate(entries) if (c := _sharegpt(e, f"{path}: entry {i + 1}", i))]
     rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, line in json_lines(text):
         where = f"{path}:{number}"
         if fmt == "prompts":
             prompt = parse_prompt(line, where, len(rows))

@@ -13,8 +13,8 @@ from pathlib import Path
 from loadtest.workload.items import Context, Item
 from loadtest.workload.spec import WorkloadError
 
-__all__ = ["PROMPTS_DIR", "Prompt", "load_prompts", "prompt_items", "prompts_identity",
-           "resolve_prompts"]
+__all__ = ["PROMPTS_DIR", "Prompt", "json_lines", "load_prompts", "prompt_items",
+           "prompts_identity", "resolve_prompts"]
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
 # A line longer than this is no prompt an engine takes (4 MiB: about a million tokens, past any
@@ -54,13 +54,20 @@ def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
         raise WorkloadError(f"{path}: cannot read it ({exc.strerror})") from None
 
 
+def json_lines(text: str) -> list[tuple[int, str]]:
+    """A JSONL text's non-blank lines with their numbers. Lines end at "\n" alone (a "\r" before
+    it is JSON white space): str.splitlines() also breaks at "\r", U+2028 and other characters
+    that JSON allows raw inside a string, and would number the lines after them wrongly."""
+    return [(number, line) for number, line in enumerate(text.split("\n"), start=1)
+            if line.strip(" \t\r")]
+
+
 def load_prompts(name_or_path: str) -> list[Prompt]:
     path = resolve_prompts(name_or_path)
     text = read_text(path)
     prompts = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            prompts.append(parse_prompt(line, f"{path}:{number}", len(prompts)))
+    for number, line in json_lines(text):
+        prompts.append(parse_prompt(line, f"{path}:{number}", len(prompts)))
     if not prompts:
         raise WorkloadError(f"{path}: no prompts in file")
     return prompts
