@@ -46,6 +46,8 @@ __all__ = ["ENGINE_PYTHON", "TINY_MODEL", "LocalEngine", "EngineStartError", "pi
            "recipe", "started_engine_at", "started_engines", "state_dir", "stop_group"]
 
 _STOP_GRACE_S = 20
+# how often a starting engine is asked for its health: llama.cpp is up in about a second
+_HEALTH_POLL_S = 0.2
 _PR_SET_PDEATHSIG = 1
 # looked up once here, not in every forked child before its exec
 _PRCTL = (getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
@@ -129,7 +131,7 @@ class LocalEngine:
                 raise EngineStartError(f"engine exited ({self.process.returncode}):\n{self.log_tail()}")
             if _healthy(self.url, self.recipe.health_path):
                 return
-            time.sleep(1)
+            time.sleep(_HEALTH_POLL_S)
         raise EngineStartError(f"engine not healthy after {timeout_s:.0f} s:\n{self.log_tail()}")
 
     def stop(self) -> None:

@@ -22,7 +22,7 @@ settings.load_profile("rig")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtest.local_engine import LocalEngine, _healthy  # noqa: E402
-from rig_helpers import VLLM_EAGER, free_port  # noqa: E402
+from rig_helpers import VLLM_EAGER, VLLM_QUICK_ENV, free_port  # noqa: E402
 from tiers import ENGINE_FIXTURES, EngineWatch  # noqa: E402
 
 
@@ -60,5 +60,6 @@ def engine_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("engine") / "engine.log"
     # Eager: no torch.compile warm-up on a 2-core machine (tens of seconds); these tests are of
     # the rig against vLLM's server, which answers the same. The race tests keep the default.
-    with LocalEngine(port=free_port(), log_path=log, extra_args=[VLLM_EAGER]) as engine:
+    with LocalEngine(port=free_port(), log_path=log, extra_args=[VLLM_EAGER],
+                     env=VLLM_QUICK_ENV) as engine:
         yield engine.url

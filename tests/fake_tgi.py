@@ -55,7 +55,7 @@ class FakeTGI:
         self.server = _Server(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self.connected_at_first_post: int | None = None  # client connections open at that moment
         self.idle_before_first_request: dict[int, float] = {}  # client port -> seconds
         self.served: list[Served] = []

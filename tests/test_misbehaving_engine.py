@@ -357,7 +357,8 @@ def test_the_engines_model_list_is_read_or_refused_whatever_it_holds(data: Any, 
     """The check before a run asks the engine's /v1/models: any JSON there is read (a name
     found or not) or a ProbeError, never a crash."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ModelsAnswer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # serve_forever's default poll (0.5 s) would make each example's shutdown() wait that long
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         for answer in ({"data": data}, {"data": [entry]}, data):

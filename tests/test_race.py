@@ -5,12 +5,13 @@ that can start here. The race's planning is tested apart, without engines: test_
 from __future__ import annotations
 
 import csv
+import os
 import socket
 import subprocess
 from pathlib import Path
 
 import pytest
-from rig_helpers import REPO, free_port, markdown_tables
+from rig_helpers import REPO, VLLM_QUICK_ENV, free_port, markdown_tables
 
 from loadtest.cpus import allowed_cpus, default_layout, format_cpus
 from loadtest.report.race import race_cells, race_markdown, winner_line, winners
@@ -208,7 +209,8 @@ def test_a_heat_is_one_workload_at_one_user_count(tmp_path: Path):
 
 def _demo(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(REPO / "scripts" / "demo.sh"), *args], capture_output=True,
-                          text=True, cwd=REPO, timeout=timeout_s, check=False)
+                          text=True, cwd=REPO, timeout=timeout_s, check=False,
+                          env={**os.environ, **VLLM_QUICK_ENV})
 
 
 @pytest.mark.parametrize("args", [["--bogus"], ["1,x"], ["1", "0"], ["1", "2", "3"],

@@ -18,7 +18,7 @@ import pytest
 
 from loadtest.results.files import read_runs
 from servers.local import LOCAL
-from rig_helpers import VLLM_EAGER, records_written, wait_for
+from rig_helpers import VLLM_EAGER, VLLM_QUICK_ENV, records_written, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.engine
@@ -139,7 +139,8 @@ def test_engine_crash_mid_run_fails_its_cells_and_the_sweep_goes_on(tmp_path: Pa
     cmd = [sys.executable, "-m", "loadtest.sweep", "threads", "vllm-cpu", "--users", "1,2",
            "--repeats", "1", "--requests", "4000", "--max-tokens", "64", "--warmup-requests", "0",
            "--run-timeout", "300", "--set", f"EXTRA_ARGS={VLLM_EAGER}", "--out", str(tmp_path)]
-    process = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, **VLLM_QUICK_ENV})
     assert process.stderr is not None
     port = process.stderr.readline().split("--port ")[1].split()[0]
     for line in process.stderr:
