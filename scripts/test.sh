@@ -14,6 +14,10 @@
 #   slowest tests. .ci/run calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Bytecode caches on, where the environment turned them off: the tests start hundreds of Python
+# processes, and without them each compiles the rig's modules again (pytest's collection alone
+# took 13.6 s instead of 6.8 s).
+unset PYTHONDONTWRITEBYTECODE
 
 # nginx-light for the local replicas' balancer (tests/test_local_replicas.py); the tests run their
 # own nginx, so the package's daemon (postinst would start it on port 80) is kept from starting.
