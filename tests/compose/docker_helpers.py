@@ -25,10 +25,12 @@ __all__ = ["ROOT", "ensure_images", "ensure_tiny_model", "log_excerpt", "require
 
 def compose(project: str, env_prefix: str, settings: dict[str, str], *args: str,
             check: bool = True) -> subprocess.CompletedProcess[str]:
-    """`docker compose` on the rig's files with the CI override (host network), as project
-    `project`, with `settings` passed as the engine's .env variables (PREFIX_NAME)."""
+    """`docker compose` on the rig's files with the CI override (host network) and
+    quick-health.yml, as project `project`, with `settings` passed as the engine's .env
+    variables (PREFIX_NAME)."""
     cmd = ["docker", "compose", "-p", project, "--project-directory", str(ROOT),
-           "-f", str(ROOT / "docker-compose.yml"), "-f", str(ROOT / "docker-compose.ci.yml"), *args]
+           "-f", str(ROOT / "docker-compose.yml"), "-f", str(ROOT / "docker-compose.ci.yml"),
+           "-f", str(Path(__file__).with_name("quick-health.yml")), *args]
     env = {**os.environ, **{f"{env_prefix}_{k}": v for k, v in settings.items()}}
     env.pop("HF_TOKEN", None)
     result = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, cwd=ROOT)
@@ -87,7 +89,7 @@ def wait_healthy(container: Any, timeout_s: float) -> None:
             pytest.fail(f"{container.name} {state['Status']} (exit {state.get('ExitCode')}):\n{log_excerpt(container)}")
         if state.get("Health", {}).get("Status") == "healthy":
             return
-        time.sleep(2)
+        time.sleep(0.5)
     pytest.fail(f"{container.name} not healthy after {timeout_s:.0f} s:\n{log_excerpt(container)}")
 
 
