@@ -15,7 +15,7 @@ from rig_helpers import REPO, VLLM_QUICK_ENV, free_port, markdown_tables
 
 from loadtest.cpus import allowed_cpus, default_layout, format_cpus
 from loadtest.report.race import race_cells, race_markdown, winner_line, winners
-from loadtest.report.build import main
+from loadtest.report.cli import main
 from loadtest.report.runset import load_runs, select_runs
 from servers.local import LOCAL
 

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from rig_helpers import REPO, markdown_tables, run_locust
 
-from loadtest.report.build import main
+from loadtest.report.cli import main
 from loadtest.report.runset import MODEL, load_runs
 
 _SHA_A, _SHA_B = "a" * 64, "b" * 64

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loadtest.inprocess.latency import main as latency_main
-from loadtest.report.build import main as report
+from loadtest.report.cli import main as report
 from loadtest.sweep.rates import main as rates_main
 from rig_helpers import free_port, run_locust
 

@@ -99,7 +99,7 @@ COMMANDS: tuple[Command, ...] = (
             "loadtest.sweep.rates"),
     Command(("sweep", "slo"), "the highest request rate each engine serves within an SLO",
             "loadtest.sweep.slo", check="loadtest.sweep.slo:parse_args"),
-    Command(("report",), "tables and plots from a results folder", "loadtest.report.build"),
+    Command(("report",), "tables and plots from a results folder", "loadtest.report.cli"),
     Command(("calibrate",), "how much streamed load this client measures faithfully",
             "loadtest.calibration.calibrate"),
     Command(("bench",), "the rig's client beside a lean reference client, same engine",

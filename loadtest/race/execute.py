@@ -233,7 +233,7 @@ def _did_not_run(race: Race, engine: str, reason: str) -> int:
 def _report(out: Path, race: Race, rows: Sequence[dict[str, str]]) -> int:
     """Print the race of this race's heats (every demo run of them in `out`: earlier races
     count as repeats) and write out/report/; the report's exit status."""
-    from loadtest.report.build import main as report  # pandas and matplotlib: only now
+    from loadtest.report.cli import main as report
 
     heats = sorted({f"{row['workload']}@{row['users']}" for row in rows
                     if row.get("tag") == TAG and row.get("users", "").isdigit()

@@ -1,7 +1,7 @@
-"""python -m loadtest.report: see loadtest/report/build.py."""
+"""python -m loadtest.report: see loadtest/report/cli.py."""
 
 import sys
 
-from loadtest.report.build import main
+from loadtest.report.cli import main
 
 sys.exit(main())

@@ -1,13 +1,5 @@
-"""python -m loadtest.report [RESULTS] [--out DIR]: the report engineers read, from results files.
+"""The report engineers read, from results files (the command: loadtest/report/cli.py).
 
-    python -m loadtest.report results/                      # -> results/report/
-    python -m loadtest.report results/sweep --out /tmp/r --baseline=--max-num-seqs=256
-    python -m loadtest.report results/ --where engine=vllm --where tag=nightly
-    python -m loadtest.report results/ --race --where tag=demo --failed "transformers=why"
-
-Reads every runs.csv under RESULTS and each run's requests.jsonl / telemetry.jsonl; never runs
-anything. Prints each heat's table to stdout and writes report.md, report.html (images
-embedded, one file to send) and the PNGs beside them.
 The sections are heats: one workload (by workload_sha256, named by `workload`) at one user count,
 each with every engine and configuration that ran it; nothing is compared across heats. Curves
 across user counts (race.png, users.png, frontier.png) are drawn once, and only where some
@@ -20,7 +12,6 @@ Open-loop runs (--rate) get their own section (loadtest/report/goodput.py): one 
 offered rate with latency from the schedule and from the send, the knee and, with --slo, the
 highest rate at which --slo-share percent (default 99) of requests met the targets; goodput is
 plotted against rate and users; runs that kept their outputs are compared with the baseline's.
-Exit codes: 0 report written (or nothing to report, said in one line), 2 bad folder or option.
 """
 
 from __future__ import annotations
@@ -35,11 +26,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.types import percent, writable_folder
 from loadtest.results.checks import WARNINGS
-from loadtest.report.goodput import (DEFAULT_SLO_SHARE_PCT, equivalence_table, is_open_loop,
-                                     open_loop_markdown, plot_goodput, rate_table)
+from loadtest.report.goodput import (equivalence_table, is_open_loop, open_loop_markdown,
+                                     plot_goodput, rate_table)
+from loadtest.results.goodput import DEFAULT_SLO_SHARE_PCT
 from loadtest.report.gpus import gpu_cells, gpus_markdown, per_gpu_rows, plot_gpus
 from loadtest.report.timeslices import timed_runs_section
 from loadtest.report.plots import (
@@ -81,7 +71,7 @@ from loadtest.report.tables import (
     markdown_table,
 )
 
-__all__ = ["Report", "build_report", "main", "parser"]
+__all__ = ["Report", "build_report", "report_folder"]
 
 _MAX_DISTRIBUTION_RUNS = 60
 
@@ -131,71 +121,31 @@ class Report:
         return _HTML_PAGE.format(body="\n".join(body))
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    root = Path(args.results)
-    if not root.is_dir():
-        print(f"error: no results folder {root} (pass the --out folder of a run or sweep)",
-              file=sys.stderr)
-        return 2
-    out = Path(args.out) if args.out else root / "report"
+def report_folder(root: Path, out: Path, *, where: list[str], failed: dict[str, str],
+                  baseline: str | None, race: bool, slo_share: float) -> int:
+    """The report of the runs under `root` written to `out`, its tables printed; 2 with one
+    `error:` line for a runs.csv or --where that cannot be read."""
     try:
-        failed = _failed_engines(args.failed)
-        runs = select_runs(load_runs(root), args.where)
+        runs = select_runs(load_runs(root), where)
     except (KeyError, ValueError) as exc:
         # one line, whatever the user typed into the option it quotes
         message = str(exc.args[0]).replace("\r", "\\r").replace("\n", "\\n")
         print(f"error: {message}", file=sys.stderr)
         return 2
     if runs.empty:
-        reason = "no matching runs" if args.where else "no runs.csv rows"
+        reason = "no matching runs" if where else "no runs.csv rows"
         message = f"nothing to report: {reason} under {root} (a complete, non-warm-up run adds one)"
         if failed:
             message += "; did not run: " + "; ".join(f"{e} ({why})" for e, why in failed.items())
         print(message)
         _write(_empty_report(out, message))
         return 0
-    report = build_report(runs, out, baseline=args.baseline, source=root, race=args.race,
-                          failed=failed, slo_share=args.slo_share)
+    report = build_report(runs, out, baseline=baseline, source=root, race=race, failed=failed,
+                          slo_share=slo_share)
     _write(report)
-    print("\n\n".join(report.races if args.race else report.races + report.tables))
+    print("\n\n".join(report.races if race else report.races + report.tables))
     print(f"\nreport: {out / 'report.md'} and {out / 'report.html'}", file=sys.stderr)
     return 0
-
-
-def parser() -> RigParser:
-    p = RigParser(prog=command_prog("python -m loadtest.report"),
-                  description="Tables and plots from llm-load-rig results.",
-                  epilog="example:\n  rig report results/ --where engine=vllm-cpu|llamacpp-cpu")
-    p.add_argument("results", nargs="?", default="results",
-                   help="results folder: every runs.csv below it is read (default results/)")
-    p.add_argument("--out", type=writable_folder,
-                   help="where to write the report (default RESULTS/report/)")
-    p.add_argument("--baseline", default=None, metavar="FLAGS",
-                   help="flags of the baseline for flag effects, as --baseline=FLAGS "
-                   "(default: the flags of the first run)")
-    p.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
-                   help="keep only runs whose runs.csv COLUMN equals VALUE, or one of "
-                   "A|B|... (repeatable)")
-    p.add_argument("--race", action="store_true",
-                   help="open with the race even for one engine, and print only the race")
-    p.add_argument("--failed", action="append", default=[], metavar="ENGINE=REASON",
-                   help="an engine that was asked for but did not run, shown in the race "
-                   "(repeatable)")
-    p.add_argument("--slo-share", type=percent, default=str(DEFAULT_SLO_SHARE_PCT), metavar="PCT",
-                   help="percent of requests that must meet the runs' --slo targets for a "
-                   "rate to count as within them (default 99)")
-    return p
-
-
-def _failed_engines(pairs: list[str]) -> dict[str, str]:
-    failed = {}
-    for pair in pairs:
-        engine, sep, why = pair.partition("=")
-        if not sep or not engine:
-            raise ValueError(f"--failed {pair}: write ENGINE=REASON")
-        failed[engine] = why.splitlines()[0] if why else "no reason given"
-    return failed
 
 
 def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,

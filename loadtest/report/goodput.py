@@ -32,13 +32,11 @@ import pandas as pd
 from loadtest.report.runset import CONFIG, run_files
 from loadtest.results.equivalence import EquivalenceError, compare_outputs, read_outputs
 
-__all__ = ["DEFAULT_SLO_SHARE_PCT", "KNEE_PCT", "SATURATED_PCT", "equivalence_table",
-           "is_open_loop", "knee_rate", "open_loop_markdown", "plot_goodput", "rate_table",
-           "saturated", "slo_rate"]
+__all__ = ["KNEE_PCT", "SATURATED_PCT", "equivalence_table", "is_open_loop", "knee_rate",
+           "open_loop_markdown", "plot_goodput", "rate_table", "saturated", "slo_rate"]
 
 KNEE_PCT = 5.0
 SATURATED_PCT = 90.0
-DEFAULT_SLO_SHARE_PCT = 99.0
 
 
 def is_open_loop(runs: pd.DataFrame) -> pd.Series:

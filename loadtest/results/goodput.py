@@ -31,9 +31,12 @@ import numpy as np
 
 from loadtest.results.record import RequestRecord
 
-__all__ = ["METRICS", "Slo", "Target", "add_slo_option", "goodput", "parse_slo"]
+__all__ = ["DEFAULT_SLO_SHARE_PCT", "METRICS", "Slo", "Target", "add_slo_option", "goodput",
+           "parse_slo"]
 
 METRICS = ("ttft", "itl", "e2e", "tpot")
+# the percent of a run's requests that must meet the targets for its rate to count as within them
+DEFAULT_SLO_SHARE_PCT = 99.0
 _KEY = re.compile(r"^(ttft|itl|e2e|tpot)(?:_p(\d{1,2}(?:\.\d+)?))?_ms$")
 
 

@@ -9,15 +9,5 @@ repeats: which cells run again until the fastest configuration is known (--until
 A thread sweep is a flag sweep with one engine configuration.
 """
 
-from loadtest.sweep.matrix import (
-           EngineConfig,
-           Matrix,
-           MatrixError,
-           WorkloadOptions,
-           load_matrix,
-           parse_matrix,
-)
-from loadtest.sweep.runner import run_sweep
-
-__all__ = ["EngineConfig", "Matrix", "MatrixError", "WorkloadOptions", "load_matrix", "parse_matrix",
-           "run_sweep"]
+# Nothing imported here: `rig sweep ... --help` and its bad-input errors load only the command's
+# own module, not pandas (the results table) or the workload builders.

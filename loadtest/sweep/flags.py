@@ -25,7 +25,6 @@ from loadtest.cli.types import writable_folder
 from loadtest.known import DEFAULT_MAX_REPEATS
 from loadtest.sweep.matrix import MatrixError, load_matrix
 from loadtest.sweep.repeats import UntilKnown, check_until_known
-from loadtest.sweep.runner import run_sweep
 
 __all__ = ["main", "parse_args", "parser", "until_known"]
 
@@ -70,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         matrix = load_matrix(args.matrix, None if args.dry_run else gpu_count())
         if until is not None:
             check_until_known(matrix, until)
+        from loadtest.sweep.runner import run_sweep  # pandas: once the matrix is good
+
         return run_sweep(matrix, args.out, kind="flags", dry_run=args.dry_run, until=until)
     except MatrixError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -29,9 +29,7 @@ from pathlib import Path
 from loadtest.client.arrivals import ARRIVALS
 from loadtest.cpus import complete_layout
 from loadtest.client.targets import TARGETS
-from loadtest.report.goodput import DEFAULT_SLO_SHARE_PCT, rate_table, saturated
-from loadtest.report.runset import load_runs
-from loadtest.results.goodput import parse_slo
+from loadtest.results.goodput import DEFAULT_SLO_SHARE_PCT, parse_slo
 from loadtest.cli.args import RigParser, command_prog, fail
 from loadtest.cli.locust import locust_command
 from loadtest.cli.processes import free_port
@@ -122,6 +120,7 @@ def _command(args: argparse.Namespace, url: str, tag: str, users: int, *extra: s
 
 def _sweep(args: argparse.Namespace, url: str, rates: list[float], users: int, repeats: int,
            tag: str) -> int:
+    from loadtest.report.goodput import saturated
     work = args.out / "sweeps" / tag
     work.mkdir(parents=True, exist_ok=True)
     keep = ["--keep-outputs"]  # every sweep keeps the answers, to compare configurations
@@ -155,6 +154,7 @@ def _sweep(args: argparse.Namespace, url: str, rates: list[float], users: int, r
 
 
 def _last_row(out: Path, tag: str, rate: float, repeat: int) -> dict | None:
+    from loadtest.report.runset import load_runs
     try:
         runs = load_runs(out)
     except ValueError:  # changed during the sweep: its end says so, in one line
@@ -172,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         _check(args)
     except ValueError as exc:
         p.error(str(exc))
+    # pandas and matplotlib (a second) once the options are good, not for an error or --help
+    from loadtest.report.goodput import rate_table
+    from loadtest.report.runset import load_runs
     try:  # a runs.csv no run could add to, nor the report read: refused before anything starts
         load_runs(args.out)
     except ValueError as exc:
@@ -211,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"sweep {tag}: {len(runs)} runs in {(time.monotonic() - started) / 60:.1f} min",
           file=sys.stderr)
-    from loadtest.report.build import main as report
+    from loadtest.report.cli import main as report
 
     report([str(args.out), "--where", f"tag={tag}", "--out", str(args.out / f"report-{tag}"),
             "--slo-share", f"{share:g}"])

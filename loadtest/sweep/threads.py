@@ -28,7 +28,6 @@ from loadtest.cli.args import RigParser, command_prog
 from loadtest.cli.types import (non_negative_int, positive_int, positive_int_list, url,
                                 writable_folder)
 from loadtest.sweep.matrix import MatrixError, default_warmup_requests, parse_matrix
-from loadtest.sweep.runner import run_sweep
 
 __all__ = ["main", "parser"]
 
@@ -128,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         launched = "host" not in data["engines"][0]
         gpus = gpu_count() if launched and not args.dry_run else None
         matrix = parse_matrix(data, gpus, where="thread sweep")
+        from loadtest.sweep.runner import run_sweep  # pandas: once the options are good
+
         return run_sweep(matrix, args.out, kind="threads", dry_run=args.dry_run)
     except MatrixError as exc:
         print(f"error: {exc}", file=sys.stderr)

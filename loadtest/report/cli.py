@@ -1,0 +1,82 @@
+"""python -m loadtest.report [RESULTS] [--out DIR]: the report engineers read, from results files.
+
+    python -m loadtest.report results/                      # -> results/report/
+    python -m loadtest.report results/sweep --out /tmp/r --baseline=--max-num-seqs=256
+    python -m loadtest.report results/ --where engine=vllm --where tag=nightly
+    python -m loadtest.report results/ --race --where tag=demo --failed "transformers=why"
+
+Reads every runs.csv under RESULTS and each run's requests.jsonl / telemetry.jsonl; never runs
+anything. Prints each heat's table to stdout and writes report.md, report.html (images
+embedded, one file to send) and the PNGs beside them.
+What the report holds, section by section: loadtest/report/build.py. Options are checked before
+pandas and matplotlib load (about a second), so --help and bad input answer at once.
+Exit codes: 0 report written (or nothing to report, said in one line), 2 bad folder or option.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from loadtest.cli.args import RigParser, command_prog
+from loadtest.cli.types import percent, writable_folder
+from loadtest.results.goodput import DEFAULT_SLO_SHARE_PCT
+
+__all__ = ["main", "parser"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    root = Path(args.results)
+    if not root.is_dir():
+        print(f"error: no results folder {root} (pass the --out folder of a run or sweep)",
+              file=sys.stderr)
+        return 2
+    try:
+        failed = _failed_engines(args.failed)
+    except ValueError as exc:
+        print(f"error: {exc}".replace("\r", "\\r").replace("\n", "\\n"), file=sys.stderr)
+        return 2
+    # pandas and matplotlib (about a second) once the options are good, not for --help or an error
+    from loadtest.report.build import report_folder
+
+    return report_folder(root, Path(args.out) if args.out else root / "report", where=args.where,
+                         failed=failed, baseline=args.baseline, race=args.race,
+                         slo_share=args.slo_share)
+
+
+def parser() -> RigParser:
+    p = RigParser(prog=command_prog("python -m loadtest.report"),
+                  description="Tables and plots from llm-load-rig results.",
+                  epilog="example:\n  rig report results/ --where engine=vllm-cpu|llamacpp-cpu")
+    p.add_argument("results", nargs="?", default="results",
+                   help="results folder: every runs.csv below it is read (default results/)")
+    p.add_argument("--out", type=writable_folder,
+                   help="where to write the report (default RESULTS/report/)")
+    p.add_argument("--baseline", default=None, metavar="FLAGS",
+                   help="flags of the baseline for flag effects, as --baseline=FLAGS "
+                   "(default: the flags of the first run)")
+    p.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
+                   help="keep only runs whose runs.csv COLUMN equals VALUE, or one of "
+                   "A|B|... (repeatable)")
+    p.add_argument("--race", action="store_true",
+                   help="open with the race even for one engine, and print only the race")
+    p.add_argument("--failed", action="append", default=[], metavar="ENGINE=REASON",
+                   help="an engine that was asked for but did not run, shown in the race "
+                   "(repeatable)")
+    p.add_argument("--slo-share", type=percent, default=str(DEFAULT_SLO_SHARE_PCT), metavar="PCT",
+                   help="percent of requests that must meet the runs' --slo targets for a "
+                   "rate to count as within them (default 99)")
+    return p
+
+
+def _failed_engines(pairs: list[str]) -> dict[str, str]:
+    failed = {}
+    for pair in pairs:
+        engine, sep, why = pair.partition("=")
+        if not sep or not engine:
+            raise ValueError(f"--failed {pair}: write ENGINE=REASON")
+        failed[engine] = why.splitlines()[0] if why else "no reason given"
+    return failed
+
+
