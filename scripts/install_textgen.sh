@@ -35,6 +35,7 @@ transformers_specs=("transformers==5.6.*" "accelerate==1.13.*" "safetensors==0.7
 
 run() { echo "+ $*" >&2; "$@"; }
 fail() { echo "error: $*" >&2; exit 1; }
+source scripts/venv.sh  # make_venv, venv_install: through uv where it can be had, else pip
 
 # The source, once: the tarball checked against its digest, else a clone of the pinned commit.
 unpack_source() {
@@ -125,19 +126,19 @@ pack_site() {
 
 unpack_source
 if [[ -n $pack ]]; then pack_context; exit 0; fi
-[[ -x $VENV/bin/python ]] || run "$python" -m venv "$VENV"
+make_venv "$VENV"
 stamp="$VENV/.installed-$({ api_requirements; cat "$0"; } | sha256sum | cut -c1-16)"
 if [[ ! -f $stamp ]]; then
   # pip's resolver needs the index: say so in one line after its own log.
-  run "$VENV/bin/python" -m pip install -q -r <(api_requirements) \
+  venv_install "$VENV" -r <(api_requirements) \
     || fail "pip could not install text-generation-webui's API requirements into $VENV: check that the package index is reachable, then re-run $0"
   install_shim
   rm -f "$VENV"/.installed-* && touch "$stamp"
 fi
 if [[ $* == --transformers ]] && ! "$VENV/bin/python" -c 'import torch, transformers, accelerate' 2>/dev/null; then
   link_torch
-  run "$VENV/bin/python" -m pip install -q "$torch_spec" "${transformers_specs[@]}" \
-    || run "$VENV/bin/python" -m pip install -q "$torch_spec" "${transformers_specs[@]}" --extra-index-url https://download.pytorch.org/whl/cpu \
+  venv_install "$VENV" "$torch_spec" "${transformers_specs[@]}" \
+    || venv_install "$VENV" "$torch_spec" "${transformers_specs[@]}" --extra-index-url https://download.pytorch.org/whl/cpu \
     || fail "pip could not install the Transformers loader (CPU torch) into $VENV: check the package index, then re-run $0 --transformers"
 fi
 echo "textgen-cpu installed: $SOURCE (commit ${COMMIT:0:12}), $VENV" >&2

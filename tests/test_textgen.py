@@ -215,6 +215,7 @@ def _install_in(root: Path, tarball: Path) -> subprocess.CompletedProcess[str]:
     a git remote that does not exist."""
     (root / "scripts").mkdir(parents=True, exist_ok=True)
     shutil.copy(INSTALL, root / "scripts")
+    shutil.copy(INSTALL.with_name("venv.sh"), root / "scripts")  # what it sources
     env = {**os.environ, "TEXTGEN_TARBALL": str(tarball), "TEXTGEN_GIT_URL": str(root / "no-such-repo")}
     return subprocess.run(["bash", str(root / "scripts" / INSTALL.name)], capture_output=True, text=True,
                           env=env, timeout=60)
