@@ -134,26 +134,38 @@ scripts/install_textgen.sh --transformers || echo "warning: text-generation-webu
 docker_rc=0; wait "$docker_pid" || docker_rc=$?
 cat build/install_docker.log >&2
 (( docker_rc == 0 )) || { echo "error: installing nginx-light or Docker failed; log: build/install_docker.log" >&2; exit 1; }
+# The images of what was just built (the llama-server; .venv-textgen's packages, about 25 s, no
+# pip) build in the background while the fast tests run: only the container tests need them.
+images_pid=""
 if [[ -f build/.docker-ready ]]; then
-  scripts/build_images.sh llamacpp-cpu  # the llama-server just built, in an image
-  # About 25 s: the image reuses .venv-textgen's packages (no pip); its tests skip without it.
-  if [[ -x .venv-textgen/bin/python ]]; then
-    scripts/build_images.sh textgen-cpu || echo "warning: the textgen-cpu image did not build; its container tests fail" >&2
-  fi
+  {
+    scripts/build_images.sh llamacpp-cpu
+    if [[ -x .venv-textgen/bin/python ]]; then  # without it, its tests skip
+      scripts/build_images.sh textgen-cpu || echo "warning: the textgen-cpu image did not build; its container tests fail" >&2
+    fi
+  } > build/install_images.log 2>&1 &
+  images_pid=$!
 fi
 if ! wait "$inprocess_pid"; then
   tail -n 20 build/install_inprocess.log >&2
   echo "error: scripts/install_inprocess.sh failed; its log: build/install_inprocess.log" >&2
   exit 1
 fi
-trap - EXIT
+trap 'kill "$images_pid" 2>/dev/null || true' EXIT
 cat build/install_inprocess.log >&2
 phase_done installs
-trap print_phases EXIT
+trap 'kill "$images_pid" 2>/dev/null || true; print_phases' EXIT
 # pytest's exit 5 (no test selected): PYTEST_ARGS may name tests of one pass only.
 fast_rc=0 engine_rc=0
 fast_tests "$@" || fast_rc=$?
 phase_done "fast tests"
+if [[ -n $images_pid ]]; then
+  images_rc=0; wait "$images_pid" || images_rc=$?
+  cat build/install_images.log >&2
+  (( images_rc == 0 )) || { echo "error: scripts/build_images.sh llamacpp-cpu failed; log: build/install_images.log" >&2; exit 1; }
+  phase_done "images (beside the fast tests)"
+fi
+trap print_phases EXIT
 .venv/bin/python -m pytest -rs --durations=25 -m "engine or docker" "$@" || engine_rc=$?
 phase_done "engine and container tests"
 if (( fast_rc == 5 && engine_rc == 5 )); then exit 5; fi
