@@ -78,5 +78,3 @@ def _failed_engines(pairs: list[str]) -> dict[str, str]:
             raise ValueError(f"--failed {pair}: write ENGINE=REASON")
         failed[engine] = why.splitlines()[0] if why else "no reason given"
     return failed
-
-
