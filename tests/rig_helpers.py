@@ -22,9 +22,10 @@ from loadtest.cli.processes import free_port  # noqa: F401 - the tests import it
 REPO = Path(__file__).resolve().parents[1]
 # vLLM's flag for no torch.compile warm-up: the tests whose vLLM only has to answer start it so.
 VLLM_EAGER = "--enforce-eager"
-# vLLM's environment for those tests: its model runs in the engine-core process (no worker
-# process, which imports torch and vLLM again), forked. Healthy in 30-37 s instead of 46-49 s
-# (eager, one core); these tests are of the rig against vLLM's server, which answers the same.
+# vLLM's environment for those tests (and their containers: tests/compose/quick.yml): its model
+# runs in the engine-core process (no worker process, which imports torch and vLLM again),
+# forked. Healthy in 30-37 s instead of 46-49 s (eager, one core); these tests are of the rig
+# against vLLM's server, which answers the same.
 VLLM_QUICK_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_WORKER_MULTIPROC_METHOD": "fork"}
 
 

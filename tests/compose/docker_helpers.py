@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from loadtest.cli.locust import locust_command
+from rig_helpers import VLLM_QUICK_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,12 +27,12 @@ __all__ = ["ROOT", "ensure_images", "ensure_tiny_model", "log_excerpt", "require
 def compose(project: str, env_prefix: str, settings: dict[str, str], *args: str,
             check: bool = True) -> subprocess.CompletedProcess[str]:
     """`docker compose` on the rig's files with the CI override (host network) and
-    quick-health.yml, as project `project`, with `settings` passed as the engine's .env
+    quick.yml, as project `project`, with `settings` passed as the engine's .env
     variables (PREFIX_NAME)."""
     cmd = ["docker", "compose", "-p", project, "--project-directory", str(ROOT),
            "-f", str(ROOT / "docker-compose.yml"), "-f", str(ROOT / "docker-compose.ci.yml"),
-           "-f", str(Path(__file__).with_name("quick-health.yml")), *args]
-    env = {**os.environ, **{f"{env_prefix}_{k}": v for k, v in settings.items()}}
+           "-f", str(Path(__file__).with_name("quick.yml")), *args]
+    env = {**os.environ, **VLLM_QUICK_ENV, **{f"{env_prefix}_{k}": v for k, v in settings.items()}}
     env.pop("HF_TOKEN", None)
     result = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, cwd=ROOT)
     if check and result.returncode != 0:
