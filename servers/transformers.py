@@ -73,6 +73,9 @@ ENGINE = Engine(
     service={
         "build": {"context": "servers/transformers-cpu", "network": "host"},
         "pull_policy": "never",
+        # tini as PID 1 hands Docker's SIGTERM on: transformers serve as PID 1 let
+        # `docker compose down` wait out its whole timeout (20 s in the container tests)
+        "init": True,
     },
 )
 
