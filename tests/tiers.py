@@ -22,8 +22,8 @@ ENGINE_FIXTURES = frozenset({"engine_url", "engine", "local_run", "baseline", "s
 
 # Command-line fragments of the processes an engine test starts (the engines, in-process
 # engine workers, Docker, native builds).
-ENGINE_COMMANDS = ("vllm.entrypoints", "vllm serve", "bin/llama-server", "transformers serve",
-                   "transformers.cli", "loadtest.inprocess.worker", "dockerd", "docker run",
+ENGINE_COMMANDS = ("vllm.entrypoints", "vllm serve", "aphrodite.entrypoints", "bin/llama-server",
+                   "transformers serve", "transformers.cli", "loadtest.inprocess.worker", "dockerd", "docker run",
                    "docker compose up", "docker build", "cmake", "build_llamacpp")
 
 # An engine lives for seconds; each sample walks /proc (about 2 ms), in every fast test.
