@@ -104,6 +104,7 @@ def test_differences_within_the_repeat_spread_name_no_winner(tmp_path: Path):
 
 
 def test_invalid_runs_are_shown_apart_and_never_fastest(tmp_path: Path):
+    """An invalid run is never ranked, and a heat it leaves one engine in has no winner."""
     _write(tmp_path, [_row("v1", "vllm-cpu", 8, 400.0, verdict="valid"),
                       _row("l1", "llamacpp-cpu", 8, 900.0, verdict="invalid",
                            verdict_reasons="client_overloaded;answers_arrived_whole"),
@@ -113,13 +114,39 @@ def test_invalid_runs_are_shown_apart_and_never_fastest(tmp_path: Path):
     race, invalid = md.split("## Race")[1].split("### Invalid runs")
     [table] = markdown_tables(race)
     assert [(r["platform"], r["users"], r["fastest"]) for r in table] == [
-        ("vllm-cpu", "8", "**fastest** (the only one ranked, single run)")]
+        ("vllm-cpu", "8", "undecided: the only one ranked")]
     assert "no valid run at 1 user: see the invalid runs below" in race
     [apart] = markdown_tables(invalid.split("\n## ")[0])
     assert [(r["run"], r["users"], r["output tok/s"], r["verdict reasons"]) for r in apart] == [
         ("`l2`", "1", "90.0", "client_overloaded"),
         ("`l1`", "8", "900.0", "client_overloaded, answers_arrived_whole")]
-    assert "fastest at 8 users: vllm-cpu (400 tok/s)" in out and "Invalid runs" in out
+    assert ("at 8 users: undecided — llamacpp-cpu's run was answers_arrived_whole, "
+            "client_overloaded (invalid); only vllm-cpu ranked") in out.splitlines()
+    assert "fastest at" not in out and "Invalid runs" in out
+
+
+def test_a_heat_with_fewer_than_two_ranked_engines_has_no_winner(tmp_path: Path):
+    """Issue 37's race: at 32 users vLLM's run lasted 4.06 s (short_run, invalid, 2,016 tok/s)
+    and the race printed `fastest at 32 users: llamacpp-cpu (1,343 tok/s), the only engine
+    ranked`. A heat left with one ranked engine is undecided, and its line says why; the table
+    and the plot crown no one there; a heat where both are ranked still has its winner."""
+    _write(tmp_path, [_row("v8", "vllm-cpu", 8, 900.0, verdict="valid"),
+                      _row("l8", "llamacpp-cpu", 8, 1000.0, verdict="valid"),
+                      _row("v32", "vllm-cpu", 32, 2016.0, completion_time_s=4.06,
+                           verdict="invalid", verdict_reasons="short_run"),
+                      _row("l32", "llamacpp-cpu", 32, 1343.0, verdict="valid")])
+    md, out = _race(tmp_path)
+    lines = out.splitlines()
+    assert "at 32 users: undecided — vllm-cpu's run was short_run (invalid); only llamacpp-cpu " \
+        "ranked" in lines
+    assert "fastest at 8 users: llamacpp-cpu (1,000 tok/s), 1.11x vllm-cpu (single run)" in lines
+    assert not any(line.startswith("fastest at 32") or "only engine ranked" in line
+                   for line in lines)
+    table = {(r["platform"], r["users"]): r["fastest"]
+             for r in markdown_tables(md.split("## Race")[1].split("### Invalid runs")[0])[0]}
+    assert table[("llamacpp-cpu", "32")] == "undecided: the only one ranked"
+    leaders = winners(race_cells(load_runs(tmp_path)))
+    assert not leaders[_SHA_A, 32].decided and leaders[_SHA_A, 8].decided
 
 
 def test_a_missing_verdict_column_counts_as_valid_and_failed_requests_are_not_ranked(
@@ -127,8 +154,12 @@ def test_a_missing_verdict_column_counts_as_valid_and_failed_requests_are_not_ra
     _write(tmp_path, [_row("v1", "vllm-cpu", 4, 300.0),
                       _row("t1", "transformers", 4, 500.0, completed=12, failed=4)])
     cells = race_cells(load_runs(tmp_path))
-    assert winners(cells)[_SHA_A, 4].name == "vllm-cpu"
+    alone = winners(cells)[_SHA_A, 4]
+    assert alone.name == "vllm-cpu" and not alone.decided
+    assert winner_line(alone) == ("at 4 users: undecided — transformers's run failed 4/16 "
+                                  "requests; only vllm-cpu ranked")
     table = {r["platform"]: r for r in markdown_tables(race_markdown(cells))[0]}
+    assert table["vllm-cpu"]["fastest"] == "undecided: the only one ranked"
     assert table["transformers"]["fastest"] == "not ranked: requests failed"
     assert table["transformers"]["failed"] == "4/16"
 
@@ -153,7 +184,7 @@ def test_runs_of_different_workloads_never_race_each_other(tmp_path: Path):
         ("llamacpp-cpu", "mixed-16x128"): "1.50x slower than vllm-cpu",
         ("llamacpp-cpu", "mixed-256x128"): "**fastest**, 9.00x vllm-cpu (single run)",
         ("vllm-cpu", "mixed-256x128"): "9.00x slower than llamacpp-cpu",
-        ("transformers", "story-16x128"): "**fastest** (the only one ranked, single run)"}
+        ("transformers", "story-16x128"): "undecided: the only one ranked"}
     assert "fastest at 4 users (mixed-16x128): vllm-cpu (300 tok/s), 1.50x llamacpp-cpu" in out
     assert "fastest at 4 users (mixed-256x128): llamacpp-cpu (900 tok/s), 9.00x vllm-cpu" in out
 
@@ -182,6 +213,7 @@ def test_an_engine_that_did_not_run_has_a_row_and_a_line(tmp_path: Path):
     assert table[-1]["platform"] == "transformers"
     assert table[-1]["fastest"] == "**did not run**: did not start: no venv"
     assert "transformers did not run: did not start: no venv" in out
+    assert "at 4 users: undecided — transformers did not run; only vllm-cpu ranked" in out
 
 
 def test_one_engine_gets_a_race_only_when_asked(tmp_path: Path):

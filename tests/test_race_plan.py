@@ -75,12 +75,18 @@ def test_a_default_count_is_4_per_user_within_its_floor_and_cap(users: int):
 
 @given(st.lists(st.integers(1, 512), min_size=1, max_size=6, unique=True),
        st.integers(1, 100_000))
-def test_a_given_count_is_every_heats_and_never_raised(users: list[int], requests: int):
-    race = Race(["a", "b"], users, first_counts(users, requests, {u: 10**6 for u in users}),
-                raise_short=False)
-    runs = race_runs(race, _speeds({"a": 1e-6, "b": 1e-6}, tuple(users)))  # every run short
+def test_a_given_count_is_every_heats_and_raised_only_where_a_run_was_too_short(
+        users: list[int], requests: int):
+    """A count the user gave is kept where every run lasts long enough to rank, and raised where
+    one does not, as a count the race chose would be: a short run has no place in a heat."""
+    race = Race(["a", "b"], users, first_counts(users, requests, {u: 10**6 for u in users}))
+    runs = race_runs(race, _speeds({"a": 10.0, "b": 10.0}, tuple(users)))  # no run short
     assert {count for _, _, count in runs} == {requests}
     assert len(runs) == 2 * len(users)  # nothing ran twice
+    race = Race(["a", "b"], users, first_counts(users, requests))
+    runs = race_runs(race, _speeds({"a": 1e-6, "b": 10.0}, tuple(users)))  # a's runs short
+    assert all(count > requests for engine, _, count in runs if engine == "b")
+    assert all(race.counts[count] > requests for count in users)
 
 
 def test_a_rerun_starts_from_the_larger_counts_an_earlier_race_ran():
@@ -453,3 +459,51 @@ def test_the_race_repeats_a_heat_until_known_and_says_how_many_runs_it_took(
     assert line.startswith("until known, 8 users: llamacpp-cpu leads vllm-cpu by "), line
     runs = f"runs {len(llamacpp)}/{len(vllm)} of llamacpp-cpu, vllm-cpu"
     assert said in line and runs in line, line
+
+
+def test_a_given_count_that_ran_too_short_is_raised_and_the_race_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """Issue 37: `rig race ... 8,32 64` kept vLLM's 4 s run at 32 users (REQUESTS given turned the
+    catch-up off), so the heat had one ranked engine. Now the run is raised as a chosen count's
+    would be, and the console says why. execute.py's legs on made-up runs (no engine, no Locust)."""
+    from loadtest.race import execute
+
+    seconds_per_request = {"vllm-cpu": 0.01, "llamacpp-cpu": 0.1}
+    rows: list[dict[str, str]] = []
+
+    class Engine:
+        def __init__(self, port: int, **_: object) -> None:
+            self.url, self.log_path, self.process = f"http://127.0.0.1:{port}", tmp_path, self
+
+        pid = 1
+
+        def start(self) -> None:
+            pass
+
+        def stop(self) -> None:
+            pass
+
+    def locust(args: object, engine: str, *, users: int, requests: int, warmup: bool = False,
+               warmup_log: object = None, extra: object = ()) -> int:
+        if not warmup:
+            seconds = requests * seconds_per_request[engine]
+            rows.append({"tag": "demo", "users": str(users), "engine": engine,
+                         "requests": str(requests), "failed": "0",
+                         "completion_time_s": f"{seconds:.3f}",
+                         "verdict": "invalid" if seconds < SHORT_S else "valid",
+                         "verdict_reasons": "short_run" if seconds < SHORT_S else "",
+                         "output_tok_per_s": f"{64 / seconds_per_request[engine]:.1f}"})
+        return 0
+
+    monkeypatch.setattr(execute, "LocalEngine", Engine)
+    monkeypatch.setattr(execute, "_locust", locust)
+    monkeypatch.setattr(execute, "_rows", lambda out: list(rows))
+    monkeypatch.setattr(execute, "_report", lambda out, race, rows: 0)
+    args = parse_args(["--out", str(tmp_path), "--engines", "vllm-cpu,llamacpp-cpu", "--no-pin",
+                       "32", "64"])
+    assert execute._race(args, {}) == 0
+    assert [(r["engine"], r["requests"], r["verdict"]) for r in rows] == [
+        ("vllm-cpu", "64", "invalid"), ("vllm-cpu", "704", "valid"),
+        ("llamacpp-cpu", "704", "valid")]
+    assert ("vllm-cpu's run at 32 users lasted under 5 s: that heat now has 704 requests, not 64 "
+            "(REQUESTS 64 was given, but a run under 5 s cannot be ranked)") in capsys.readouterr().err

@@ -36,7 +36,8 @@ WORKLOAD_COLUMNS = {"--prompts": "prompts", "--max-tokens": "max_tokens"}
 
 DESCRIPTION = f"""\
 USERS: the user counts, each a heat (default {','.join(map(str, DEFAULT_USERS))}); REQUESTS: the
-requests of every run (default: chosen per user count, and raised where a run was too short).
+requests of every run (default: chosen per user count); raised, given or not, where a run was too
+short to rank.
 
 Race local engines on one workload: each engine in turn on 127.0.0.1:PORT (start it, a warm-up
 kept out of runs.csv, one run at each user count, tagged demo, stop it). Every engine gets the
@@ -73,7 +74,7 @@ class RaceArgs:
     """The race as asked for, checked: nothing has been started or written yet."""
     engines: tuple[str, ...]
     users: tuple[int, ...]
-    requests: int | None  # None: the race chooses, and raises counts that ran too short
+    requests: int | None  # None: the race chooses; either way a count that ran too short is raised
     out: Path
     port: int
     engine_cpus: str  # "": not pinned

@@ -67,8 +67,7 @@ def _race(args: RaceArgs, earlier: dict[int, int]) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"layout: engine on cores {args.engine_cpus or 'any'}, client on cores "
           f"{args.client_cpus or 'any'}", file=sys.stderr)
-    race = Race(args.engines, args.users, first_counts(args.users, args.requests, earlier),
-                raise_short=args.requests is None)
+    race = Race(args.engines, args.users, first_counts(args.users, args.requests, earlier))
     first_row = len(_rows(args.out))
     status = 0
     for leg in race.legs():
@@ -134,8 +133,9 @@ def known_lines(heats: dict[int, dict[str, list[float]]], args: RaceArgs) -> lis
         heat = standing(samples)
         runs = "/".join(f"{heat.runs[e]}" for e in heat.runs)
         head = f"until known, {_users([users])}: {heat.leader} leads"
-        if heat.runner_up is None:
-            lines.append(f"{head} alone ({runs} runs)")
+        if heat.runner_up is None:  # one contender ranked: no winner to know
+            lines.append(f"until known, {_users([users])}: undecided — only {heat.leader} "
+                         f"ranked ({runs} runs)")
             continue
         ahead = (f"{head} {heat.runner_up} by {heat.ahead_pct:.1f}% "
                  f"({heat.leader_mean:.0f} vs {heat.runner_up_mean:.0f} tok/s; runs {runs} of "
@@ -199,8 +199,10 @@ def _runs(race: Race, leg: Leg, args: RaceArgs, first_row: int = 0) -> int:
             continue
         raised = race.record(leg.engine, users, _rows(args.out)[before:])
         if raised:
+            given = (f" (REQUESTS {args.requests} was given, but a run under 5 s cannot be "
+                     "ranked)" if args.requests is not None else "")
             print(f"** {leg.engine}'s run at {_users([users])} lasted under 5 s: that heat now "
-                  f"has {raised} requests, not {requests}; {leg.engine} runs it again",
+                  f"has {raised} requests, not {requests}{given}; {leg.engine} runs it again",
                   file=sys.stderr)
     return status
 

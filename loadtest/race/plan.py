@@ -9,7 +9,8 @@ A run under 5 s is invalid (the verdict's `short_run`) and never ranked: request
 that the fastest engine lasts 5 s on one machine run shorter on a faster one. Such a run raises
 its heat's count (`raised_counts`) and its engine runs the heat again at once, before its next
 user count; the engines after it run the raised count from the start, and those before it catch
-up at the end (`Race.legs`). A count given by the user is never raised: that is as asked.
+up at the end (`Race.legs`). A count given by the user (REQUESTS) is raised the same way: a heat
+whose run is too short to rank has no winner, whoever chose its count.
 
 Nothing here reads or writes a file or starts a process (loadtest/race/execute.py does), so the
 whole schedule is tested on made-up runs (tests/test_race_plan.py).
@@ -124,14 +125,13 @@ class Race:
     Both generators read the state as it is when they resume, so a count raised by one run
     decides the next run, the engines after it and the catch-up."""
 
-    def __init__(self, engines: Sequence[str], users: Sequence[int], counts: Mapping[int, int],
-                 raise_short: bool = True) -> None:
-        """``counts``: {users: requests} to start from (first_counts); ``raise_short``: False
-        when the user gave the count, which is then never raised."""
+    def __init__(self, engines: Sequence[str], users: Sequence[int],
+                 counts: Mapping[int, int]) -> None:
+        """``counts``: {users: requests} to start from (first_counts), given or chosen: either
+        way a run too short to rank raises its heat's count."""
         self.engines = tuple(engines)
         self.users = tuple(sorted(users))
         self.counts = {users: counts[users] for users in self.users}
-        self.raise_short = raise_short
         self.ran: dict[tuple[str, int], int] = {}  # (engine, users) -> requests of its last run
         self.out: dict[str, str] = {}  # engine -> why it did not run; it is not started again
         self._tries = 0  # runs of the current heat in a row by the current leg
@@ -170,7 +170,7 @@ class Race:
         to rank (the engine then runs it again at once), else None."""
         self.ran[engine, users] = self.counts[users]
         self._tries += 1
-        if not self.raise_short or self._tries >= MAX_TRIES:
+        if self._tries >= MAX_TRIES:
             return None
         raised = raised_counts(rows).get(users)
         if raised is None or raised <= self.counts[users]:

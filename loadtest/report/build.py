@@ -259,7 +259,7 @@ def _race_section(report: Report, runs: pd.DataFrame, force: bool, failed: dict[
         return
     valid, invalid = split_invalid(runs)
     cells = race_cells(runs)
-    leaders = winners(cells)
+    leaders = winners(cells, invalid, failed)
     workloads = runs.drop_duplicates("workload_sha256")
     several = len(workloads) > 1
     names = ", ".join(f"`{w['workload']}` (sha256 {str(w['workload_sha256'])[:12] or '?'}, "
@@ -271,7 +271,8 @@ def _race_section(report: Report, runs: pd.DataFrame, force: bool, failed: dict[
                 f"{names}. The fastest in a heat has the highest mean output tok/s; it is called "
                 "only when it leads the next by more than both repeat spreads added (else \"not "
                 "significant\"), and \"single run\" marks a lead with no spread to judge it by. "
-                "Runs with failed requests or an invalid verdict are never ranked.")
+                "Runs with failed requests or an invalid verdict are never ranked, and a heat "
+                "with fewer than two engines ranked has no winner (\"undecided\").")
     notes = _race_notes(valid)
     if notes:
         report.text(notes)
@@ -288,7 +289,7 @@ def _race_section(report: Report, runs: pd.DataFrame, force: bool, failed: dict[
         report.text("\n".join(f"- {line}" for line in lines))
     if runs["users"].nunique() > 1:  # one user count: one point per engine, no curve
         path = report.out / f"race{suffix}.png"
-        stars = {heat: w.name for heat, w in leaders.items() if w.significant}
+        stars = {heat: w.name for heat, w in leaders.items() if w.significant and w.decided}
         plot_race(cells, stars, path, "Output tok/s against users (star: fastest in its heat)",
                   invalid)
         report.image(path, "output tok/s against users, one line per engine")

@@ -7,6 +7,10 @@
 - A run whose `verdict` is `invalid` (see its `verdict_reasons`) is shown apart and never
   ranked; a missing verdict counts as valid. A cell with failed requests did not finish the
   workload: it is shown but not ranked either.
+- A winner is named only among the ranked (valid, every request answered) cells of at least
+  two contenders: a heat where one is left is undecided, and its line says why each other
+  contender is not ranked (an invalid run and its reasons, failed requests, did not run), e.g.
+  "at 32 users: undecided — vllm-cpu's run was short_run (invalid); only llamacpp-cpu ranked".
 - The fastest in a heat is the cell with the highest mean output tok/s. Against the
   runner-up it is called only when the two differ by more than both repeat spreads added (the
   report's flag-effect rule, pyperf's "not significant" in spirit); with a single run on either
@@ -38,7 +42,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Winner:
-    """The outcome of one heat: `name` leads; `runner_up` is None when it ran alone."""
+    """The outcome of one heat: `name` leads; `runner_up` is None when it was ranked alone, and
+    the heat is then undecided (`unranked`: why each other contender is not ranked)."""
     users: float
     workload: str
     name: str
@@ -47,6 +52,12 @@ class Winner:
     runner_up_tok_s: float = np.nan
     significant: bool = True  # False: within the repeats' spread, no winner is called
     single_run: bool = False  # the leader or the runner-up has one run: no spread to judge by
+    unranked: tuple[str, ...] = ()  # e.g. "vllm-cpu's run was short_run (invalid)"
+
+    @property
+    def decided(self) -> bool:
+        """A winner is named only among at least two ranked contenders."""
+        return self.runner_up is not None
 
     @property
     def ratio(self) -> float:
@@ -76,9 +87,13 @@ def race_cells(runs: pd.DataFrame) -> pd.DataFrame:
     return cells
 
 
-def winners(cells: pd.DataFrame) -> dict[tuple[str, float], Winner]:
+def winners(cells: pd.DataFrame, invalid: pd.DataFrame | None = None,
+            failed: dict[str, str] | None = None) -> dict[tuple[str, float], Winner]:
     """The fastest ranked cell of each heat, keyed (workload_sha256, users), in users order
-    (cells that failed requests are not ranked)."""
+    (cells that failed requests are not ranked). A heat with one ranked cell is undecided: its
+    Winner has no runner-up, and `unranked` says why each other contender of the heat is not
+    ranked, from the heat's cells that failed requests, its `invalid` runs (split_invalid) and
+    the engines that did not run (`failed`: engine -> why)."""
     result: dict[tuple[str, float], Winner] = {}
     if cells.empty:
         return result
@@ -88,8 +103,10 @@ def winners(cells: pd.DataFrame) -> dict[tuple[str, float], Winner]:
         best = order.iloc[0]
         workload = str(best["workload"])
         if len(order) == 1:
-            result[sha, users] = Winner(users, workload, best["name"], best["tok_s_mean"],
-                                        single_run=best["runs"] < 2)
+            heat = cells[(cells["workload_sha256"] == sha) & (cells["users"] == users)]
+            result[sha, users] = Winner(
+                users, workload, best["name"], best["tok_s_mean"], single_run=best["runs"] < 2,
+                unranked=_unranked(heat, best, invalid, failed or {}))
             continue
         second = order.iloc[1]
         single = best["runs"] < 2 or second["runs"] < 2
@@ -100,6 +117,32 @@ def winners(cells: pd.DataFrame) -> dict[tuple[str, float], Winner]:
     return result
 
 
+def _unranked(heat: pd.DataFrame, best: pd.Series, invalid: pd.DataFrame | None,
+              failed: dict[str, str]) -> tuple[str, ...]:
+    """Why each contender of a heat other than its one ranked cell (`best`) is not ranked."""
+    why = [f"{cell['name']}'s run{'s' if cell['runs'] > 1 else ''} failed "
+           f"{int(cell['failed'])}/{int(cell['requests'])} requests"
+           for _, cell in heat[heat["failed"] != 0].iterrows()]
+    named = {str(best["engine"]), *heat["engine"].astype(str)}
+    if invalid is not None and not invalid.empty:
+        bad = invalid[(invalid["workload_sha256"] == best["workload_sha256"])
+                      & (invalid["users"] == best["users"])]
+        ranked_config = tuple(str(best[c]) for c in CONFIG)
+        for config, runs in bad.groupby(CONFIG, sort=True):
+            if tuple(map(str, config)) == ranked_config:
+                continue  # the ranked one's own invalid repeats: it is ranked by its valid ones
+            first = runs.iloc[0]
+            name = str(first["engine"]) if str(first["engine"]) not in named else config_label(first)
+            reasons = sorted({reason for text in runs.get("verdict_reasons", pd.Series(dtype=str))
+                              .fillna("").astype(str) for reason in text.split(";") if reason})
+            was = "runs were" if len(runs) > 1 else "run was"
+            why.append(f"{name}'s {was} {', '.join(reasons)} (invalid)" if reasons
+                       else f"{name}'s {was} invalid")
+            named.add(str(first["engine"]))
+    why += [f"{engine} did not run" for engine in failed if engine not in named]
+    return tuple(why)
+
+
 def winner_line(winner: Winner, with_workload: bool = False) -> str:
     """One console line, e.g. "fastest at 32 users: vllm-cpu (4,210 tok/s), 1.80x llamacpp-cpu";
     `with_workload` names the heat's workload too (where a race holds several)."""
@@ -108,8 +151,10 @@ def winner_line(winner: Winner, with_workload: bool = False) -> str:
         users += f" ({winner.workload})"
     lead = f"{winner.name} ({winner.tok_s:,.0f} tok/s)"
     single = " (single run)" if winner.single_run else ""
-    if winner.runner_up is None:
-        return f"fastest at {users}: {lead}, the only engine ranked{single}"
+    if not winner.decided:
+        why = "; ".join(winner.unranked)
+        return (f"at {users}: undecided — {why}; only {winner.name} ranked" if why else
+                f"at {users}: undecided — only {winner.name} ran (a winner needs two ranked)")
     if not winner.significant:
         return (f"no clear winner at {users}: {lead} and {winner.runner_up} "
                 f"({winner.runner_up_tok_s:,.0f} tok/s) differ by less than their repeats' "
@@ -121,7 +166,7 @@ def race_markdown(cells: pd.DataFrame, failed: dict[str, str] | None = None) -> 
     """The race table: one row per engine (configuration) per heat, fastest first within each
     heat, then a row for each engine that did not run (`failed`: engine -> why). A workload
     column is added when the cells hold more than one workload."""
-    leaders = winners(cells)
+    leaders = winners(cells, failed=failed)
     columns: list[tuple[str, Callable[[pd.Series], str]]] = [
         ("platform", lambda r: str(r["engine"]) + (f" gpu {r['gpu']}" if r["gpu"] else "")),
         ("options", lambda r: f"`{r['flags']}`" if r["flags"] else "(defaults)"),
@@ -186,8 +231,8 @@ def _standing(row: pd.Series, winner: Winner | None) -> str:
         return ""
     if row["name"] == winner.name:
         single = ", single run" if winner.single_run else ""
-        if winner.runner_up is None:
-            return f"**fastest** (the only one ranked{single})"
+        if not winner.decided:
+            return "undecided: the only one ranked"
         if not winner.significant:
             return f"not significant vs {winner.runner_up}"
         return f"**fastest**, {winner.ratio:.2f}x {winner.runner_up}" + (
