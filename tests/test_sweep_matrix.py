@@ -16,7 +16,7 @@ import pytest
 from loadtest.sweep.cells import config_hash, expand_cells, flags_text
 from loadtest.sweep.matrix import MatrixError, parse_matrix
 from loadtest.sweep.state import SweepState
-from loadtest.sweep.table import cell_frame, config_table
+from loadtest.sweep.table import cell_frame, comparison_table, config_table
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "sweeps").glob("*.yaml"))
@@ -176,3 +176,21 @@ def test_scripts_refuse_missing_arguments_in_one_line_and_help_exits_0() -> None
         assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
         helped = subprocess.run(["bash", path, "--help"], capture_output=True, text=True)
         assert helped.returncode == 0 and helped.stdout.startswith(f"usage: scripts/{script}")
+
+
+def test_the_comparison_marks_a_fastest_configuration_only_among_two_that_count() -> None:
+    """Issue 37's rule, in the sweep's comparison table: a configuration whose runs failed
+    requests or were invalid is shown but never starred, and a user count where one
+    configuration is left has no `*` at all (it was the fastest of one)."""
+    rows = []
+    for config, users, seconds, failed, verdict in (
+            ("a", 8, 2.0, "0", "valid"), ("b", 8, 3.0, "0", "valid"),
+            ("a", 32, 1.0, "0", "invalid"), ("b", 32, 4.0, "0", "valid"),
+            ("a", 64, 1.0, "3", "valid"), ("b", 64, 6.0, "0", "")):
+        rows.append({"run_id": f"{config}{users}", "users": str(users), "repeat": "1",
+                     "completion_time_s": str(seconds), "output_tok_per_s": "100",
+                     "failed": failed, "verdict": verdict})
+    table = comparison_table(cell_frame(rows, {r["run_id"]: r["run_id"][0] for r in rows}))
+    lines = {line.split()[0]: line for line in table.splitlines()[1:]}
+    assert lines["8"].split() == ["8", "2.00", "s", "*", "3.00", "s"]
+    assert "*" not in lines["32"] and "*" not in lines["64"]

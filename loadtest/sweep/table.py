@@ -1,7 +1,9 @@
 """The sweep's tables, from runs.csv rows only: completion time and output tok/s per user count.
 
 Rules, printed under every table:
-- fastest (`*`): the lowest mean completion time;
+- fastest (`*`): the lowest mean completion time; across configurations (comparison_table), only
+  among runs that count (every request answered, verdict not invalid) and only where at least two
+  configurations have such runs at that user count: one alone is no winner;
 - knee (`<- knee`): the smallest user count whose mean output tok/s is within 5% of the best
   mean; adding users past it stops paying (more load, at most 5% more throughput);
 - unstable: the repeats' standard deviation is more than 10% of their mean, for completion time
@@ -16,23 +18,26 @@ __all__ = ["KNEE_PCT", "RULES", "UNSTABLE_PCT", "cell_frame", "comparison_table"
 
 KNEE_PCT = 5.0
 UNSTABLE_PCT = 10.0
-RULES = (f"* fastest: lowest mean completion time. <- knee: the smallest user count whose mean "
+RULES = (f"* fastest: lowest mean completion time (across configurations: of runs with no failed "
+         f"request and a verdict not invalid, where two configurations have some). <- knee: the smallest user count whose mean "
          f"output tok/s is within {KNEE_PCT:g}% of the best; past it, adding users stops paying. "
          f"unstable: stdev over the repeats > {UNSTABLE_PCT:g}% of the mean (pyperf's rule). "
          f"spread = min-max over the repeats.")
 
 
 def cell_frame(rows: list[dict[str, str]], config_of: dict[str, str]) -> pd.DataFrame:
-    """runs.csv rows -> one line per run: config, users, repeat, completion_time_s, output_tok_per_s.
+    """runs.csv rows -> one line per run: config, users, repeat, completion_time_s,
+    output_tok_per_s, failed, invalid (the verdict column says invalid).
 
     ``config_of`` maps each run_id of the sweep to its configuration's folder name."""
     kept = [{"config": config_of[r["run_id"]], "users": int(r["users"]), "repeat": int(r["repeat"]),
              "completion_time_s": _float(r.get("completion_time_s")),
              "output_tok_per_s": _float(r.get("output_tok_per_s")),
-             "failed": int(_float(r.get("failed")) or 0)}
+             "failed": int(_float(r.get("failed")) or 0),
+             "invalid": (r.get("verdict") or "").strip().lower() == "invalid"}
             for r in rows if r.get("run_id") in config_of]
     return pd.DataFrame(kept, columns=["config", "users", "repeat", "completion_time_s",
-                                       "output_tok_per_s", "failed"])
+                                       "output_tok_per_s", "failed", "invalid"])
 
 
 def _stats(runs: pd.DataFrame) -> pd.DataFrame:
@@ -68,17 +73,23 @@ def config_table(runs: pd.DataFrame) -> str:
 
 
 def comparison_table(runs: pd.DataFrame) -> str:
-    """Mean completion time of every configuration at every user count; `*` the fastest per row."""
+    """Mean completion time of every configuration at every user count; `*` the fastest per row,
+    by the mean of the runs that count (no failed request, verdict not invalid), and only where
+    two configurations or more have such runs."""
     if runs.empty:
         return "(no measured runs)"
     means = runs.pivot_table(index="users", columns="config", values="completion_time_s",
                              aggfunc="mean", sort=False)
+    counted = runs[(runs["failed"] == 0) & ~runs["invalid"].astype(bool)]
+    ranked = counted.pivot_table(index="users", columns="config", values="completion_time_s",
+                                 aggfunc="mean", sort=False)
     configs = list(dict.fromkeys(runs["config"]))
     width = max(12, *(len(c) for c in configs))
     lines = [f"{'users':>6}  " + "  ".join(f"{c:>{width}}" for c in configs)]
     for users, row in means.sort_index().iterrows():
-        best = row.min()
-        cells = [("-" if pd.isna(row.get(c)) else f"{row[c]:.2f} s" + (" *" if row[c] == best else "  "))
+        rank = ranked.loc[users].dropna() if users in ranked.index else pd.Series(dtype=float)
+        best = rank.idxmin() if len(rank) >= 2 else None
+        cells = [("-" if pd.isna(row.get(c)) else f"{row[c]:.2f} s" + (" *" if c == best else "  "))
                  for c in configs]
         lines.append(f"{users:>6}  " + "  ".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)
