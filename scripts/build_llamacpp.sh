@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: scripts/build_llamacpp.sh [--rebuild] [--source DIR] [--server-only | --cuda ARCH | --pack-source DIR]
+# usage: scripts/build_llamacpp.sh [--rebuild] [--source DIR] [--server-only | --cuda ARCH | --pack-source DIR | --gguf MODEL OUT]
 #   Builds llama.cpp's real llama-server from the llama.cpp tree vendored in PyPI's
 #   llama-cpp-python sdist (version pinned in servers/llamacpp_cpu.py), and converts
 #   models/tiny-llama to models/tiny-llama.gguf. Re-runs reuse what is already built.
@@ -13,6 +13,8 @@
 #                     -> build/llama.cpp/cuda-ARCH/bin/llama-server; no GGUF step
 #   --pack-source DIR write the vendored tree, stripped to what the server build needs (CPU and
 #                     CUDA backends only), to DIR, to carry to a machine with no network
+#   --gguf MODEL OUT  only convert the model folder MODEL (e.g. tiny_model.py --shape llama3-8b's)
+#                     to the GGUF file OUT in bf16, with the vendored converter; no build
 #   --source DIR      build from DIR (a tree written by --pack-source) instead of the sdist
 #   --rebuild         rebuild the binary and the GGUF even if present
 #   The sdist comes from `pip download --no-deps --no-binary :all: llama-cpp-python==VERSION`,
@@ -20,12 +22,12 @@
 #   there; RIG_ENGINE_PYTHON overrides the converter's python.
 set -euo pipefail
 usage() { if [[ ${1:-2} == 0 ]]; then help; exit 0; fi; help >&2; exit 2; }
-help() { sed -n '2,22s/^# \{0,1\}//p' "$0"; }
+help() { sed -n '2,24s/^# \{0,1\}//p' "$0"; }
 die() { echo "error: $*" >&2; exit 1; }
 run() { echo "+ $*" >&2; "$@"; }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-rebuild=0 server_only=0 cuda="" pack="" source="" arch_re='^[0-9][0-9a-z;-]*$'
+rebuild=0 server_only=0 cuda="" pack="" source="" gguf_model="" arch_re='^[0-9][0-9a-z;-]*$'
 while [[ $# -gt 0 ]]; do
   case $1 in
     -h|--help) usage 0 ;;
@@ -34,11 +36,14 @@ while [[ $# -gt 0 ]]; do
     --cuda) [[ $# -ge 2 && $2 =~ $arch_re ]] || die "--cuda takes an architecture, e.g. --cuda 90"
             cuda=$2; shift 2 ;;
     --pack-source) [[ $# -ge 2 && -n $2 ]] || die "--pack-source takes a folder"; pack=$2; shift 2 ;;
+    --gguf) [[ $# -ge 3 && -f $2/config.json && -n $3 ]] || die "--gguf takes a model folder (with config.json) and a GGUF file"
+            gguf_model=$(cd "$2" && pwd) gguf_out=$3; shift 3 ;;
     --source) [[ $# -ge 2 && -d $2 ]] || die "--source takes an existing folder"; source=$(cd "$2" && pwd); shift 2 ;;
     *) echo "error: unknown argument: $1" >&2; usage ;;
   esac
 done
 [[ -n $cuda && -n $pack ]] && die "--cuda and --pack-source are separate runs"
+[[ -n $gguf_model && ( -n $cuda || -n $pack ) ]] && die "--gguf is a run of its own"
 
 read -r version sdist_sha256 < <(cd "$root" && python3 -c \
   'from servers.llamacpp_cpu import LLAMA_CPP_PYTHON_VERSION as v, LLAMA_CPP_PYTHON_SHA256 as s; print(v, s)')
@@ -111,7 +116,8 @@ link_libllama() {  # $1: the CPU build folder; its llama and ggml archives -> on
   echo "libllama: linked at $lib ($(du -h "$lib" | cut -f1))" >&2
 }
 
-convert_model() {  # models/tiny-llama (bf16 safetensors) -> models/tiny-llama.gguf (f32)
+convert_model() {  # [MODEL OUT TYPE]: models/tiny-llama (bf16 safetensors) -> models/tiny-llama.gguf (f32)
+  local model_dir=${1:-$model_dir} gguf=${2:-$gguf} outtype=${3:-f32}
   if [[ $rebuild == 0 && -s $gguf && $gguf -nt $model_dir/model_sha256.txt ]]; then
     echo "GGUF: present at $gguf" >&2; return
   fi
@@ -121,13 +127,13 @@ convert_model() {  # models/tiny-llama (bf16 safetensors) -> models/tiny-llama.g
   # The converter knows pre-tokenizers by a hash of their output and refuses ours (trained
   # here). It is a byte-level BPE with GPT-2's split regex (tiny_model.py), so it is "gpt-2";
   # patched in memory, the vendored files stay as they are.
-  run "$python" - "$source" "$model_dir" "$gguf" <<'PY'
+  run "$python" - "$source" "$model_dir" "$gguf" "$outtype" <<'PY'
 import runpy, sys
-src, model, out = sys.argv[1:]
+src, model, out, outtype = sys.argv[1:]
 sys.path[:0] = [src, src + "/gguf-py"]
 from conversion.base import TextModel
 TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
-sys.argv = ["convert_hf_to_gguf.py", model, "--outfile", out + ".tmp", "--outtype", "f32"]
+sys.argv = ["convert_hf_to_gguf.py", model, "--outfile", out + ".tmp", "--outtype", outtype]
 runpy.run_path(src + "/convert_hf_to_gguf.py", run_name="__main__")
 PY
   mv "$gguf.tmp" "$gguf"
@@ -151,7 +157,9 @@ pack_source() {  # the server build's inputs only: no models, docs, tests, examp
   echo "packed source: $out ($(du -sh "$out" | cut -f1)); build it with: scripts/build_llamacpp.sh --source $out --cuda ARCH" >&2
 }
 
-if [[ -n $pack ]]; then
+if [[ -n $gguf_model ]]; then
+  convert_model "$gguf_model" "$gguf_out" bf16
+elif [[ -n $pack ]]; then
   pack_source "$pack"
 elif [[ -n $cuda ]]; then
   build_server "$work/cuda-$cuda" -DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$cuda" -DGGML_NATIVE=ON
