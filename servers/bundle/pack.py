@@ -1,0 +1,163 @@
+"""Fetch the resolved wheels, trim the engine's, and pack them into parts of a chosen size with
+``bundle.json`` beside them: what is in the bundle, what was left out or trimmed and why, and
+each part's SHA-256, so the host can check every part before it unpacks any.
+
+Wheels travel uncompressed inside one xz stream (a wheel's own deflate leaves xz little to find:
+the compiled kernels shrink far more under xz alone).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tarfile
+import tempfile
+import time
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from servers.bundle.host import HostDescription
+from servers.bundle.recipes import BundleRecipe
+from servers.bundle.resolve import Locked
+
+__all__ = ["MANIFEST", "PackError", "fetch", "pack", "part_names", "restore_wheel"]
+
+MANIFEST = "{}.bundle.json"  # by the bundle's name: vllm.bundle.json
+_CHUNK = 1 << 20
+
+
+class PackError(RuntimeError):
+    """A wheel that cannot be fetched or checked; the message is the user's one line."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        while block := file.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch(wheel: Locked, cache: Path) -> Path:
+    """The wheel in ``cache`` (fetched once), its SHA-256 checked against the lock's."""
+    cache.mkdir(parents=True, exist_ok=True)
+    path = cache / wheel.filename
+    if path.is_file() and _sha256(path) == wheel.sha256:
+        return path
+    with tempfile.NamedTemporaryFile(dir=cache, prefix=f".{wheel.filename}.", delete=False) as out:
+        partial = Path(out.name)  # a name of its own: two builds may fetch the same wheel
+        try:
+            with urllib.request.urlopen(wheel.url, timeout=120) as response:
+                shutil.copyfileobj(response, out, _CHUNK)
+        except OSError as error:
+            partial.unlink(missing_ok=True)
+            raise PackError(f"cannot fetch {wheel.filename}: {error}") from None
+    if _sha256(partial) != wheel.sha256:
+        partial.unlink()
+        raise PackError(f"{wheel.filename}: SHA-256 differs from the index's; not packed")
+    partial.replace(path)
+    return path
+
+
+@dataclass(frozen=True)
+class Dropped:
+    member: str
+    bytes: int
+    why: str
+
+
+def restore_wheel(source: Path, target: Path, drops: list[tuple[str, str]]) -> list[Dropped]:
+    """``source`` rewritten to ``target`` uncompressed, less the members matching ``drops``
+    ((regular expression, why) pairs); RECORD loses their lines, so pip installs it as is."""
+    dropped: list[Dropped] = []
+    with zipfile.ZipFile(source) as wheel, zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as out:
+        for info in wheel.infolist():
+            why = next((w for pattern, w in drops if re.match(pattern, info.filename)), None)
+            if why is not None:
+                dropped.append(Dropped(info.filename, info.file_size, why))
+        gone = {d.member for d in dropped}
+        for info in wheel.infolist():
+            if info.filename in gone:
+                continue
+            data = wheel.read(info)
+            if info.filename.endswith(".dist-info/RECORD") and gone:
+                lines = data.decode("utf-8").splitlines(keepends=True)
+                data = "".join(l for l in lines if l.split(",", 1)[0] not in gone).encode("utf-8")
+            info.compress_type = zipfile.ZIP_STORED
+            out.writestr(info, data)
+    return dropped
+
+
+def part_names(name: str, count: int) -> list[str]:
+    return [f"{name}.tar.xz.{i:03d}" for i in range(count)]
+
+
+def _split(archive: Path, out: Path, name: str, part_bytes: int) -> list[dict[str, object]]:
+    parts: list[dict[str, object]] = []
+    with archive.open("rb") as source:
+        index = 0
+        while True:
+            path = out / f"{name}.tar.xz.{index:03d}"
+            digest, written = hashlib.sha256(), 0
+            with path.open("wb") as part:
+                while written < part_bytes and (block := source.read(min(_CHUNK, part_bytes - written))):
+                    part.write(block)
+                    digest.update(block)
+                    written += len(block)
+            if written == 0:
+                path.unlink()
+                break
+            parts.append({"file": path.name, "bytes": written, "sha256": digest.hexdigest()})
+            index += 1
+    return parts
+
+
+def _members(wheels: list[Path]) -> Iterator[tuple[Path, str]]:
+    for wheel in wheels:
+        yield wheel, f"wheels/{wheel.name}"
+
+
+def pack(recipe: BundleRecipe, host: HostDescription, locked: list[Locked], out: Path,
+         cache: Path, part_mib: float, xz_preset: int = 3) -> dict[str, object]:
+    """Writes the parts and ``bundle.json`` into ``out`` (emptied of an earlier bundle of the
+    same name first) and returns the manifest."""
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob(f"{recipe.name}.tar.xz.*"):
+        old.unlink()
+    drops = [(t.members, t.why) for t in recipe.trims if t.drops(host.compute_caps)]
+    started = time.monotonic()
+    wheels, entries, trimmed = [], [], []
+    with tempfile.TemporaryDirectory(prefix="rig-bundle-", dir=out) as scratch:
+        stage = Path(scratch)
+        for lock in locked:
+            source = fetch(lock, cache)
+            target = stage / lock.filename
+            gone = restore_wheel(source, target, drops)
+            trimmed += [{"wheel": lock.filename, **asdict(d)} for d in gone]
+            wheels.append(target)
+            entries.append({"name": lock.name, "version": lock.version, "file": lock.filename,
+                            "index_sha256": lock.sha256, "bytes": target.stat().st_size})
+        archive = stage / "bundle.tar.xz"
+        with tarfile.open(archive, "w:xz", preset=xz_preset) as tar:
+            for path, arcname in _members(wheels):
+                tar.add(path, arcname=arcname)
+        parts = _split(archive, out, recipe.name, int(part_mib * 1024 * 1024))
+        archive_sha = _sha256(archive)
+    manifest: dict[str, object] = {
+        "name": recipe.name, "module": recipe.module, "requirements": list(recipe.requirements),
+        "env": recipe.env, "host": {k: v for k, v in json.loads(host.to_json()).items() if k != "packages"},
+        "wheels": entries, "left_out": recipe.left_out, "trimmed": trimmed,
+        "parts": parts, "archive_sha256": archive_sha,
+        "unpacked_bytes": sum(e["bytes"] for e in entries),
+        "packed_bytes": sum(int(p["bytes"]) for p in parts), "pack_s": round(time.monotonic() - started, 1),
+    }
+    final = out / MANIFEST.format(recipe.name)
+    tmp = final.with_name(f".{final.name}.tmp")
+    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+    tmp.replace(final)
+    return manifest

@@ -1,0 +1,101 @@
+"""What each engine's offline bundle holds: the pinned requirement, the packages that serving a
+text model leaves out, and the parts of the engine's own wheel that the host's GPUs cannot use.
+
+Every entry says why, and ``bundle.json`` carries the reasons to the host. What is left out is
+opt-in there: a feature that needs it fails at the point of use, naming the module.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+
+from servers.spec import REPO
+
+__all__ = ["RECIPES", "BundleRecipe", "Trim", "rig_requirements"]
+
+
+@dataclass(frozen=True)
+class Trim:
+    """Wheel members (a regular expression over their paths) dropped unless one of the host's
+    GPUs has a compute capability matching ``used_on``; never dropped for a host whose GPUs
+    are unknown. ``used_on`` of "" means never used by serving (an opt-in tool)."""
+
+    members: str
+    used_on: str
+    why: str
+
+    def drops(self, compute_caps: tuple[str, ...]) -> bool:
+        if not self.used_on:
+            return True
+        return bool(compute_caps) and not any(re.match(self.used_on, cap) for cap in compute_caps)
+
+
+@dataclass(frozen=True)
+class BundleRecipe:
+    name: str                      # the engine's slug (servers/registry.py), or "rig"
+    requirements: tuple[str, ...]  # what pip is asked for
+    module: str                    # what `import` proves the install
+    left_out: dict[str, str] = field(default_factory=dict)   # package -> why serving needs none
+    trims: tuple[Trim, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)        # what the engine needs set there
+
+
+# vLLM's kernels by GPU: FlashAttention 3 is Hopper's (sm90), FlashAttention 2 every other
+# architecture's; the FMHA sources under third_party/fmha_sm100 compile for Blackwell alone.
+_FLASH_ATTN_TRIMS = (
+    Trim(r"[^/]+/vllm_flash_attn/_vllm_fa2_C\.abi3\.so$", r"(?!9\.)",
+         "FlashAttention 2's ops: vLLM uses FlashAttention 3 on Hopper (compute capability 9.x)"),
+    Trim(r"[^/]+/vllm_flash_attn/_vllm_fa3_C\.abi3\.so$", r"9\.",
+         "FlashAttention 3's ops run on Hopper (9.x) alone"),
+    Trim(r"[^/]+/third_party/fmha_sm100/", r"10\.", "Blackwell's (10.x) attention sources"),
+)
+
+# Kernel libraries a dense text model served with FlashAttention and the PyTorch sampler does
+# not import; each is imported where its feature is used.
+_KERNELS_LEFT_OUT = {
+    "flashinfer-python": "FlashInfer kernels: attention is FlashAttention's, and the sampler is "
+                         "PyTorch's where *_USE_FLASHINFER_SAMPLER=0",
+    "flashinfer-cubin": "FlashInfer's prebuilt kernels (with flashinfer-python)",
+    "tilelang": "TileLang kernels (sparse and MLA attention); pulls z3-solver",
+    "nvidia-cutlass-dsl": "CuTe DSL kernels (quack, Blackwell paths); pulls the CUDA compiler wheels",
+    "quack-kernels": "CuTe DSL kernels built on nvidia-cutlass-dsl",
+}
+
+RECIPES: dict[str, BundleRecipe] = {
+    "vllm": BundleRecipe(
+        name="vllm",
+        requirements=("vllm==0.26.0",),
+        module="vllm",
+        left_out={
+            **_KERNELS_LEFT_OUT,
+            "tokenspeed-mla": "MLA attention (DeepSeek-style models); pulls a fork of Triton",
+            "humming-kernels": "mixed-precision MoE kernels",
+            "torchcodec": "video decoding for multimodal inputs",
+            "pynvvideocodec": "NVIDIA video decoding for multimodal inputs",
+        },
+        trims=(*_FLASH_ATTN_TRIMS,
+               Trim(r"vllm/vllm-rs$", "", "the Rust front end, started only where "
+                                          "VLLM_RUST_FRONTEND_PATH asks for it")),
+        env={"VLLM_USE_FLASHINFER_SAMPLER": "0"},
+    ),
+    "aphrodite": BundleRecipe(
+        name="aphrodite",
+        requirements=("aphrodite-engine==0.21.0",),
+        module="aphrodite",
+        left_out={**_KERNELS_LEFT_OUT,
+                  "opencv-python-headless": "image preprocessing for multimodal inputs"},
+        trims=_FLASH_ATTN_TRIMS,
+        env={"APHRODITE_USE_FLASHINFER_SAMPLER": "0"},
+    ),
+}
+
+
+def rig_requirements() -> tuple[str, ...]:
+    """The rig's own dependencies (pyproject.toml) and the lean reference client's (bench)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return (*project["dependencies"], *project["optional-dependencies"]["bench"])
+
+
+RECIPES["rig"] = BundleRecipe(name="rig", requirements=rig_requirements(), module="locust")
