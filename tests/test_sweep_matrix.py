@@ -67,8 +67,8 @@ def test_refuses_a_gpu_this_host_lacks() -> None:
 
 def test_refuses_what_the_sweep_owns_and_bad_shapes() -> None:
     assert "PORT is set by the sweep" in refusal(matrix(settings={"PORT": 9000}))
-    assert re.search(r"launch: local runs [a-z, -]*vllm-cpu[a-z, -]*, not vllm$", refusal(
-        {**matrix(), "engines": [{"engine": "vllm", "launch": "local"}]}))
+    assert re.search(r"launch: local runs [a-z, -]*vllm-cpu[a-z, -]*, not tgi$", refusal(
+        {**matrix(), "engines": [{"engine": "tgi", "launch": "local"}]}))
     assert "unknown key 'user'" in refusal({**matrix(), "user": [1]})
     assert "users must be a list" in refusal({**matrix(), "users": "many"})
     assert "no prompt file 'nope'" in refusal({**matrix(), "workload": {"prompts": "nope"}})

@@ -1,0 +1,252 @@
+"""vLLM and Aphrodite as local GPU engines (servers/vllm.py's gpu_recipe), and the 8B-shaped model.
+
+Fast and CPU-only: the recipes' commands, environments and refusals are read, never run; the
+Llama-3-8B shape is checked from its config and weight list, nothing allocated.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import servers.vllm
+from servers import aphrodite, vllm
+from servers.local import LOCAL
+from servers.prefix_cache import vllm_reset
+from servers.registry import SPECS, translate
+from servers.settings import FLAG_SETTINGS, env_name
+from servers.vllm import MULTI_GPU_ENV, gpu_recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = {"vllm": (vllm.ENGINE, vllm.VLLM_FLAGS), "aphrodite": (aphrodite.ENGINE, aphrodite.LOCAL_FLAGS)}
+# one value per setting the two engines take (MAX_INPUT_TOKENS they refuse)
+VALUES = {"MODEL": "/models/llama3-8b", "SERVED_MODEL_NAME": "llama3-8b", "DTYPE": "bfloat16",
+          "QUANTIZE": "fp8", "SPECULATE": "2", "MAX_TOTAL_TOKENS": "4096",
+          "MAX_BATCH_PREFILL_TOKENS": "8192", "MAX_CONCURRENT_REQUESTS": "256", "SHARDS": "2",
+          "GPU_MEMORY_FRACTION": "0.85", "EXTRA_ARGS": "--enforce-eager --seed 1"}
+PORT = 18123
+
+
+def _recipe(slug: str, **settings: str):
+    eng, flags = RECIPES[slug]
+    return gpu_recipe(eng, flags, env={env_name(slug, name): value for name, value in settings.items()})
+
+
+def _flags(argv: list[str]) -> list[str]:
+    """What follows the fixed part: python -m MODULE --host 127.0.0.1 --port PORT."""
+    assert argv[1:3] == ["-m", argv[2]] and argv[3:7] == ["--host", "127.0.0.1", "--port", str(PORT)]
+    return argv[7:]
+
+
+def _compose(slug: str, settings: dict[str, str]) -> list[str]:
+    """The Compose service's flags for ``settings`` (translate gives what `docker compose config`
+    shows: tests/compose/test_render.py), less its fixed host and port."""
+    return translate(slug, settings)[len(RECIPES[slug][0].args):]
+
+
+@pytest.mark.parametrize("slug", sorted(RECIPES))
+@pytest.mark.parametrize("setting", [s for s in FLAG_SETTINGS if s in VALUES])
+def test_each_setting_gives_the_compose_services_flag(slug: str, setting: str) -> None:
+    settings = {"MODEL": VALUES["MODEL"], setting: VALUES[setting]}
+    if setting == "SHARDS":
+        settings["GPUS"] = "0,1"
+    expected = _compose(slug, settings)
+    if slug == "aphrodite" and setting == "SPECULATE":
+        # 0.21 has no --speculative-model: vLLM V1's --speculative-config, dotted
+        expected = _compose("vllm", settings)
+        assert "--speculative-model" in _compose(slug, settings)
+    argv = _recipe(slug, **settings).command(PORT, [])
+    assert _flags(argv) == expected
+    assert argv[2] == f"{slug}.entrypoints.openai.api_server"
+
+
+@pytest.mark.parametrize("slug", sorted(RECIPES))
+def test_every_setting_at_once_and_extra_args_last(slug: str) -> None:
+    settings = {**VALUES, "GPUS": "0,1"}
+    argv = _recipe(slug, **settings).command(PORT, ["--max-num-seqs", "64"])
+    assert _flags(argv)[-2:] == ["--max-num-seqs", "64"]  # a sweep's flags come last and win
+    expected = _compose("vllm" if slug == "aphrodite" else slug, settings)
+    assert _flags(argv)[:-2] == expected
+    assert ["--speculative-config.num_speculative_tokens", "2"] == expected[expected.index(
+        "--speculative-config.num_speculative_tokens"):][:2]
+
+
+def test_aphrodite_differs_from_its_compose_service_only_in_speculation() -> None:
+    differ = {name for name in aphrodite.LOCAL_FLAGS if aphrodite.LOCAL_FLAGS[name] != aphrodite.ENGINE.flags[name]}
+    assert differ == {"SPECULATE"} and aphrodite.LOCAL_FLAGS["SPECULATE"] == vllm.VLLM_FLAGS["SPECULATE"]
+
+
+@pytest.mark.parametrize("slug", sorted(RECIPES))
+def test_defaults_serve_the_repositorys_model_under_its_path(slug: str) -> None:
+    recipe = _recipe(slug)
+    argv = recipe.command(PORT, [])
+    model = str(ROOT / "models" / "tiny-llama")
+    assert _flags(argv) == ["--model", model]  # no served name: vLLM names it as given
+    assert recipe.model_name == model
+    assert argv[0] == "/usr/bin/python3"
+
+
+def test_a_relative_model_folder_is_made_absolute_and_the_served_name_is_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "m8b").mkdir()
+    monkeypatch.chdir(tmp_path)
+    recipe = _recipe("vllm", MODEL="m8b", SERVED_MODEL_NAME="llama3-8b")
+    assert _flags(recipe.command(PORT, []))[:4] == ["--model", str(tmp_path / "m8b"),
+                                                     "--served-model-name", "llama3-8b"]
+    assert recipe.model_name == "llama3-8b"
+
+
+@pytest.mark.parametrize("slug", sorted(RECIPES))
+def test_environment_multicast_off_flashinfer_sampler_off_dev_mode_on(slug: str) -> None:
+    env = _recipe(slug).env
+    prefix = slug.upper()
+    assert MULTI_GPU_ENV == {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                             "NVSHMEM_DISABLE_NVLS": "1"}
+    assert MULTI_GPU_ENV.items() <= env.items()
+    assert env[f"{prefix}_USE_FLASHINFER_SAMPLER"] == "0"
+    assert env[f"{prefix}_SERVER_DEV_MODE"] == "1"  # /reset_prefix_cache
+    assert int(env[f"{prefix}_HTTP_TIMEOUT_KEEP_ALIVE"]) >= 600
+    assert "CUDA_VISIBLE_DEVICES" not in env and "PYTHONPATH" not in env  # inherited unless set
+
+
+def test_gpus_python_and_site_come_from_the_environment() -> None:
+    recipe = gpu_recipe(vllm.ENGINE, vllm.VLLM_FLAGS, env={
+        "VLLM_GPUS": "2,3", "RIG_VLLM_PYTHON": "/opt/py/bin/python3", "RIG_VLLM_SITE": "/opt/vllm-site",
+        "PYTHONPATH": "/rig/site"})
+    assert recipe.env["CUDA_VISIBLE_DEVICES"] == "2,3" and recipe.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert recipe.env["PYTHONPATH"] == "/opt/vllm-site:/rig/site"  # the engine's packages first
+    assert recipe.command(PORT, [])[0] == "/opt/py/bin/python3"
+
+
+def test_the_rigs_settings_leave_the_engines_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM reads VLLM_PORT as its own internal port base: the .env's VLLM_PORT=8000, exported,
+    must not reach it."""
+    monkeypatch.setenv("VLLM_PORT", "8000")
+    monkeypatch.setenv("VLLM_SPECULATE", "2")
+    argv = _recipe("vllm", SPECULATE="2").command(PORT, [])
+    assert argv[:5] == ["env", "-u", "VLLM_SPECULATE", "-u", "VLLM_PORT"]
+    assert argv[6:8] == ["-m", "vllm.entrypoints.openai.api_server"]
+
+
+@pytest.fixture
+def host(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
+    """This host as the recipes see it: a GPU or not, the engine importable or not."""
+    seen = {"gpu": True, "installed": True}
+    monkeypatch.setattr(servers.vllm, "_nvidia_gpu", lambda: seen["gpu"])
+    monkeypatch.setattr(servers.vllm, "_importable", lambda python, package, site: seen["installed"])
+    return seen
+
+
+def _one_line(why: str | None) -> str:
+    assert why and "\n" not in why
+    return why
+
+
+@pytest.mark.parametrize("slug", sorted(RECIPES))
+def test_refusals_are_one_line_each(slug: str, host: dict[str, bool], tmp_path: Path) -> None:
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    assert _recipe(slug, MODEL=str(model)).missing() is None
+    assert "no model at" in _one_line(_recipe(slug, MODEL=str(tmp_path / "nothing")).missing())
+    assert _recipe(slug, MODEL="org/model-in-the-hub-cache").missing() is None
+    refused = _one_line(_recipe(slug, MODEL=str(model), MAX_INPUT_TOKENS="100").missing())
+    assert refused.startswith(f"{slug} does not support MAX_INPUT_TOKENS")
+    assert "SHARDS=2 needs 2 GPUs" in _one_line(_recipe(slug, MODEL=str(model), SHARDS="2").missing())
+    host["installed"] = False
+    why = _one_line(_recipe(slug, MODEL=str(model)).missing())
+    assert why.startswith(f"{slug} is not installed for /usr/bin/python3") and "scripts/gpu_bundle.py" in why
+    host["gpu"] = False
+    assert _one_line(_recipe(slug, MODEL=str(model)).missing()).startswith("no NVIDIA GPU here")
+
+
+def test_an_interpreter_without_vllm_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real check, on this test's own Python (the rig's venv has no vLLM)."""
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("this Python has vLLM")
+    assert not servers.vllm._importable(sys.executable, "vllm", "")
+    assert servers.vllm._importable(sys.executable, "json", "")
+    assert not servers.vllm._importable("/nonexistent/python3", "json", "")
+
+
+def test_rig_engine_start_refuses_here_in_one_error_line(tmp_path: Path) -> None:
+    if servers.vllm._nvidia_gpu():
+        pytest.skip("this host has an NVIDIA GPU")
+    started = subprocess.run([sys.executable, "-m", "loadtest.local_engine", "start", "--engine", "vllm",
+                              "--pidfile", str(tmp_path / "engine.pid")],
+                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert started.returncode == 2
+    assert started.stderr.splitlines() == [
+        "error: no NVIDIA GPU here (NVML and nvidia-smi found none): vllm runs on a GPU host; on CPU use vllm-cpu"]
+    assert not (tmp_path / "engine.pid").exists()
+
+
+@pytest.mark.parametrize("slug", sorted(RECIPES))
+def test_the_specs_carry_the_recipes_metrics_and_reset(slug: str) -> None:
+    spec = SPECS[slug]
+    assert spec.local is LOCAL[slug] and spec.local.slug == slug
+    assert spec.prefix_cache.reset is vllm_reset
+    assert spec.metrics and spec.metrics["running"] == [f"{slug}:num_requests_running"]
+
+
+# ---- the Llama-3-8B-shaped model (servers/vllm-cpu/tiny_model.py) ----
+
+def _tiny_model():
+    spec = importlib.util.spec_from_file_location("tiny_model", ROOT / "servers" / "vllm-cpu" / "tiny_model.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_8b_shape_is_llama3_8bs_config() -> None:
+    fields = _tiny_model().config_fields("llama3-8b")
+    assert {k: fields[k] for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                                   "intermediate_size", "vocab_size", "rope_theta", "max_position_embeddings",
+                                   "torch_dtype", "tie_word_embeddings")} == {
+        "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "intermediate_size": 14336, "vocab_size": 128256, "rope_theta": 500000.0,
+        "max_position_embeddings": 8192, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+    assert fields["architectures"] == ["LlamaForCausalLM"]
+
+
+def test_the_8b_shape_has_llama3_8bs_weights_16_gb_in_bf16_and_shards_it() -> None:
+    tiny_model = _tiny_model()
+    shapes = tiny_model.parameter_shapes("llama3-8b")
+    params = sum(math.prod(dims) for dims in shapes.values())
+    assert params == 8_030_261_248  # Meta-Llama-3-8B's count
+    assert 2 * params / 1e9 == pytest.approx(16.06, abs=0.01)
+    assert len(shapes) == 2 + 32 * 9 + 1
+    assert shapes["model.layers.0.self_attn.k_proj.weight"] == (1024, 4096)  # 8 KV heads of 128
+    assert "llama3-8b" in tiny_model.SHARDED and "tiny" not in tiny_model.SHARDED
+
+
+def test_the_small_shapes_are_unchanged() -> None:
+    """The tiny model's digest is in results and evidence: its config must not move."""
+    tiny_model = _tiny_model()
+    assert tiny_model.config_fields("tiny") == {
+        "architectures": ["LlamaForCausalLM"], "max_position_embeddings": 4096, "bos_token_id": 0,
+        "eos_token_id": 1, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 4096,
+        "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4, "num_attention_heads": 4,
+        "num_key_value_heads": 4}
+    params = sum(math.prod(d) for d in tiny_model.parameter_shapes("tinyllama-1.1b").values())
+    assert params == 1_100_048_384  # TinyLlama-1.1B's count
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--shape", "llama3-70b", "out"], "error: --shape takes one of tiny, tinyllama-1.1b, llama3-8b (got 'llama3-70b')"),
+    (["--shape"], "error: --shape takes one of tiny, tinyllama-1.1b, llama3-8b (got nothing)"),
+    (["--shape", "llama3-8b"], "usage: python servers/vllm-cpu/tiny_model.py [--shape tiny|tinyllama-1.1b|llama3-8b] "
+                               "OUT_DIR"),
+    (["--size", "8b", "out"], "usage: python servers/vllm-cpu/tiny_model.py [--shape tiny|tinyllama-1.1b|llama3-8b] "
+                              "OUT_DIR"),
+])
+def test_tiny_model_refuses_a_shape_it_does_not_have(argv: list[str], said: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert _tiny_model().main(argv) == 2
+    assert capsys.readouterr().err.strip() == said
