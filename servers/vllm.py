@@ -19,9 +19,9 @@ from the ``.env`` file: its MODEL is a path inside the container. ``gpu_recipe``
     VLLM_GPUS            CUDA_VISIBLE_DEVICES (PCI bus order, as nvidia-smi numbers them);
                          unset: the GPUs this process sees
     VLLM_<SETTING>       the other settings, as in .env (servers/settings.py)
-    RIG_VLLM_PYTHON      the interpreter that has vLLM (default /usr/bin/python3)
-    RIG_VLLM_SITE        a folder put first on the engine's PYTHONPATH: where
-                         ``pip install --target`` put vLLM and its wheels (scripts/gpu_bundle.py)
+    RIG_VLLM_PYTHON      the interpreter that has vLLM: TARGET/python, which
+                         ``scripts/gpu_bundle.sh install ... --target TARGET`` writes (the host's
+                         python3 with the bundle first on its path); default /usr/bin/python3
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ MULTI_GPU_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1
                  "NVSHMEM_DISABLE_NVLS": "1"}
 LOCAL_MODEL = REPO / "models" / "tiny-llama"
 HOST_PYTHON = "/usr/bin/python3"
-_BUNDLE = "scripts/gpu_bundle.py"
+_BUNDLE = "scripts/gpu_bundle.sh"
 
 
 def gpu_recipe(eng: Engine, flags: dict[str, tuple[str, ...]], env: Mapping[str, str] | None = None) -> LocalRecipe:
@@ -115,7 +115,6 @@ def gpu_recipe(eng: Engine, flags: dict[str, tuple[str, ...]], env: Mapping[str,
         model = str(Path(model).expanduser().resolve())
     settings = {**settings, "MODEL": model}
     python = env.get(f"RIG_{prefix}_PYTHON") or HOST_PYTHON
-    site = env.get(f"RIG_{prefix}_SITE", "")
     engine_env = {f"{prefix}_USE_FLASHINFER_SAMPLER": "0",  # FlashInfer is not in the bundle
                   # its development endpoints: /reset_prefix_cache, so runs start from an empty
                   # prefix cache (it listens on 127.0.0.1 only)
@@ -125,8 +124,6 @@ def gpu_recipe(eng: Engine, flags: dict[str, tuple[str, ...]], env: Mapping[str,
                   f"{prefix}_HTTP_TIMEOUT_KEEP_ALIVE": "600",
                   f"{prefix}_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
                   **MULTI_GPU_ENV}
-    if site:
-        engine_env["PYTHONPATH"] = os.pathsep.join(p for p in (site, env.get("PYTHONPATH", "")) if p)
     if settings.get("GPUS"):
         engine_env.update({"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": settings["GPUS"]})
 
@@ -154,10 +151,9 @@ def gpu_recipe(eng: Engine, flags: dict[str, tuple[str, ...]], env: Mapping[str,
         if not _nvidia_gpu():
             return (f"no NVIDIA GPU here (NVML and nvidia-smi found none): {slug} runs on a GPU host"
                     + ("; on CPU use vllm-cpu" if slug == "vllm" else ""))
-        if not _importable(python, slug, site):
-            where = f"{python} with PYTHONPATH {site}" if site else python
-            return (f"{slug} is not installed for {where}: install it with {_BUNDLE} (docs/gpus.md), "
-                    f"then set RIG_{prefix}_PYTHON / RIG_{prefix}_SITE")
+        if not _importable(python, slug):
+            return (f"{slug} is not installed for {python}: install it with {_BUNDLE} install ... "
+                    f"--target DIR (docs/gpus.md) and set RIG_{prefix}_PYTHON=DIR/python")
         path = Path(model)
         if (path.is_absolute() or model.startswith(".")) and not (path / "config.json").exists():
             return (f"no model at {model}: set {env_name(slug, 'MODEL')} to a model folder "
@@ -182,12 +178,11 @@ def _nvidia_gpu() -> bool:
     return listed.returncode == 0 and "GPU" in listed.stdout
 
 
-def _importable(python: str, package: str, site: str) -> bool:
+def _importable(python: str, package: str) -> bool:
     """Whether ``python`` finds ``package`` (without importing it: torch takes seconds)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (site, os.environ.get("PYTHONPATH", "")) if p)}
     code = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({package!r}) is None)"
     try:
-        return subprocess.run([python, "-c", code], env=env, capture_output=True, timeout=60).returncode == 0
+        return subprocess.run([python, "-c", code], capture_output=True, timeout=60).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
 

@@ -114,13 +114,11 @@ def test_environment_multicast_off_flashinfer_sampler_off_dev_mode_on(slug: str)
     assert "CUDA_VISIBLE_DEVICES" not in env and "PYTHONPATH" not in env  # inherited unless set
 
 
-def test_gpus_python_and_site_come_from_the_environment() -> None:
+def test_gpus_and_python_come_from_the_environment() -> None:
     recipe = gpu_recipe(vllm.ENGINE, vllm.VLLM_FLAGS, env={
-        "VLLM_GPUS": "2,3", "RIG_VLLM_PYTHON": "/opt/py/bin/python3", "RIG_VLLM_SITE": "/opt/vllm-site",
-        "PYTHONPATH": "/rig/site"})
+        "VLLM_GPUS": "2,3", "RIG_VLLM_PYTHON": "/opt/rig/vllm/python"})  # the bundle's interpreter
     assert recipe.env["CUDA_VISIBLE_DEVICES"] == "2,3" and recipe.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
-    assert recipe.env["PYTHONPATH"] == "/opt/vllm-site:/rig/site"  # the engine's packages first
-    assert recipe.command(PORT, [])[0] == "/opt/py/bin/python3"
+    assert recipe.command(PORT, [])[0] == "/opt/rig/vllm/python"
 
 
 def test_the_rigs_settings_leave_the_engines_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -138,7 +136,7 @@ def host(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
     """This host as the recipes see it: a GPU or not, the engine importable or not."""
     seen = {"gpu": True, "installed": True}
     monkeypatch.setattr(servers.vllm, "_nvidia_gpu", lambda: seen["gpu"])
-    monkeypatch.setattr(servers.vllm, "_importable", lambda python, package, site: seen["installed"])
+    monkeypatch.setattr(servers.vllm, "_importable", lambda python, package: seen["installed"])
     return seen
 
 
@@ -160,7 +158,8 @@ def test_refusals_are_one_line_each(slug: str, host: dict[str, bool], tmp_path: 
     assert "SHARDS=2 needs 2 GPUs" in _one_line(_recipe(slug, MODEL=str(model), SHARDS="2").missing())
     host["installed"] = False
     why = _one_line(_recipe(slug, MODEL=str(model)).missing())
-    assert why.startswith(f"{slug} is not installed for /usr/bin/python3") and "scripts/gpu_bundle.py" in why
+    assert why.startswith(f"{slug} is not installed for /usr/bin/python3")
+    assert f"scripts/gpu_bundle.sh install ... --target DIR (docs/gpus.md) and set RIG_{slug.upper()}_PYTHON" in why
     host["gpu"] = False
     assert _one_line(_recipe(slug, MODEL=str(model)).missing()).startswith("no NVIDIA GPU here")
 
@@ -169,9 +168,9 @@ def test_an_interpreter_without_vllm_is_not_installed(monkeypatch: pytest.Monkey
     """The real check, on this test's own Python (the rig's venv has no vLLM)."""
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("this Python has vLLM")
-    assert not servers.vllm._importable(sys.executable, "vllm", "")
-    assert servers.vllm._importable(sys.executable, "json", "")
-    assert not servers.vllm._importable("/nonexistent/python3", "json", "")
+    assert not servers.vllm._importable(sys.executable, "vllm")
+    assert servers.vllm._importable(sys.executable, "json")
+    assert not servers.vllm._importable("/nonexistent/python3", "json")
 
 
 def test_rig_engine_start_refuses_here_in_one_error_line(tmp_path: Path) -> None:
