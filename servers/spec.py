@@ -70,7 +70,9 @@ class LocalRecipe:
     ``command(port, extra_args)`` is the argv; ``missing()`` says, in one line naming the
     install step, why the engine cannot start here (None when it can). ``bind_compute(cpus)``
     is the environment that puts the engine's compute threads on those cores (a Linux CPU
-    list), for engines that bind them themselves."""
+    list), for engines that bind them themselves. ``flags``: the settings' flag templates of
+    the version run locally, where they differ from its container's (None: the container's);
+    a sweep's settings become flags through them."""
 
     slug: str
     command: Callable[[int, list[str]], list[str]]
@@ -79,6 +81,7 @@ class LocalRecipe:
     env: dict[str, str] = field(default_factory=dict)
     health_path: str = "/health"
     bind_compute: Callable[[str], dict[str, str]] = lambda cpus: {}
+    flags: dict[str, tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True)

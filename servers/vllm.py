@@ -161,7 +161,7 @@ def gpu_recipe(eng: Engine, flags: dict[str, tuple[str, ...]], env: Mapping[str,
         return None
 
     return LocalRecipe(slug=slug, command=command, missing=missing,
-                       model_name=settings.get("SERVED_MODEL_NAME") or model, env=engine_env)
+                       model_name=settings.get("SERVED_MODEL_NAME") or model, env=engine_env, flags=flags)
 
 
 def _nvidia_gpu() -> bool:

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 import servers.vllm
+from loadtest.sweep.launch import local_args
+from loadtest.sweep.matrix import EngineConfig
 from servers import aphrodite, vllm
 from servers.local import LOCAL
 from servers.prefix_cache import vllm_reset
@@ -79,6 +81,18 @@ def test_every_setting_at_once_and_extra_args_last(slug: str) -> None:
 def test_aphrodite_differs_from_its_compose_service_only_in_speculation() -> None:
     differ = {name for name in aphrodite.LOCAL_FLAGS if aphrodite.LOCAL_FLAGS[name] != aphrodite.ENGINE.flags[name]}
     assert differ == {"SPECULATE"} and aphrodite.LOCAL_FLAGS["SPECULATE"] == vllm.VLLM_FLAGS["SPECULATE"]
+
+
+@pytest.mark.parametrize("slug", sorted(RECIPES))
+def test_a_local_sweeps_settings_take_the_local_versions_flags(slug: str) -> None:
+    """`launch: local` in a sweep matrix: k = 2 and 8 of n-gram speculation, as the flag matrices
+    ask, reach Aphrodite 0.21 in the spelling it takes."""
+    for k in ("2", "8"):
+        config = EngineConfig(engine=slug, launch="local", settings={"SPECULATE": k, "MAX_CONCURRENT_REQUESTS": "32"},
+                              gpus="0")
+        compose = _compose("vllm", {"SPECULATE": k, "MAX_CONCURRENT_REQUESTS": "32"})
+        assert compose[:2] == ["--model", vllm.ENGINE.defaults["MODEL"]]  # the service's default
+        assert local_args(config) == compose[2:]
 
 
 @pytest.mark.parametrize("slug", sorted(RECIPES))

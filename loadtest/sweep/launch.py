@@ -33,6 +33,7 @@ from loadtest.cpus import default_layout
 from loadtest.local_engine import EngineStartError, LocalEngine
 from servers.balancer import local_nginx_conf, nginx_binary, nginx_missing
 from servers.balancer import render as render_balancer
+from servers.local import LOCAL
 from servers.registry import ENGINES
 from servers.settings import FLAG_SETTINGS, env_name
 
@@ -105,8 +106,9 @@ class RunningEngine:
 
 
 def local_args(config: EngineConfig) -> list[str]:
-    """The engine's flags for the settings given (its own defaults stay in its local recipe)."""
-    templates = ENGINES[config.engine].flags
+    """The engine's flags for the settings given (its own defaults stay in its local recipe),
+    from its local recipe's templates where the local version spells them differently."""
+    templates = LOCAL[config.engine].flags or ENGINES[config.engine].flags
     argv: list[str] = []
     for name in FLAG_SETTINGS:
         value = config.settings.get(name, "")
