@@ -1,5 +1,5 @@
 """Helpers the tests share: the repository root, a free port, the Locust CLI as users run it,
-the pacing server, an engine crashed under a run.
+the pacing server, an engine crashed under a run, a run's size from the engine's speed.
 
 (Not in conftest.py: tests/compose has a conftest of its own, and `from conftest import` would
 pick whichever pytest imported first.)
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import subprocess
 import sys
 import time
@@ -33,6 +34,25 @@ def run_locust(*args: str, timeout_s: float = 300) -> subprocess.CompletedProces
     """The rig's Locust CLI exactly as a user runs it (one user unless `args` say --users)."""
     cmd = locust_command(host="", users=1, rig_options=["--only-summary", *args])
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
+
+
+def requests_lasting(url: str, seconds: float, out: Path, *workload: str, users: int = 1,
+                     probe: int = 24) -> tuple[int, str]:
+    """How many requests of `workload` (rig options: --engine, --prompts, --max-tokens, ...)
+    keep `users` users busy on the engine at `url` for about `seconds`, measured now: a warm-up
+    run, then `probe` requests timed. Returns the count and what was measured (for the failure
+    messages of the test it sizes). Tests size their runs so, not from a speed written in the
+    test: the machines that run them differ in speed by several times (issue 38)."""
+    common = ["--host", url, "--users", str(users), *workload, "--telemetry-interval", "0",
+              "--out", str(out)]
+    warm = run_locust(*common, "--requests", str(max(2, users)), "--warmup")
+    assert warm.returncode == 0, warm.stderr[-2000:]
+    done = run_locust(*common, "--requests", str(probe))
+    assert done.returncode == 0, done.stderr[-2000:]
+    with (out / "runs.csv").open(newline="") as file:
+        took_s = float(list(csv.DictReader(file))[-1]["completion_time_s"])
+    count = max(probe, math.ceil(probe * seconds / took_s))
+    return count, f"{probe} requests at {users} users took {took_s:.2f} s, so {count} for {seconds:g} s"
 
 
 @contextmanager

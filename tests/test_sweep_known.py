@@ -17,12 +17,15 @@ from typing import Any
 
 import pytest
 
+from loadtest.cpus import default_layout
+from loadtest.local_engine import LocalEngine
 from loadtest.sweep import flags, runner
 from loadtest.sweep.cells import again, expand_cells
 from loadtest.sweep.launch import RunningEngine
 from loadtest.sweep.matrix import parse_matrix
 from loadtest.sweep.measure import Outcome
 from loadtest.sweep.repeats import UntilKnown, heat_samples, known_lines, next_pass
+from rig_helpers import free_port, requests_lasting
 from servers.local import LOCAL
 
 REPO = Path(__file__).resolve().parents[1]
@@ -267,13 +270,25 @@ def test_a_matrix_until_known_cannot_work_on_is_refused(data: dict[str, Any], ar
 def test_llamacpp_slots_until_known_end_to_end(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]):
     """Two llama.cpp configurations (1 and 2 slots) at 2 users, one run each in the matrix, at
-    most 2 with --until-known (runs of about 9 s on a 2-core AMD EPYC, past short_run's 5 s, so
-    that they rank): a single run each is never known, so both run u2-r2; the table ends with
-    the heat's line, known.csv has each configuration's runs, and the same command again runs
-    nothing."""
+    most 2 with --until-known: a single run each is never known, so both run u2-r2; the table
+    ends with the heat's line, known.csv has each configuration's runs, and the same command
+    again runs nothing. The runs must last past short_run's 5 s, so that they rank: their
+    request count comes from each configuration's speed measured first, on this host (a count
+    that lasted 9 s on one 2-core machine ended under 5 s on a faster one: issue 38)."""
+    sized = []
+    for slots in (1, 2):
+        with LocalEngine(free_port(), extra_args=["--parallel", str(slots)], engine="llamacpp-cpu",
+                         log_path=tmp_path / f"probe{slots}.log",
+                         cpus=default_layout()[0] or None) as engine:
+            sized.append(requests_lasting(engine.url, 8, tmp_path / f"probe{slots}", "--engine",
+                                          "llamacpp-cpu", "--prompts", "mixed", "--max-tokens",
+                                          "64", "--ignore-eos", users=2))
+    requests = max(count for count, _ in sized)  # the faster configuration's runs last 8 s
+    measured = f"sized {requests} requests from {'; '.join(why for _, why in sized)}"
     data = {"name": "known-e2e", "users": [2], "repeats": 1, "warmup_requests": 2,
-            "health_timeout_s": 60, "run_timeout_s": 60,
-            "workload": {"prompts": "mixed", "requests": 56, "max_tokens": 64, "ignore_eos": True},
+            "health_timeout_s": 60, "run_timeout_s": 300,
+            "workload": {"prompts": "mixed", "requests": requests, "max_tokens": 64,
+                         "ignore_eos": True},
             "engines": [{"engine": "llamacpp-cpu", "launch": "local", "sweep": {SLOTS: [1, 2]}}]}
     path = tmp_path / "m.yaml"
     path.write_text(json.dumps(data))
@@ -281,7 +296,7 @@ def test_llamacpp_slots_until_known_end_to_end(tmp_path: Path,
     assert flags.main(argv) == 0
     out = capsys.readouterr().out
     [line] = [li for li in out.splitlines() if li.startswith("until known, 2 users: ")]
-    assert re.search(r": (known|not known) after \d runs", line), line
+    assert re.search(r": (known|not known) after \d runs", line), f"{line} ({measured})"
     folder = tmp_path / "out" / "sweeps" / "known-e2e"
     with (folder / "known.csv").open() as file:
         runs = {r["config"]: int(r["runs"]) for r in csv.DictReader(file)}
@@ -291,7 +306,7 @@ def test_llamacpp_slots_until_known_end_to_end(tmp_path: Path,
     assert str(sum(runs.values())) in line
     cells = json.loads((folder / "sweep.json").read_text())["cells"].values()
     assert sorted((c["config"][-1], c["repeat"], c["status"]) for c in cells) == \
-           [("1", 1, "ok"), ("1", 2, "ok"), ("2", 1, "ok"), ("2", 2, "ok")]
+           [("1", 1, "ok"), ("1", 2, "ok"), ("2", 1, "ok"), ("2", 2, "ok")], measured
     assert flags.main(argv) == 0  # resumed: every cell, repeats included, measured before
     assert line in capsys.readouterr().out
     cells = json.loads((folder / "sweep.json").read_text())["cells"].values()
