@@ -36,7 +36,7 @@ from loadtest.results.record import RequestRecord
 from loadtest.results.files import ResultsError, check_runs_file
 from loadtest.client.run import Run
 from loadtest.client.conversation import Conversation, run_session
-from loadtest.cli.run import add_locustfile_options, check_run_options
+from loadtest.cli.run import add_locustfile_options, check_locust_parser, check_run_options
 from loadtest.client.transport import new_client, open_connection, send
 from loadtest.workload import WorkloadError
 from loadtest.local_engine import pin_client_beside
@@ -53,6 +53,7 @@ def _refuse(message: str) -> None:
 @events.init_command_line_parser.add_listener
 def _add_options(parser: Any) -> None:
     add_locustfile_options(parser)  # the same function builds `rig run --help`, which lists them
+    check_locust_parser(parser)  # --host, --users, ... checked as `rig run` checks them
 
 
 @events.init.add_listener

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loadtest.cli.run import add_locustfile_options
+from loadtest.cli.run import LOCUST_TYPES, add_locustfile_options
 from rig_helpers import free_port, run_locust
+from test_cli import BY_NAME, STRATEGIES, check  # rig run's in-process check, its bad values
 
 
 def _refused(result, message: str) -> None:
@@ -88,7 +89,7 @@ def test_api_the_engine_does_not_speak():
 
 
 def test_no_users():
-    _refused(run_locust("--users", "0", timeout_s=60), "--users must be at least 1, got 0")
+    _refused(run_locust("--users", "0", timeout_s=60), "--users must be a positive integer, got '0'")
 
 
 def test_out_folder_that_cannot_be_created(tmp_path: Path):
@@ -163,9 +164,57 @@ def _numeric_options() -> list[str]:
 def test_a_malformed_number_is_one_line_from_locust_itself(option: str, value: str):
     """A sample through the real locustfile (a process each): a number option given a word,
     NaN, infinity or an empty value ends in one `error:` line and exit 2, before anything is
-    sent. Every option of every command is walked in-process in tests/test_cli.py."""
-    result = run_locust(f"{option}={value}", "--host", f"http://127.0.0.1:{free_port()}",
-                        timeout_s=120)
+    sent, the line `rig run` prints for it. Every option of every command is walked in-process
+    in tests/test_cli.py."""
+    host = f"http://127.0.0.1:{free_port()}"
+    result = run_locust(f"{option}={value}", "--host", host, timeout_s=120)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1, result.stderr[-2000:]
+    code, _, err = check(BY_NAME["run"], [f"{option}={value}", "--host", host])
+    if code == 0:  # a value both take (an empty one keeps the default): on to the engine
+        assert errors[0].startswith(f"error: cannot reach {host}"), errors[0]
+    else:
+        assert _same_words(errors[0]) == _same_words(err.strip())
+
+
+def _rig_run_error(*argv: str) -> str:
+    """The one line `rig run ARGV` refuses with (checked in-process: nothing starts)."""
+    code, _, err = check(BY_NAME["run"], list(argv))
+    assert code == 2 and len(err.splitlines()) == 1, err
+    return err.strip()
+
+
+def _same_words(line: str) -> str:
+    return line.removesuffix(" (see rig run --help)")
+
+
+@settings(max_examples=10, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(data=st.data())
+def test_locusts_own_options_are_checked_as_rig_run_checks_them(data: st.DataObject):
+    """Issue 37: `locust -f loadtest/engines.py --host http://host:port` ended in a traceback
+    where `rig run` printed one line. Locust's own options that a run takes (--host, --users,
+    --spawn-rate, --processes) get the type `rig run` declares them with (LOCUST_TYPES), fed the
+    malformed values tests/test_cli.py feeds `rig run`: one `error:` line, the same as rig run's,
+    exit 2, before anything is sent."""
+    option = data.draw(st.sampled_from(sorted(LOCUST_TYPES)), label="option")
+    value = data.draw(STRATEGIES[LOCUST_TYPES[option]](Path("/nonexistent")), label="value")
+    result = run_locust(f"{option}={value}", timeout_s=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and option in errors[0], result.stderr[-2000:]
+    assert errors[0] == _rig_run_error(f"{option}={value}")
+
+
+@pytest.mark.parametrize("host", ["http://user:s3cret-pw@127.0.0.1:{port}",
+                                  "https://:s3cret-pw@127.0.0.1:{port}/v1"])
+def test_a_host_with_a_password_is_refused_and_the_password_never_shown(host: str):
+    """Issue 37: `--host http://user:pw@127.0.0.1:P` failed as `cannot reach ...: Name or
+    service not known`. The rig sends no HTTP basic auth: refused in one line that says so and
+    points to the API key, by `locust -f` and `rig run` alike, the password never printed."""
+    host = host.format(port=free_port())
+    result = run_locust("--host", host, timeout_s=120)
+    _refused(result, "--host must not carry a user name or password")
+    assert "LLM_API_KEY" in result.stderr and "s3cret-pw" not in result.stderr + result.stdout
+    assert "s3cret-pw" not in _rig_run_error("--host", host)

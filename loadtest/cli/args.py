@@ -12,7 +12,7 @@ import sys
 from contextvars import ContextVar
 from typing import NoReturn
 
-__all__ = ["RigParser", "command_prog", "fail", "invoked_as"]
+__all__ = ["RigParser", "command_prog", "fail", "invoked_as", "refuse_argument"]
 
 invoked_as: ContextVar[str | None] = ContextVar("invoked_as", default=None)
 """The command line a module's parser runs under when `rig` delegates to it ("rig sweep
@@ -30,6 +30,13 @@ def fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
+def refuse_argument(message: str, prog: str) -> NoReturn:
+    """argparse's error `message` as the rig says it, on one `error:` line, and exit 2: the
+    error() of every rig parser, and of Locust's when the locustfile hooks it."""
+    first = _sentence(message).splitlines()[0] if message.strip() else "bad input"
+    fail(f"{first} (see {prog} --help)")
+
+
 class RigParser(argparse.ArgumentParser):
     """`argparse.ArgumentParser` whose `error()` prints one line and exits 2, and whose help
     keeps the description's and epilog's line breaks (their examples).
@@ -43,8 +50,7 @@ class RigParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
     def error(self, message: str) -> NoReturn:
-        first = _sentence(message).splitlines()[0] if message.strip() else "bad input"
-        fail(f"{first} (see {self.prog} --help)")
+        refuse_argument(message, self.prog)
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
         # argparse drops a value that is exactly "--" before the option's type sees it, so
@@ -64,10 +70,11 @@ _DASHES_VALUE = re.compile(r"--?[^-=\s][^=\s]*=--")
 def _sentence(message: str) -> str:
     """argparse's "argument --rates: must be ..." as the rig says it: "--rates must be ..."
     (the option types' messages follow the option's name; argparse's own keep their colon)."""
-    match = re.fullmatch(r"argument (\S+?)(?:/\S+)?: (.*)", message, flags=re.DOTALL)
+    match = re.fullmatch(r"argument (\S+?): (.*)", message, flags=re.DOTALL)
     if not match:
         return message
-    name, rest = match.groups()
+    names, rest = match.groups()
+    name = names.split("/")[-1]  # "-u/--users": the long name
     if rest.startswith(name):  # a message that names its option itself
         return rest
     return f"{name} {rest}" if rest.startswith(("must ", "names ", "is ")) else f"{name}: {rest}"

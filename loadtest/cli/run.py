@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from loadtest.cli.args import RigParser, command_prog
+from loadtest.cli.args import RigParser, command_prog, refuse_argument
 from loadtest.cli.locust import locust_command
 from loadtest.cli.types import cpu_list, positive_int, positive_number, url
 from loadtest.client.arrivals import add_arrival_options
@@ -29,8 +29,16 @@ from loadtest.workload.options import add_workload_options
 from loadtest.results.equivalence import add_keep_outputs_option
 from loadtest.results.goodput import add_slo_option
 
-__all__ = ["add_locustfile_options", "add_rig_options", "check_run_options", "checked_args", "main",
-           "parser", "rig_arguments"]
+__all__ = ["LOCUST_TYPES", "add_locustfile_options", "add_rig_options", "check_locust_parser",
+           "check_run_options", "checked_args", "main", "parser", "rig_arguments"]
+
+# Locust's own options that a run takes, each with the one type that checks it: `rig run`'s
+# parser declares them with it, and the locustfile sets it on Locust's parser
+# (check_locust_parser), so `locust -f loadtest/engines.py` refuses what `rig run` refuses, in
+# the same words.
+LOCUST_TYPES: dict[str, Callable[[object], Any]] = {
+    "--host": url, "--users": positive_int, "--spawn-rate": positive_number,
+    "--processes": positive_int}
 
 def add_rig_options(parser: Any) -> None:
     """The rig's run options (engine, workload, open loop, goodput, outputs, bounds)."""
@@ -50,6 +58,18 @@ def add_locustfile_options(parser: Any) -> None:
     add_pin_option(parser)
 
 
+def check_locust_parser(locust_parser: Any) -> None:
+    """Locust's parser (the locustfile's init_command_line_parser hook) made to check as `rig
+    run` does: LOCUST_TYPES on Locust's own options, and any bad argument one `error:` line and
+    exit 2 (argparse prints its whole usage first). Locust's --processes -1 (one per core) goes
+    with it, as it does in `rig run`: the client's processes are counted, never guessed."""
+    for action in locust_parser._actions:
+        for option in action.option_strings:
+            if option in LOCUST_TYPES:
+                action.type = LOCUST_TYPES[option]
+    locust_parser.error = lambda message: refuse_argument(message, "rig run")
+
+
 def parser() -> RigParser:
     p = RigParser(
         prog=command_prog("rig run"),
@@ -62,15 +82,15 @@ def parser() -> RigParser:
                "exit: 0 every request ok, 1 some failed (recorded), 2 bad input or the rig could "
                "not run")
     locust = p.add_argument_group("Locust")
-    locust.add_argument("--host", type=url, default=None,
+    locust.add_argument("--host", type=LOCUST_TYPES["--host"], default=None,
                         help="the engine's base URL (default: the engine's own port on 127.0.0.1, "
                              "or its base URL variable for hosted engines)")
-    locust.add_argument("--users", type=positive_int, default=1,
+    locust.add_argument("--users", type=LOCUST_TYPES["--users"], default=1,
                         help="concurrent users, closed loop; with --rate the cap on requests in "
                              "flight (default 1)")
-    locust.add_argument("--spawn-rate", type=positive_number, default=None,
+    locust.add_argument("--spawn-rate", type=LOCUST_TYPES["--spawn-rate"], default=None,
                         help="users started per second (Locust's default 1)")
-    locust.add_argument("--processes", type=positive_int, default=None,
+    locust.add_argument("--processes", type=LOCUST_TYPES["--processes"], default=None,
                         help="Locust worker processes (the client's cores)")
     locust.add_argument("--client-cpus", type=cpu_list, default=None,
                         help="pin the client to these cores (taskset list, e.g. 0)")

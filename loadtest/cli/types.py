@@ -169,17 +169,31 @@ def port(text: object) -> int:
 
 
 def url(text: object) -> str:
-    """An http(s) URL with a host, e.g. `http://127.0.0.1:8000`; returned without a trailing /."""
+    """An http(s) URL with a host, e.g. `http://127.0.0.1:8000`; returned without a trailing /.
+
+    A user name or password in it (`http://user:pw@host`) is refused, and never echoed: the rig
+    sends no HTTP basic auth, and its requests would go to a host named "user:pw@host"."""
     value = _trimmed(text)
+    shown = _without_credentials(str(text))
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 - raises ValueError on a port out of range or not a number
     except ValueError:
-        raise BadValue(f"must be an http(s) URL like http://127.0.0.1:8000, got {text!r}") from None
+        raise BadValue(f"must be an http(s) URL like http://127.0.0.1:8000, got {shown!r}") from None
     if (parts.scheme not in ("http", "https") or not parts.hostname
             or any(c.isspace() for c in value)):
-        raise BadValue(f"must be an http(s) URL like http://127.0.0.1:8000, got {text!r}")
+        raise BadValue(f"must be an http(s) URL like http://127.0.0.1:8000, got {shown!r}")
+    if "@" in parts.netloc:
+        raise BadValue(f"must not carry a user name or password, got {shown!r}: the rig sends "
+                       "no HTTP basic auth; an engine's API key goes in the environment "
+                       "(LLM_API_KEY; docs/client.md)")
     return value.rstrip("/")
+
+
+def _without_credentials(text: str) -> str:
+    """`text` with anything between `//` and the host's `@` hidden (it may hold a password),
+    whether or not the rest parses as a URL."""
+    return re.sub(r"(//)[^/?#]*@", r"\1***@", text)
 
 
 def existing_file(text: object) -> Path:

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.cli.types import BadValue, at_least, positive_int
-from loadtest.results.redact import redact, redact_url
+from loadtest.cli.types import url as checked_url
+from loadtest.results.redact import redact
 from loadtest.client.targets import TARGETS, Target
 
 __all__ = ["ConfigError", "RunConfig", "add_options", "config_from_options", "ensure_writable"]
@@ -97,9 +98,10 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
     api = options.api or _default_api(options, target)
     if api not in target.apis:
         raise ConfigError(f"engine {engine} speaks --api {' or '.join(target.apis)}, not {api!r}")
-    url = (host or _base_url(engine, target)).rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise ConfigError(f"--host must start with http:// or https://, got {redact_url(url)!r}")
+    try:  # the check `rig run`'s --host has (a value from the web UI's form comes here too)
+        url = checked_url(host or _base_url(engine, target))
+    except BadValue as exc:
+        raise ConfigError(f"--host {exc}") from None
     url = url.removesuffix("/v1")  # the base URL: the API paths are added per request
     if engine == "openai" and not options.model:
         raise ConfigError("--engine openai needs --model (an endpoint serves many)")
