@@ -13,6 +13,7 @@ from rig_helpers import REPO, running_pacer
 _KEY = "sk-MARKERkey0123456789"  # the engine API key, from the environment
 _FLAG_KEY = "sk-MARKERflag0123456789"  # a key among the recorded engine flags
 _HF = "hf_MARKERtoken0123456789"  # a Hugging Face token in the environment
+_TAG_KEY = "sk-MARKERtag0123456789"  # a key in the run's free label (--tag), issue 37
 
 
 def test_planted_secrets_are_in_no_file_the_run_and_report_write(tmp_path: Path):
@@ -23,7 +24,7 @@ def test_planted_secrets_are_in_no_file_the_run_and_report_write(tmp_path: Path)
             locust_command(host=url, users=2, rig_options=[
                 "--only-summary", "--engine", "vllm", "--model", "pacer", "--requests", "8",
                 "--max-tokens", "8", "--out", str(out),
-                f"--flags=--max-num-seqs 4 --api-key {_FLAG_KEY}"]),
+                f"--flags=--max-num-seqs 4 --api-key {_FLAG_KEY}", f"--tag=token={_TAG_KEY}"]),
             cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
     report = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "loadtest.report", str(out)],
                             cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
@@ -33,6 +34,7 @@ def test_planted_secrets_are_in_no_file_the_run_and_report_write(tmp_path: Path)
     texts = {str(p): p.read_bytes().decode(errors="replace") for p in written}
     texts |= {"locust output": run.stdout + run.stderr,
               "report output": report.stdout + report.stderr}
-    for secret in (_KEY, _FLAG_KEY, _HF):
+    for secret in (_KEY, _FLAG_KEY, _HF, _TAG_KEY):
         assert not [where for where, text in texts.items() if secret in text], secret
     assert "--api-key ***" in (out / "runs.csv").read_text()  # the flag kept, its value not
+    assert "token=***" in (out / "runs.csv").read_text()  # the tag too, redacted as flags are

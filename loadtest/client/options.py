@@ -123,7 +123,8 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
         temperature=_number("--temperature", options.temperature, minimum=0.0),
         out=Path(options.out), flags=redact(options.flags), gpu=options.gpu,
         read_timeout_s=_number("--read-timeout", options.read_timeout, minimum=0.001),
-        repeat=_positive_int("--repeat", options.repeat), tag=options.tag,
+        repeat=_positive_int("--repeat", options.repeat),
+        tag=redact(options.tag),  # a label may hold a secret (token=sk-...), as flags may
         warmup=bool(options.warmup),
         telemetry_interval_s=_number("--telemetry-interval", options.telemetry_interval, 0.0),
         api_key=api_key,

@@ -35,6 +35,7 @@ from loadtest.results.checks import WARNINGS, check_run
 from loadtest.results.files import (RecordWriter, ResultsError, append_run_row, check_runs_file,
                                     write_json)
 from loadtest.results.record import RequestRecord
+from loadtest.results.redact import redact
 from loadtest.results.summary import summarize
 from loadtest.results.verdict import REASONS, judge
 from loadtest.results.version import rig_version
@@ -150,11 +151,11 @@ def run_inprocess(run: InprocRun, quiet: bool = False) -> list[dict[str, Any]]:
     base: dict[str, Any] = {
         "engine": engine.slug, "mode": "in-process", "model": model_dir.name, "host": "in-process",
         # the cores first, as a local server's runs record them (scripts/demo.sh, latency.sh)
-        "flags": " ".join(filter(None, [f"--cpus {run.engine_cpus}" if run.engine_cpus else "",
-                                        run.flags])),
+        "flags": redact(" ".join(filter(None, [f"--cpus {run.engine_cpus}" if run.engine_cpus
+                                               else "", run.flags]))),
         "gpu": run.gpu, "processes": 1, "prompts": run.prompts, "api": "in-process",
         "max_tokens": run.max_tokens,
-        "ignore_eos": True, "temperature": 0.0, "tag": run.tag, "warmup": False,
+        "ignore_eos": True, "temperature": 0.0, "tag": redact(run.tag), "warmup": False,
         "engine_cpus": run.engine_cpus,
         "rig_version": rig_version(), "python_version": platform.python_version(),
         "client_hostname": socket.gethostname(), "client_cpu_model": _cpu_model(),
