@@ -52,6 +52,17 @@ def test_refuses_a_value_the_engine_does_not_accept() -> None:
     assert "whole number >= 1" in refusal(matrix(sweep={"MAX_CONCURRENT_REQUESTS": [2, "lots"]}))
 
 
+@pytest.mark.parametrize("host, said", [
+    ("127.0.0.1:8000", "host must be an http(s) URL"), ("http://host:port", "host must be an http(s) URL"),
+    ("http://user:s3cret@127.0.0.1:8000", "host must not carry a user name or password")])
+def test_a_running_engines_host_is_checked_as_rig_run_checks_it(host: str, said: str) -> None:
+    """Issue 37: the same check for --host whichever way a run starts; a password never shown."""
+    data = matrix()
+    data["engines"][0] = {"engine": "vllm-cpu", "host": host}
+    message = refusal(data)
+    assert said in message and "s3cret" not in message
+
+
 def test_refuses_a_setting_the_engine_cannot_take() -> None:
     assert "vllm-cpu does not support SHARDS" in refusal(matrix(settings={"SHARDS": 2}))
 

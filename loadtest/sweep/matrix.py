@@ -44,6 +44,8 @@ from typing import Any
 
 import yaml
 
+from loadtest.cli.types import BadValue
+from loadtest.cli.types import url as checked_url
 from loadtest.client.targets import TARGETS
 from loadtest.workload import WorkloadError, build_workload, workload_options
 from loadtest.workload.build import workload_sha256
@@ -240,11 +242,13 @@ def _expand(entry: Any, where: str) -> list[EngineConfig]:
 def _running(entry: dict[str, Any], where: str) -> EngineConfig:
     """An engine someone else started: measured at `host`, never started or stopped."""
     _no_unknown(entry, _RUNNING_KEYS, where)
-    slug, host = str(entry["engine"]), str(entry["host"] or "").rstrip("/")
+    slug = str(entry["engine"])
     if slug not in TARGETS:
         raise MatrixError(f"{where}: unknown engine {slug!r}; known: {', '.join(TARGETS)}")
-    if not host.startswith(("http://", "https://")):
-        raise MatrixError(f"{where}: host must start with http:// or https://, got {host!r}")
+    try:  # the check `rig run --host` and the locustfile's --host make
+        host = checked_url(str(entry["host"] or ""))
+    except BadValue as exc:
+        raise MatrixError(f"{where}: host {exc}") from None
     gpus = entry.get("gpus") or ""
     if isinstance(gpus, list):
         gpus = ",".join(map(str, gpus))
