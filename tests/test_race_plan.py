@@ -507,3 +507,14 @@ def test_a_given_count_that_ran_too_short_is_raised_and_the_race_says_so(
         ("llamacpp-cpu", "704", "valid")]
     assert ("vllm-cpu's run at 32 users lasted under 5 s: that heat now has 704 requests, not 64 "
             "(REQUESTS 64 was given, but a run under 5 s cannot be ranked)") in capsys.readouterr().err
+
+
+def test_until_known_names_no_leader_in_a_heat_with_one_ranked_engine(tmp_path: Path):
+    """A heat one engine was ranked in has no winner to know: its line says undecided, not that
+    the engine "leads alone"."""
+    from loadtest.race.execute import known_lines
+
+    args = parse_args(["--out", str(tmp_path), "--engines", "llamacpp-cpu,vllm-cpu",
+                       "--until-known", "8,32"])
+    lines = known_lines({8: {"llamacpp-cpu": [1000.0, 1010.0]}, 32: {}}, args)
+    assert lines == ["until known, 8 users: undecided — only llamacpp-cpu ranked (2 runs)"]
