@@ -70,6 +70,12 @@ def build_tokenizer(out: Path) -> None:
     fast.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
                           "{% if add_generation_prompt %}assistant: {% endif %}")
     fast.save_pretrained(out)
+    # transformers 5 names the class TokenizersBackend, which engines pinned to transformers 4
+    # (aphrodite-engine 0.21: 4.57) cannot load; both read PreTrainedTokenizerFast.
+    config = out / "tokenizer_config.json"
+    settings = json.loads(config.read_text(encoding="utf-8"))
+    settings["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
 
 
 def config_fields(shape: str) -> dict[str, object]:
