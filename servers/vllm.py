@@ -81,12 +81,14 @@ ENGINE = Engine(
 
 def vllm_metric_names(prefix: str) -> MetricNames:
     """vLLM V1's Prometheus names under ``prefix`` (forks rename only the prefix). Prefix-cache
-    hits and queries are counted in prompt tokens."""
+    hits and queries are counted in prompt tokens; speculation's drafts and acceptances in tokens."""
     names = {"running": ["num_requests_running"], "waiting": ["num_requests_waiting"],
              "kv_cache": ["kv_cache_usage_perc", "gpu_cache_usage_perc"],
              "queue_time": ["request_queue_time_seconds"], "ttft": ["time_to_first_token_seconds"],
              "e2e": ["e2e_request_latency_seconds"],
-             "prefix_hits": ["prefix_cache_hits_total"], "prefix_queries": ["prefix_cache_queries_total"]}
+             "prefix_hits": ["prefix_cache_hits_total"], "prefix_queries": ["prefix_cache_queries_total"],
+             "spec_drafted": ["spec_decode_num_draft_tokens_total"],
+             "spec_accepted": ["spec_decode_num_accepted_tokens_total"]}
     return {field: [f"{prefix}:{name}" for name in found] for field, found in names.items()}
 
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from loadtest.client.targets import TARGETS
-from loadtest.telemetry.engine import HISTOGRAMS, PREFIX_COUNTERS, engine_sample, metric_names_for, \
+from loadtest.telemetry.engine import HISTOGRAMS, PREFIX_COUNTERS, SPEC_COUNTERS, engine_sample, metric_names_for, \
     parse_prometheus
 from servers.compose import render_compose, service
 from servers.local import LOCAL
@@ -23,7 +23,7 @@ from servers.registry import ENGINES, SPECS, discover
 from servers.spec import EngineSpec
 
 ROOT = Path(__file__).resolve().parents[1]
-FIELDS = {"running", "waiting", "kv_cache", *HISTOGRAMS, *PREFIX_COUNTERS, "prefix_hit_rate"}
+FIELDS = {"running", "waiting", "kv_cache", *HISTOGRAMS, *PREFIX_COUNTERS, *SPEC_COUNTERS, "prefix_hit_rate"}
 
 
 @pytest.mark.parametrize("slug", sorted(SPECS))

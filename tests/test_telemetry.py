@@ -148,6 +148,24 @@ def test_vllm_prefix_cache_counters_are_read():
         "prefix_hit_tokens": 1024.0, "prefix_query_tokens": 2048.0}
 
 
+def test_speculation_acceptance_is_the_runs_own():
+    """vLLM's and Aphrodite's running totals of draft tokens proposed and accepted, as they
+    read on /metrics (summed over engines), become the run's share and their ratio."""
+    before = ('aphrodite:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 1000.0\n'
+              'aphrodite:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 300.0\n')
+    after = ('aphrodite:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 1600.0\n'
+             'aphrodite:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 450.0\n')
+    names = metric_names_for("aphrodite")
+    samples = [_engine(t, **engine_sample(parse_prometheus(text), names))
+               for t, text in ((0, before), (2, after))]
+    row = summarize_telemetry(samples, {"gpu": "absent", "engine": "sampled"})
+    assert {k: v for k, v in row.items() if k.startswith("engine_spec")} == {
+        "engine_spec_drafted_tokens": 600, "engine_spec_accepted_tokens": 150,
+        "engine_spec_accept_pct": 25.0}
+    no_speculation = summarize_telemetry([_engine(0), _engine(1)], {"gpu": "absent", "engine": "sampled"})
+    assert not [k for k in no_speculation if k.startswith("engine_spec")]
+
+
 def test_summary_integrates_power_without_a_counter():
     samples = [_gpu(0.0, 0, mem_used_mib=1, power_w=100), _gpu(1.0, 0, mem_used_mib=1, power_w=300),
                _gpu(3.0, 0, mem_used_mib=1, power_w=300)]

@@ -198,6 +198,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("engine_prefix_cache_hit_pct", float, "%", "prompt tokens served from the prefix cache" + _TELEMETRY),
     Column("engine_prefix_cache_hit_tokens", int, "tokens", "prompt tokens the prefix cache served" + _TELEMETRY),
     Column("engine_prefix_cache_query_tokens", int, "tokens", "prompt tokens looked up in it" + _TELEMETRY),
+    Column("engine_spec_accept_pct", float, "%", "draft tokens the target model accepted, of those speculative decoding proposed" + _TELEMETRY),
+    Column("engine_spec_drafted_tokens", int, "tokens", "draft tokens proposed" + _TELEMETRY),
+    Column("engine_spec_accepted_tokens", int, "tokens", "draft tokens accepted" + _TELEMETRY),
     # telemetry (--telemetry-interval above 0)
     Column("telemetry_gpu", str, "", "GPU sampling: sampled, absent, not_sampled or failed"),
     Column("telemetry_engine", str, "", "/metrics sampling: sampled, absent, not_sampled or failed"),

@@ -9,7 +9,9 @@ cache. Queue time, TTFT and end-to-end latency are histograms: their running `_s
 engine's TTFT with the client's over the run's window). KV cache is a fraction in every engine
 here; it is stored in percent. Prefix-cache counters (prompt tokens found in the cache, and
 looked up or missed) are kept as running totals, so a run's hits are their change over its
-window; SGLang exports only a recent hit rate (a gauge), kept as a fraction.
+window; SGLang exports only a recent hit rate (a gauge), kept as a fraction. Speculative
+decoding's counters (draft tokens proposed, and accepted by the target model) are running totals
+too.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ from typing import Any
 
 from servers.registry import SPECS
 
-__all__ = ["ENGINE_METRICS", "HISTOGRAMS", "PREFIX_COUNTERS", "engine_sample", "metric_names_for",
+__all__ = ["ENGINE_METRICS", "HISTOGRAMS", "PREFIX_COUNTERS", "SPEC_COUNTERS", "engine_sample", "metric_names_for",
            "parse_prometheus", "scrape"]
 
 HISTOGRAMS = ("queue_time", "ttft", "e2e")
 # canonical counter -> the sample field holding its running total (prompt tokens)
 PREFIX_COUNTERS = {"prefix_hits": "prefix_hit_tokens", "prefix_queries": "prefix_query_tokens",
                    "prefix_misses": "prefix_miss_tokens"}
+# canonical counter -> the sample field holding its running total (speculated tokens)
+SPEC_COUNTERS = {"spec_drafted": "spec_drafted_tokens", "spec_accepted": "spec_accepted_tokens"}
 
 # canonical field -> metric names, first found wins (newer name first); a view of the specs
 ENGINE_METRICS: dict[str, dict[str, list[str]]] = {
@@ -76,7 +80,7 @@ def engine_sample(samples: dict[str, list[float]], names: dict[str, list[str]]) 
     kv = _first(samples, names.get("kv_cache", []))
     if kv is not None:
         row["kv_cache_pct"] = 100 * max(kv)
-    for field, column in PREFIX_COUNTERS.items():
+    for field, column in (*PREFIX_COUNTERS.items(), *SPEC_COUNTERS.items()):
         values = _first(samples, names.get(field, []))
         if values is not None:
             row[column] = sum(values)

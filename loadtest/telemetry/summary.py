@@ -15,6 +15,9 @@
   llama.cpp counts misses, so its lookups are hits + misses); engine_prefix_cache_hit_pct is
   their ratio. SGLang exports only a recent hit rate: its pct is that gauge's mean over the
   window, with no token counts.
+- engine_spec_drafted_tokens, engine_spec_accepted_tokens: draft tokens the engine's speculative
+  decoding proposed, and the target model accepted, during the window; engine_spec_accept_pct
+  is their ratio (absent where the engine does not speculate).
 
 Beside the row, telemetry_summary.json keeps ``telemetry_per_gpu`` (per_gpu_summary): each GPU's
 mean and peak utilization, peak memory and mean power, so a layout that leaves one GPU idle
@@ -28,7 +31,7 @@ from itertools import pairwise
 from statistics import fmean
 from typing import Any
 
-from loadtest.telemetry.engine import HISTOGRAMS, PREFIX_COUNTERS
+from loadtest.telemetry.engine import HISTOGRAMS, PREFIX_COUNTERS, SPEC_COUNTERS
 
 __all__ = ["per_gpu_summary", "per_token_columns", "summarize_telemetry"]
 
@@ -127,6 +130,7 @@ def _engine_columns(engine: list[Sample]) -> dict[str, Any]:
     if held:
         row["engine_held_peak"] = max(held)
     row.update(_prefix_cache_columns(engine))
+    row.update(_speculation_columns(engine))
     for field in HISTOGRAMS:
         seen = [s for s in engine if s.get(f"{field}_count") is not None]
         if len(seen) >= 2:
@@ -138,12 +142,30 @@ def _engine_columns(engine: list[Sample]) -> dict[str, Any]:
     return row
 
 
-def _prefix_cache_columns(engine: list[Sample]) -> dict[str, Any]:
+def _changes(engine: list[Sample], fields: list[str]) -> dict[str, float]:
+    """Each running counter's change from the window's first scrape to its last."""
     change: dict[str, float] = {}
-    for field in PREFIX_COUNTERS.values():
+    for field in fields:
         seen = [s[field] for s in engine if s.get(field) is not None]
         if len(seen) >= 2:
             change[field] = seen[-1] - seen[0]
+    return change
+
+
+def _speculation_columns(engine: list[Sample]) -> dict[str, Any]:
+    change = _changes(engine, list(SPEC_COUNTERS.values()))
+    drafted, accepted = change.get("spec_drafted_tokens"), change.get("spec_accepted_tokens")
+    if drafted is None or accepted is None:
+        return {}
+    row: dict[str, Any] = {"engine_spec_drafted_tokens": int(drafted),
+                           "engine_spec_accepted_tokens": int(accepted)}
+    if drafted > 0:
+        row["engine_spec_accept_pct"] = 100 * accepted / drafted
+    return row
+
+
+def _prefix_cache_columns(engine: list[Sample]) -> dict[str, Any]:
+    change = _changes(engine, list(PREFIX_COUNTERS.values()))
     row: dict[str, Any] = {}
     hits = change.get("prefix_hit_tokens")
     queries = change.get("prefix_query_tokens")
