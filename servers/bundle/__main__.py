@@ -79,7 +79,8 @@ def _build(args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     for item in manifest["trimmed"]:
-        print(f"  trimmed {item['member']} ({item['bytes'] / 1e6:,.0f} MB): {item['why']}")
+        print(f"  trimmed {item['files']} file(s) of {item['wheel']}, {item['bytes'] / 1e6:,.1f} MB "
+              f"(largest {item['largest']}): {item['why']}")
     print(f"{len(manifest['parts'])} parts, {manifest['packed_bytes'] / 2**20:,.1f} MiB "
           f"({manifest['unpacked_bytes'] / 2**20:,.0f} MiB of wheels) in {args.out} "
           f"({manifest['pack_s']} s): {args.name}.bundle.json and "

@@ -18,7 +18,7 @@ import time
 import urllib.request
 import zipfile
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from servers.bundle.host import HostDescription
@@ -138,7 +138,11 @@ def pack(recipe: BundleRecipe, host: HostDescription, locked: list[Locked], out:
             source = fetch(lock, cache)
             target = stage / lock.filename
             gone = restore_wheel(source, target, drops)
-            trimmed += [{"wheel": lock.filename, **asdict(d)} for d in gone]
+            for why in dict.fromkeys(d.why for d in gone):  # one entry a rule, not a file
+                same = [d for d in gone if d.why == why]
+                trimmed.append({"wheel": lock.filename, "why": why, "files": len(same),
+                                "bytes": sum(d.bytes for d in same),
+                                "largest": max(same, key=lambda d: d.bytes).member})
             wheels.append(target)
             entries.append({"name": lock.name, "version": lock.version, "file": lock.filename,
                             "index_sha256": lock.sha256, "bytes": target.stat().st_size})
