@@ -11,7 +11,10 @@ set -euo pipefail
 usage() { sed -n '2,9s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 [[ $# -ge 2 && $1 =~ ^[0-9]+$ ]] && (( $1 >= 1 && $1 <= 100 )) || usage
 percent=$1; shift
-period=100000  # µs
+# A short period (10 ms): the group's processes are held back in slices of at most 10 ms, as
+# on a slower core, not frozen for tens of ms at a time as with the default 100 ms (a stall a
+# slower host does not have: it failed the open-loop schedule test's 50 ms send-lag limit).
+period=10000  # µs
 quota=$(( period * $(nproc) * percent / 100 ))
 name="llm-load-rig-slower-$$"
 if [[ -d /sys/fs/cgroup/cpu && -w /sys/fs/cgroup/cpu ]]; then  # v1

