@@ -112,9 +112,11 @@ def run_locust(port: int, out: Path, flags: list[str], timeout_s: float = 600,
 
 
 def stream_completion(port: int) -> list[str]:
-    """POST a streamed /v1/completions to 127.0.0.1:PORT; the SSE data payloads, in order."""
-    body = {"model": "tiny-llama", "prompt": "Hello", "max_tokens": 8, "stream": True,
-            "stream_options": {"include_usage": True}}
+    """POST a streamed /v1/completions to 127.0.0.1:PORT; the SSE data payloads, in order.
+    Greedy (temperature 0): the same answer every time. Sampled, the random-weight model's
+    answer sometimes held a stray byte, after which text-generation-webui streams no text."""
+    body = {"model": "tiny-llama", "prompt": "Hello", "max_tokens": 8, "temperature": 0,
+            "stream": True, "stream_options": {"include_usage": True}}
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
     response = conn.getresponse()
