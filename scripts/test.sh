@@ -12,6 +12,8 @@
 #   The whole suite runs in two passes: those same fast tests two at a time, then the engine and
 #   container tests one at a time (they share engines, and time them). Each pass prints its 25
 #   slowest tests. .ci/run calls exactly this.
+#   No test may depend on how fast the host is: `tests/slower_host.sh 50 scripts/test.sh` runs
+#   the same with half this host's CPU (a cgroup quota; root), for comparing verdicts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Bytecode caches on, where the environment turned them off: the tests start hundreds of Python
