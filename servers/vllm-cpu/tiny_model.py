@@ -53,7 +53,7 @@ def _training_text() -> list[str]:
     return lines
 
 
-def build_tokenizer(out: Path) -> None:
+def build_tokenizer(out: Path, shape: str = "tiny") -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -70,8 +70,10 @@ def build_tokenizer(out: Path) -> None:
     fast.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
                           "{% if add_generation_prompt %}assistant: {% endif %}")
     fast.save_pretrained(out)
-    # transformers 5 names the class TokenizersBackend, which engines pinned to transformers 4
-    # (aphrodite-engine 0.21: 4.57) cannot load; both read PreTrainedTokenizerFast.
+    if shape == "tiny":  # the CPU engines' model stays as it was (its digest, their answers)
+        return
+    # The GPU shapes: transformers 5 names the class TokenizersBackend, which engines pinned to
+    # transformers 4 (aphrodite-engine 0.21: 4.57) cannot load; both read PreTrainedTokenizerFast.
     config = out / "tokenizer_config.json"
     settings = json.loads(config.read_text(encoding="utf-8"))
     settings["tokenizer_class"] = "PreTrainedTokenizerFast"
@@ -202,7 +204,7 @@ def main(argv: list[str]) -> int:
         print(f"model already built: {out}")
         return 0
     out.mkdir(parents=True, exist_ok=True)
-    build_tokenizer(out)
+    build_tokenizer(out, shape)
     build_model(out, shape)
     print(json.dumps({"model": str(out), "sha256": write_digest(out)}))
     return 0
