@@ -97,7 +97,9 @@ def vllm_metric_names(prefix: str) -> MetricNames:
 MULTI_GPU_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                  "NVSHMEM_DISABLE_NVLS": "1"}
 LOCAL_MODEL = REPO / "models" / "tiny-llama"
-HOST_PYTHON = "/usr/bin/python3"
+# the host's python3 as its PATH finds it: on the lent GPU machines the one that has torch
+# (/opt/torch/.venv/bin/python3), where /usr/bin/python3 has none
+HOST_PYTHON = shutil.which("python3") or "/usr/bin/python3"
 _BUNDLE = "scripts/gpu_bundle.sh"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ from servers.local import LOCAL
 from servers.prefix_cache import vllm_reset
 from servers.registry import SPECS, translate
 from servers.settings import FLAG_SETTINGS, env_name
-from servers.vllm import MULTI_GPU_ENV, gpu_recipe
+from servers.vllm import HOST_PYTHON, MULTI_GPU_ENV, gpu_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = {"vllm": (vllm.ENGINE, vllm.VLLM_FLAGS), "aphrodite": (aphrodite.ENGINE, aphrodite.LOCAL_FLAGS)}
@@ -102,7 +103,7 @@ def test_defaults_serve_the_repositorys_model_under_its_path(slug: str) -> None:
     model = str(ROOT / "models" / "tiny-llama")
     assert _flags(argv) == ["--model", model]  # no served name: vLLM names it as given
     assert recipe.model_name == model
-    assert argv[0] == "/usr/bin/python3"
+    assert argv[0] == HOST_PYTHON == (shutil.which("python3") or "/usr/bin/python3")
 
 
 def test_a_relative_model_folder_is_made_absolute_and_the_served_name_is_kept(
@@ -172,7 +173,7 @@ def test_refusals_are_one_line_each(slug: str, host: dict[str, bool], tmp_path: 
     assert "SHARDS=2 needs 2 GPUs" in _one_line(_recipe(slug, MODEL=str(model), SHARDS="2").missing())
     host["installed"] = False
     why = _one_line(_recipe(slug, MODEL=str(model)).missing())
-    assert why.startswith(f"{slug} is not installed for /usr/bin/python3")
+    assert why.startswith(f"{slug} is not installed for {HOST_PYTHON}")
     assert f"scripts/gpu_bundle.sh install ... --target DIR (docs/gpus.md) and set RIG_{slug.upper()}_PYTHON" in why
     host["gpu"] = False
     assert _one_line(_recipe(slug, MODEL=str(model)).missing()).startswith("no NVIDIA GPU here")
