@@ -112,22 +112,28 @@ def llamacpp_on_core_1(tmp_path: Path) -> Iterator[str]:
 def _run(url: str, out: Path) -> dict[str, str]:
     subprocess.run([str(RIG), "run", "--engine", "llamacpp-cpu", "--host", url, "--users", "8",
                     "--requests", "256", "--max-tokens", "32", "--out", str(out)],
-                   check=True, capture_output=True, timeout=60)
+                   check=True, capture_output=True, timeout=600)  # a few s here; slower hosts
     return read_runs(out / "runs.csv")[-1]
 
 
 @pytest.mark.engine
 def test_a_hog_on_the_engines_core_shows_in_its_run_queue_wait(
         llamacpp_on_core_1: str, tmp_path: Path):
+    """Two busy loops on the engine's core (one left it half the core, and on a host held to
+    half its CPU by a quota the wait grew only 14 points over the engine's own: issue 38)."""
     alone = _run(llamacpp_on_core_1, tmp_path / "alone")
-    hog = subprocess.Popen(["taskset", "-c", "1", sys.executable, "-c", "while True: pass"])
+    hogs = [subprocess.Popen(["taskset", "-c", "1", sys.executable, "-c", "while True: pass"])
+            for _ in range(2)]
     try:
         hogged = _run(llamacpp_on_core_1, tmp_path / "hog")
     finally:
-        hog.kill()
-        hog.wait()
-    print(f"alone {float(alone['engine_runqueue_wait_pct']):.1f}%, "
-          f"hog {float(hogged['engine_runqueue_wait_pct']):.1f}%")
-    # Measured: alone 57-87%, with the hog 110-116% (evidence/2026-11-25/engine-runqueue/). No
-    # rule reads the column yet: its level alone depends on the engine's own threads.
-    assert float(hogged["engine_runqueue_wait_pct"]) > float(alone["engine_runqueue_wait_pct"]) + 15
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    measured = (f"alone {float(alone['engine_runqueue_wait_pct']):.1f}%, "
+                f"hogged {float(hogged['engine_runqueue_wait_pct']):.1f}%")
+    print(measured)
+    # Measured with one hog: alone 57-87%, hogged 110-116% (evidence/2026-11-25/engine-runqueue/).
+    # No rule reads the column yet: its level alone depends on the engine's own threads.
+    assert float(hogged["engine_runqueue_wait_pct"]) > \
+        float(alone["engine_runqueue_wait_pct"]) + 15, measured
