@@ -166,5 +166,17 @@ def test_a_bundle_for_this_host_carries_only_what_it_lacks_and_installs_with_no_
     _refused(refused, f"{parts[1]} missing")
 
 
+@pytest.mark.parametrize("args, message", [
+    (["describe", "--python", "/nonexistent/python3"], "No such file or directory"),
+    (["build", "vllm", "--host", "HOST", "--out", "/proc/no/such"], "/proc/no"),
+    (["install", "FOLDER", "--target", "/proc/no/such"], "/proc/no")])
+def test_a_path_that_cannot_be_used_is_one_error_line(tmp_path: Path, args: list[str], message: str):
+    (tmp_path / "host.json").write_text(json.dumps({"python": "3.12", "glibc": "2.39", "packages": {"x": "1"}}))
+    (tmp_path / "FOLDER").mkdir()
+    (tmp_path / "FOLDER" / "demo.bundle.json").write_text(json.dumps({"name": "demo", "parts": []}))
+    words = [{"HOST": str(tmp_path / "host.json"), "FOLDER": str(tmp_path / "FOLDER")}.get(a, a) for a in args]
+    _refused(_bundle(*words), message)
+
+
 def test_install_refuses_a_folder_without_a_bundle(tmp_path: Path):
     _refused(_bundle("install", str(tmp_path), "--target", str(tmp_path / "t")), "no NAME.bundle.json")

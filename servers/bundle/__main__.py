@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -62,6 +62,9 @@ def _build(args: argparse.Namespace) -> int:
     from servers.bundle.resolve import ResolveError, resolve
 
     recipe = RECIPES[args.name]
+    if not args.plan:  # before minutes of resolving and fetching
+        args.out.mkdir(parents=True, exist_ok=True)
+        args.cache.mkdir(parents=True, exist_ok=True)
     host = HostDescription.read(args.host, python=args.python or "", glibc=args.glibc or "",
                                 compute_caps=tuple(args.compute_cap))
     try:
@@ -115,6 +118,12 @@ def main(argv: list[str] | None = None) -> int:
         return _build(args) if args.command == "build" else _install(args)
     except HostError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # an --out, --target, --cache or --python that cannot be used
+        print(f"error: {error.strerror or error}: {error.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as error:
+        print(f"error: {' '.join(map(str, error.cmd))} failed (exit {error.returncode})", file=sys.stderr)
         return 2
 
 
