@@ -293,7 +293,7 @@ def test_llamacpp_slots_until_known_end_to_end(tmp_path: Path,
     path = tmp_path / "m.yaml"
     path.write_text(json.dumps(data))
     argv = [str(path), "--out", str(tmp_path / "out"), "--until-known", "--max-repeats", "2"]
-    assert flags.main(argv) == 0
+    assert flags.main(argv) == 0, measured
     out = capsys.readouterr().out
     [line] = [li for li in out.splitlines() if li.startswith("until known, 2 users: ")]
     assert re.search(r": (known|not known) after \d runs", line), f"{line} ({measured})"
@@ -303,11 +303,12 @@ def test_llamacpp_slots_until_known_end_to_end(tmp_path: Path,
     assert set(runs) == {"llamacpp-cpu-parallel1",
                          "llamacpp-cpu-parallel2"}
     assert all(1 <= n <= 2 for n in runs.values()), runs
-    assert str(sum(runs.values())) in line
+    assert str(sum(runs.values())) in line, (line, runs)
     cells = json.loads((folder / "sweep.json").read_text())["cells"].values()
     assert sorted((c["config"][-1], c["repeat"], c["status"]) for c in cells) == \
            [("1", 1, "ok"), ("1", 2, "ok"), ("2", 1, "ok"), ("2", 2, "ok")], measured
     assert flags.main(argv) == 0  # resumed: every cell, repeats included, measured before
-    assert line in capsys.readouterr().out
+    again = capsys.readouterr().out
+    assert line in again, again
     cells = json.loads((folder / "sweep.json").read_text())["cells"].values()
-    assert {c["status"] for c in cells} == {"skipped"}
+    assert {c["status"] for c in cells} == {"skipped"}, cells
