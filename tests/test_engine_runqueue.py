@@ -111,7 +111,7 @@ def llamacpp_on_core_1(tmp_path: Path) -> Iterator[str]:
 
 def _run(url: str, out: Path) -> dict[str, str]:
     subprocess.run([str(RIG), "run", "--engine", "llamacpp-cpu", "--host", url, "--users", "8",
-                    "--requests", "256", "--max-tokens", "32", "--out", str(out)],
+                    "--requests", "128", "--max-tokens", "32", "--out", str(out)],
                    check=True, capture_output=True, timeout=600)  # a few s here; slower hosts
     return read_runs(out / "runs.csv")[-1]
 
@@ -119,11 +119,12 @@ def _run(url: str, out: Path) -> dict[str, str]:
 @pytest.mark.engine
 def test_a_hog_on_the_engines_core_shows_in_its_run_queue_wait(
         llamacpp_on_core_1: str, tmp_path: Path):
-    """Two busy loops on the engine's core (one left it half the core, and on a host held to
-    half its CPU by a quota the wait grew only 14 points over the engine's own: issue 38)."""
+    """Four busy loops on the engine's core: one left it half the core, and on a host held to
+    half its CPU by a quota the wait grew only 14-15 points over the engine's own (issue 38);
+    four: 50 -> 127% here, 80 -> 111% and 67 -> 107% under half-CPU quotas (10 and 100 ms)."""
     alone = _run(llamacpp_on_core_1, tmp_path / "alone")
     hogs = [subprocess.Popen(["taskset", "-c", "1", sys.executable, "-c", "while True: pass"])
-            for _ in range(2)]
+            for _ in range(4)]
     try:
         hogged = _run(llamacpp_on_core_1, tmp_path / "hog")
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -173,4 +174,9 @@ def test_rate_sweep_finds_the_knee_and_reports_goodput(engine_url: str, tmp_path
     assert "users cap 4: knee at" in result.stdout
     report = (tmp_path / "report-rates-vllm-cpu" / "report.md").read_text()
     assert "## Open loop: offered rate" in report and "goodput.png" in report
-    assert "## Output equivalence" in report and "16/16" in report
+    # every run kept its 16 answers and they were compared; how many are identical is not asked:
+    # vLLM's greedy answers depend on which requests shared a batch, which is timing (15/16 at
+    # 300 req/s on a host held to half its CPU, issue 38)
+    assert "## Output equivalence" in report, report
+    equivalence = report.split("## Output equivalence")[1]
+    assert re.search(r"\| \d+/16 \|", equivalence), equivalence
