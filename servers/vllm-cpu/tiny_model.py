@@ -70,7 +70,7 @@ def build_tokenizer(out: Path, shape: str = "tiny") -> None:
     fast.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
                           "{% if add_generation_prompt %}assistant: {% endif %}")
     fast.save_pretrained(out)
-    if shape == "tiny":  # the CPU engines' model stays as it was (its digest, their answers)
+    if shape == "tiny":  # the CPU engines' model stays byte for byte as it was (its digest)
         return
     # The GPU shapes: transformers 5 names the class TokenizersBackend, which engines pinned to
     # transformers 4 (aphrodite-engine 0.21: 4.57) cannot load; both read PreTrainedTokenizerFast.
