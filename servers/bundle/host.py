@@ -17,16 +17,13 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["HostDescription", "HostError", "canonical", "describe", "parse_freeze"]
+from packaging.utils import canonicalize_name
+
+__all__ = ["HostDescription", "HostError", "describe", "parse_freeze"]
 
 
 class HostError(ValueError):
     """A host description that cannot be read; its message is the user's one line."""
-
-
-def canonical(name: str) -> str:
-    """A distribution name as indexes compare them (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 _FREEZE_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)\s*$")
@@ -47,7 +44,7 @@ def parse_freeze(text: str, origin: str = "packages") -> dict[str, str]:
         if match is None:
             raise HostError(f"{origin} line {number}: not 'name==version' nor pip list's "
                             f"'name version': {line[:80]!r}")
-        packages[canonical(match.group(1))] = match.group(2).split("+")[0]
+        packages[canonicalize_name(match.group(1))] = match.group(2).split("+")[0]
     if not packages:
         raise HostError(f"{origin}: no installed packages listed (pip list --format=freeze)")
     return packages
@@ -104,7 +101,7 @@ class HostDescription:
             fields = {k: data[k] for k in ("python", "glibc", "machine") if isinstance(data.get(k), str)}
             caps = data.get("compute_caps", ())
             fields["compute_caps"] = tuple(str(c) for c in caps) if isinstance(caps, list) else ()
-            packages = {canonical(str(k)): str(v).split("+")[0] for k, v in data["packages"].items()}
+            packages = {canonicalize_name(str(k)): str(v).split("+")[0] for k, v in data["packages"].items()}
         else:
             fields, packages = {}, parse_freeze(text, str(path))
         fields.update({k: v for k, v in given.items() if v})

@@ -9,21 +9,18 @@ anything that takes an interpreter (``RIG_VLLM_PYTHON=TARGET/python``) runs the 
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import BinaryIO
 
-from servers.bundle.pack import MANIFEST
+from servers.bundle.pack import MANIFEST, file_sha256
 
 __all__ = ["InstallError", "install", "read_manifest"]
 
@@ -33,8 +30,8 @@ _UNMET = r"""
 import json, sys
 from importlib import metadata
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name as canon
 target, left_out = sys.argv[1], set(json.loads(sys.argv[2]))
-canon = lambda n: n.lower().replace("_", "-").replace(".", "-")
 unmet = []
 for dist in metadata.distributions(path=[target]):
     for text in dist.requires or ():
@@ -96,20 +93,12 @@ def check_parts(folder: Path, manifest: dict) -> list[Path]:
             problems.append(f"{part['file']} missing")
         elif path.stat().st_size != part["bytes"]:
             problems.append(f"{part['file']} is {path.stat().st_size} bytes, not {part['bytes']}")
-        elif _sha256(path) != part["sha256"]:
+        elif file_sha256(path) != part["sha256"]:
             problems.append(f"{part['file']} differs (SHA-256)")
         paths.append(path)
     if problems:
         raise InstallError(f"{manifest['name']} bundle in {folder}: " + "; ".join(problems))
     return paths
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        while block := file.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _interpreter_script(target: Path, python: str, env: dict[str, str]) -> Path:
@@ -126,7 +115,7 @@ def _interpreter_script(target: Path, python: str, env: dict[str, str]) -> Path:
 
 
 def install(folder: Path, target: Path, name: str | None = None,
-            python: str = sys.executable, log: BinaryIO | None = None) -> dict:
+            python: str = sys.executable) -> dict:
     """Installs the bundle in ``folder`` into ``target``; returns what it did and found."""
     manifest = read_manifest(folder, name)
     started = time.monotonic()
@@ -142,7 +131,7 @@ def install(folder: Path, target: Path, name: str | None = None,
         unpacked_s = time.monotonic() - started
         done = subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
                                "--upgrade", "--target", str(target), *wheels],
-                              stdout=log or subprocess.PIPE, stderr=subprocess.STDOUT)
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         if done.returncode != 0:
             tail = (done.stdout or b"").decode(errors="replace").strip().splitlines()[-1:] or ["see its log"]
             raise InstallError(f"pip install --no-index failed (exit {done.returncode}): {tail[0]}")

@@ -17,15 +17,14 @@ import tempfile
 import time
 import urllib.request
 import zipfile
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from servers.bundle.host import HostDescription
 from servers.bundle.recipes import BundleRecipe
 from servers.bundle.resolve import Locked
 
-__all__ = ["MANIFEST", "PackError", "fetch", "pack", "part_names", "restore_wheel"]
+__all__ = ["MANIFEST", "PackError", "fetch", "file_sha256", "pack", "restore_wheel"]
 
 MANIFEST = "{}.bundle.json"  # by the bundle's name: vllm.bundle.json
 _CHUNK = 1 << 20
@@ -35,7 +34,7 @@ class PackError(RuntimeError):
     """A wheel that cannot be fetched or checked; the message is the user's one line."""
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as file:
         while block := file.read(_CHUNK):
@@ -47,7 +46,7 @@ def fetch(wheel: Locked, cache: Path) -> Path:
     """The wheel in ``cache`` (fetched once), its SHA-256 checked against the lock's."""
     cache.mkdir(parents=True, exist_ok=True)
     path = cache / wheel.filename
-    if path.is_file() and _sha256(path) == wheel.sha256:
+    if path.is_file() and file_sha256(path) == wheel.sha256:
         return path
     with tempfile.NamedTemporaryFile(dir=cache, prefix=f".{wheel.filename}.", delete=False) as out:
         partial = Path(out.name)  # a name of its own: two builds may fetch the same wheel
@@ -57,7 +56,7 @@ def fetch(wheel: Locked, cache: Path) -> Path:
         except OSError as error:
             partial.unlink(missing_ok=True)
             raise PackError(f"cannot fetch {wheel.filename}: {error}") from None
-    if _sha256(partial) != wheel.sha256:
+    if file_sha256(partial) != wheel.sha256:
         partial.unlink()
         raise PackError(f"{wheel.filename}: SHA-256 differs from the index's; not packed")
     partial.replace(path)
@@ -93,10 +92,6 @@ def restore_wheel(source: Path, target: Path, drops: list[tuple[str, str]]) -> l
     return dropped
 
 
-def part_names(name: str, count: int) -> list[str]:
-    return [f"{name}.tar.xz.{i:03d}" for i in range(count)]
-
-
 def _split(archive: Path, out: Path, name: str, part_bytes: int) -> list[dict[str, object]]:
     parts: list[dict[str, object]] = []
     with archive.open("rb") as source:
@@ -115,11 +110,6 @@ def _split(archive: Path, out: Path, name: str, part_bytes: int) -> list[dict[st
             parts.append({"file": path.name, "bytes": written, "sha256": digest.hexdigest()})
             index += 1
     return parts
-
-
-def _members(wheels: list[Path]) -> Iterator[tuple[Path, str]]:
-    for wheel in wheels:
-        yield wheel, f"wheels/{wheel.name}"
 
 
 def pack(recipe: BundleRecipe, host: HostDescription, locked: list[Locked], out: Path,
@@ -148,13 +138,13 @@ def pack(recipe: BundleRecipe, host: HostDescription, locked: list[Locked], out:
                             "index_sha256": lock.sha256, "bytes": target.stat().st_size})
         archive = stage / "bundle.tar.xz"
         with tarfile.open(archive, "w:xz", preset=xz_preset) as tar:
-            for path, arcname in _members(wheels):
-                tar.add(path, arcname=arcname)
+            for wheel in wheels:
+                tar.add(wheel, arcname=f"wheels/{wheel.name}")
         parts = _split(archive, out, recipe.name, int(part_mib * 1024 * 1024))
-        archive_sha = _sha256(archive)
+        archive_sha = file_sha256(archive)
     manifest: dict[str, object] = {
         "name": recipe.name, "module": recipe.module, "requirements": list(recipe.requirements),
-        "env": recipe.env, "host": {k: v for k, v in json.loads(host.to_json()).items() if k != "packages"},
+        "env": recipe.env, "host": {k: v for k, v in asdict(host).items() if k != "packages"},
         "wheels": entries, "left_out": recipe.left_out, "trimmed": trimmed,
         "parts": parts, "archive_sha256": archive_sha,
         "unpacked_bytes": sum(e["bytes"] for e in entries),

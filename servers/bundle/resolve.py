@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.tags import Tag, compatible_tags, cpython_tags
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from servers.bundle.host import HostDescription, canonical
+from servers.bundle.host import HostDescription
 from servers.bundle.recipes import BundleRecipe
 from servers.spec import REPO
 
@@ -105,7 +105,7 @@ def resolve(recipe: BundleRecipe, host: HostDescription, work: Path) -> list[Loc
     ranked = {tag: i for i, tag in enumerate(host_tags(host))}
     carried: list[Locked] = []
     for package in lock.get("packages", []):
-        name, version = canonical(package["name"]), package["version"]
+        name, version = canonicalize_name(package["name"]), package["version"]
         if host.packages.get(name) == version:
             continue
         wheel = _pick_wheel(package, ranked)
