@@ -230,7 +230,6 @@ def _standing(row: pd.Series, winner: Winner | None) -> str:
     if winner is None:
         return ""
     if row["name"] == winner.name:
-        single = ", single run" if winner.single_run else ""
         if not winner.decided:
             return "undecided: the only one ranked"
         if not winner.significant:
