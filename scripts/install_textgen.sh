@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: scripts/install_textgen.sh [--transformers | --pack DIR]
+# usage: scripts/install_textgen.sh [--transformers | --pack DIR | --requirements | --into DIR]
 #   Makes the textgen-cpu engine: text-generation-webui's API (server.py --nowebui --api) at
 #   commit 1dcde41d03d1, unpacked under build/textgen/ from the vendored source tarball
 #   (TEXTGEN_TARBALL, default ../shared/vendor/; else cloned from its public git repository),
@@ -11,13 +11,18 @@
 #   source and requirements-api.txt), DIR/bin/llama-server and DIR/site/: .venv-textgen's
 #   installed packages when its Python is the image's (3.11, Debian bookworm), so the image
 #   reuses them instead of running pip (left empty otherwise); no venv is made.
+#   --requirements prints the API's PyPI requirements (what `scripts/gpu_bundle.sh build textgen`
+#   bundles for a host with no network). --into DIR, on such a host: the source under build/textgen/
+#   and the shim written into DIR, where `scripts/gpu_bundle.sh install ... --name textgen --target
+#   DIR` put the requirements (run it with RIG_TEXTGEN_PYTHON=DIR/python); no venv, no pip.
 #   Re-running reuses what is there.
 set -euo pipefail
 usage() { sed -n '2,15s/^# \{0,1\}//p' "$0" >&2; exit 2; }
-pack=""
+pack="" into=""
 case "${1:-}" in
-  "" | --transformers) [[ $# -le 1 ]] || usage ;;
+  "" | --transformers | --requirements) [[ $# -le 1 ]] || usage ;;
   --pack) [[ $# -eq 2 ]] || usage; pack=$2 ;;
+  --into) [[ $# -eq 2 ]] || usage; into=$2 ;;
   *) usage ;;
 esac
 cd "$(dirname "$0")/.."
@@ -70,8 +75,7 @@ purelib() { "$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["p
 # package, written into the venv, finds the rig's build, so textgen and the bare llamacpp-cpu
 # engine run the same binary.
 install_shim() {
-  local site
-  site=$(purelib "$VENV")
+  local site=$1
   cat > "$site/llama_cpp_binaries.py" <<EOF
 """llm-load-rig's llama-server for text-generation-webui (RIG_LLAMA_SERVER overrides it)."""
 import os
@@ -126,13 +130,20 @@ pack_site() {
 
 unpack_source
 if [[ -n $pack ]]; then pack_context; exit 0; fi
+if [[ ${1:-} == --requirements ]]; then api_requirements; exit 0; fi
+if [[ -n $into ]]; then
+  [[ -x $into/python ]] || fail "no $into/python: install the textgen bundle there first (scripts/gpu_bundle.sh install FOLDER --name textgen --target $into)"
+  install_shim "$into"
+  echo "textgen installed: $SOURCE (commit ${COMMIT:0:12}), its requirements and shim in $into: run it with RIG_TEXTGEN_PYTHON=$into/python" >&2
+  exit 0
+fi
 make_venv "$VENV"
 stamp="$VENV/.installed-$({ api_requirements; cat "$0"; } | sha256sum | cut -c1-16)"
 if [[ ! -f $stamp ]]; then
   # pip's resolver needs the index: say so in one line after its own log.
   venv_install "$VENV" -r <(api_requirements) \
     || fail "pip could not install text-generation-webui's API requirements into $VENV: check that the package index is reachable, then re-run $0"
-  install_shim
+  install_shim "$(purelib "$VENV")"
   rm -f "$VENV"/.installed-* && touch "$stamp"
 fi
 if [[ $* == --transformers ]] && ! "$VENV/bin/python" -c 'import torch, transformers, accelerate' 2>/dev/null; then

@@ -21,7 +21,7 @@ from servers.llamacpp_cpu import (DEFAULT_SLOTS, LLAMACPP_METRICS, NO_HOST_PROMP
                                   with_defaults)
 from servers.spec import REPO, EngineSpec, LocalRecipe, Target
 
-__all__ = ["ENGINE", "RECIPE", "SPEC"]
+__all__ = ["ENGINE", "GGUF", "RECIPE", "SPEC", "binary"]
 
 GGUF = Path(os.environ.get("RIG_LLAMACPP_MODEL", REPO / "models" / "tiny-llama.gguf"))
 
@@ -53,7 +53,7 @@ ENGINE = Engine(
 )
 
 
-def _binary() -> Path:
+def binary() -> Path:
     if os.environ.get("RIG_LLAMA_SERVER"):
         return Path(os.environ["RIG_LLAMA_SERVER"])
     builds = sorted((REPO / "build" / "llama.cpp").glob("cuda-*/bin/llama-server"))
@@ -61,7 +61,7 @@ def _binary() -> Path:
 
 
 def command(port: int, extra_args: list[str]) -> list[str]:
-    argv = [str(_binary()), "--model", str(GGUF), "--host", "127.0.0.1", "--port", str(port),
+    argv = [str(binary()), "--model", str(GGUF), "--host", "127.0.0.1", "--port", str(port),
             "--alias", GGUF.stem, "--metrics", "--n-gpu-layers", "999",
             "--slot-save-path", tempfile.gettempdir()]
     defaults = {("--parallel", "-np"): str(DEFAULT_SLOTS), ("--kv-unified-per-slot",): str(SLOT_TOKENS),
@@ -70,8 +70,8 @@ def command(port: int, extra_args: list[str]) -> list[str]:
 
 
 def missing() -> str | None:
-    if not _binary().exists():
-        return f"no CUDA llama-server at {_binary()}: run scripts/build_llamacpp.sh --cuda ARCH"
+    if not binary().exists():
+        return f"no CUDA llama-server at {binary()}: run scripts/build_llamacpp.sh --cuda ARCH"
     if not GGUF.exists():
         return f"no model at {GGUF}: set RIG_LLAMACPP_MODEL to a GGUF file"
     return None

@@ -19,12 +19,28 @@ usage, flagged ``unequal_work``.
 The pinned 2024 image predates that loader (its llama.cpp ran in-process, without a llama-server)
 and ``--extra-flags``, ``--parallel`` and ``--spec-type``: it stops at its argument parser; run it
 with ``TEXTGEN_IMAGE`` set to an image of 1dcde41d03d1.
+
+Locally on a GPU host (``RECIPE``) it is that commit's API in front of the ``llamacpp`` engine's
+own CUDA llama-server and GGUF, every layer on the GPU, with the same slots and per-slot context,
+so the two race on the same binary and file. Installed there without a network (docs/gpus.md):
+``scripts/gpu_bundle.sh install ... --name textgen --target DIR`` and
+``scripts/install_textgen.sh --into DIR``; then
+
+    RIG_TEXTGEN_PYTHON   DIR/python (default .venv-textgen/bin/python)
+    RIG_TEXTGEN_SOURCE   its source (default build/textgen)
+    RIG_LLAMA_SERVER, RIG_LLAMACPP_MODEL   as for the llamacpp engine (servers/llamacpp.py)
 """
 
-from servers.engine import Engine
-from servers.spec import EngineSpec, PrefixCache, Target
+import os
+from pathlib import Path
 
-__all__ = ["ENGINE", "INNER_PORT_OFFSET", "PREDICTED_TOKENS", "SPEC", "TARGET"]
+from servers import llamacpp
+from servers.engine import Engine
+from servers.llamacpp_cpu import DEFAULT_SLOTS, SLOT_TOKENS, with_defaults
+from servers.spec import REPO, EngineSpec, LocalRecipe, PrefixCache, Target
+
+__all__ = ["BOOT", "ENGINE", "INNER_PORT_OFFSET", "PREDICTED_TOKENS", "PYTHON", "RECIPE", "SOURCE", "SPEC",
+           "TARGET", "api_command", "flag"]
 
 INNER_PORT_OFFSET = 5  # its llama-server listens on the API port + 5 when that port is free
 PREDICTED_TOKENS = "llamacpp:tokens_predicted_total"  # its llama-server's count of tokens generated
@@ -71,10 +87,56 @@ ENGINE = Engine(
 TARGET = Target(ENGINE.host_port, ignore_eos_as="ban_eos_token", empty_chunk_is_token=False,
                 output_tokens_counter=(PREDICTED_TOKENS, INNER_PORT_OFFSET))
 
+# Where scripts/install_textgen.sh puts it, on any device
+SOURCE = Path(os.environ.get("RIG_TEXTGEN_SOURCE", REPO / "build" / "textgen"))
+PYTHON = Path(os.environ.get("RIG_TEXTGEN_PYTHON", REPO / ".venv-textgen" / "bin" / "python"))
+BOOT = REPO / "servers" / "textgen-cpu" / "boot.py"
+INSTALL = "run scripts/install_textgen.sh"
+
+
+def flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv[:-1] else None
+
+
+def api_command(port: int, defaults: dict[tuple[str, ...], str], extra_args: list[str]) -> list[str]:
+    """server.py's API under boot.py with ``defaults`` (flag spellings -> value), each replaced
+    by a flag in ``extra_args``; the llama.cpp loader's ``--ctx-size`` is its slots' total."""
+    argv = [str(PYTHON), str(BOOT), str(SOURCE), "--nowebui", "--api", "--api-port", str(port)]
+    if (flag(extra_args, "--loader") or defaults.get(("--loader",))) == "llama.cpp":
+        slots = int(flag(extra_args, "--parallel") or defaults.get(("--parallel",), DEFAULT_SLOTS))
+        defaults = {**defaults, ("--ctx-size", "--n_ctx"): str(slots * SLOT_TOKENS)}
+    return [arg for arg in with_defaults(argv, defaults, extra_args) if arg]
+
+
+def missing_source() -> str | None:
+    if not (SOURCE / "server.py").exists():
+        return f"no text-generation-webui source at {SOURCE}: {INSTALL}"
+    if not PYTHON.exists():
+        return f"no {PYTHON}: {INSTALL}"
+    return None
+
+
+def command(port: int, extra_args: list[str]) -> list[str]:
+    gguf = llamacpp.GGUF
+    return api_command(port, {("--loader",): "llama.cpp", ("--model-dir",): str(gguf.parent),
+                              ("--model",): gguf.name, ("--gpu-layers", "--n-gpu-layers"): "999",
+                              ("--parallel",): str(DEFAULT_SLOTS), ("--extra-flags",): "metrics"},
+                       extra_args)
+
+
+def missing() -> str | None:
+    return missing_source() or llamacpp.RECIPE.missing()
+
+
+# Its loader finds llama-server through the llama_cpp_binaries shim, which reads RIG_LLAMA_SERVER.
+RECIPE = LocalRecipe(slug="textgen", command=command, missing=missing, model_name=llamacpp.GGUF.stem,
+                     health_path=ENGINE.health_path, env={"RIG_LLAMA_SERVER": str(llamacpp.binary())})
+
 SPEC = EngineSpec(
     slug="textgen",
     container=ENGINE,
     target=TARGET,
+    local=RECIPE,
     metrics_none="text-generation-webui's API has no Prometheus endpoint (its llama-server's is on "
                  f"the API port + {INNER_PORT_OFFSET})",
     prefix_cache=PrefixCache(None, "text-generation-webui's cache belongs to its loader and has "

@@ -34,14 +34,13 @@ opens with an empty chunk before it generates, which is not a token (``empty_chu
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from servers.engine import Engine
-from servers.llamacpp_cpu import DEFAULT_SLOTS, GGUF, LLAMA_SERVER, SLOT_TOKENS, _threads, with_defaults
-from servers.spec import REPO, EngineSpec, LocalRecipe, PrefixCache
+from servers.llamacpp_cpu import DEFAULT_SLOTS, GGUF, LLAMA_SERVER, SLOT_TOKENS, _threads
+from servers.spec import EngineSpec, LocalRecipe, PrefixCache
+from servers.textgen import BOOT, INNER_PORT_OFFSET, PREDICTED_TOKENS, SOURCE, TARGET
 from servers.textgen import ENGINE as TEXTGEN
-from servers.textgen import INNER_PORT_OFFSET, PREDICTED_TOKENS, TARGET
+from servers.textgen import PYTHON as VENV_PYTHON
+from servers.textgen import api_command, flag, missing_source
 from servers.transformers import TINY_MODEL
 
 __all__ = ["BOOT", "COMMIT", "ENGINE", "IMAGE", "INNER_PORT_OFFSET", "PREDICTED_TOKENS", "RECIPE", "SOURCE",
@@ -49,10 +48,6 @@ __all__ = ["BOOT", "COMMIT", "ENGINE", "IMAGE", "INNER_PORT_OFFSET", "PREDICTED_
 
 COMMIT = "1dcde41d03d13fc768316f4d2256a8a6dd044268"  # = scripts/install_textgen.sh COMMIT
 IMAGE = f"llm-load-rig/textgen-cpu:{COMMIT[:12]}"
-SOURCE = Path(os.environ.get("RIG_TEXTGEN_SOURCE", REPO / "build" / "textgen"))
-VENV_PYTHON = Path(os.environ.get("RIG_TEXTGEN_PYTHON", REPO / ".venv-textgen" / "bin" / "python"))
-BOOT = REPO / "servers" / "textgen-cpu" / "boot.py"
-_INSTALL = "run scripts/install_textgen.sh"
 _NOT_CPU = "textgen-cpu runs on CPU, every layer (--gpu-layers 0)"
 _GGUF = "the llama.cpp loader takes it from the GGUF file chosen as MODEL"
 
@@ -96,34 +91,20 @@ ENGINE = Engine(
 
 
 def command(port: int, extra_args: list[str]) -> list[str]:
-    """server.py under boot.py, on the tiny GGUF (or, with ``--loader Transformers``, the tiny
+    """server.py under boot.py on the tiny GGUF (or, with ``--loader Transformers``, the tiny
     model's folder on CPU torch); a flag in ``extra_args`` replaces the recipe's default."""
-    argv = [str(VENV_PYTHON), str(BOOT), str(SOURCE), "--nowebui", "--api", "--api-port", str(port)]
-    if _loader(extra_args) == "Transformers":
-        defaults = {("--model-dir",): str(TINY_MODEL.parent), ("--model",): TINY_MODEL.name, ("--cpu",): ""}
-    else:
-        threads = str(_threads())
-        defaults = {("--loader",): "llama.cpp", ("--model-dir",): str(GGUF.parent), ("--model",): GGUF.name,
-                    ("--gpu-layers",): "0", ("--threads",): threads, ("--threads-batch",): threads,
-                    ("--parallel",): str(DEFAULT_SLOTS), ("--extra-flags",): "metrics"}
-        slots = int(_flag(extra_args, "--parallel") or DEFAULT_SLOTS)
-        defaults[("--ctx-size", "--n_ctx")] = str(slots * SLOT_TOKENS)
-    return [arg for arg in with_defaults(argv, defaults, extra_args) if arg]
-
-
-def _flag(argv: list[str], name: str) -> str | None:
-    return argv[argv.index(name) + 1] if name in argv[:-1] else None
-
-
-def _loader(extra_args: list[str]) -> str:
-    return _flag(extra_args, "--loader") or "llama.cpp"
+    if flag(extra_args, "--loader") == "Transformers":
+        return api_command(port, {("--model-dir",): str(TINY_MODEL.parent), ("--model",): TINY_MODEL.name,
+                                  ("--cpu",): ""}, extra_args)
+    threads = str(_threads())
+    return api_command(port, {("--loader",): "llama.cpp", ("--model-dir",): str(GGUF.parent), ("--model",): GGUF.name,
+                              ("--gpu-layers",): "0", ("--threads",): threads, ("--threads-batch",): threads,
+                              ("--parallel",): str(DEFAULT_SLOTS), ("--extra-flags",): "metrics"}, extra_args)
 
 
 def missing() -> str | None:
-    if not (SOURCE / "server.py").exists():
-        return f"no text-generation-webui source at {SOURCE}: {_INSTALL}"
-    if not VENV_PYTHON.exists():
-        return f"no {VENV_PYTHON}: {_INSTALL}"
+    if problem := missing_source():
+        return problem
     if not LLAMA_SERVER.exists():
         return f"no llama-server at {LLAMA_SERVER}: run scripts/build_llamacpp.sh"
     if not GGUF.exists():

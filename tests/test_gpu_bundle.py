@@ -104,6 +104,19 @@ def test_what_a_gpu_cannot_use_is_trimmed_and_nothing_for_unknown_gpus():
     assert set(RECIPES) - {"rig"} <= set(SPECS), "a bundle is named for an engine spec"
 
 
+def test_textgens_bundle_asks_for_what_install_textgen_installs():
+    from servers.textgen import SOURCE
+
+    if not (SOURCE / "server.py").exists() and not list((REPO.parent / "shared/vendor").glob("text-gen*.tar.gz")):
+        pytest.skip("no text-generation-webui source here, nor its tarball in ../shared/vendor")
+    printed = subprocess.run([str(REPO / "scripts/install_textgen.sh"), "--requirements"], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout.splitlines()
+    recipe = RECIPES["textgen"].expanded()
+    assert recipe.requirements == tuple(printed) and "fastapi==0.112.4" in printed
+    assert not any(line.startswith("https://") for line in printed), "GitHub's wheels stay out"
+    assert RECIPES["vllm"].expanded() is RECIPES["vllm"]
+
+
 def _wheel(path: Path) -> Path:
     files = {"demo_pkg/__init__.py": b"VALUE = 42\n", "demo_pkg/kernels_sm80.so": b"\0" * 4096,
              "demo_pkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: demo-pkg\nVersion: 1.0\n",

@@ -1,4 +1,5 @@
-"""vLLM and Aphrodite as local GPU engines (servers/vllm.py's gpu_recipe), and the 8B-shaped model.
+"""vLLM and Aphrodite as local GPU engines (servers/vllm.py's gpu_recipe), text-generation-webui on
+the llamacpp engine's CUDA build (servers/textgen.py), and the 8B-shaped model.
 
 Fast and CPU-only: the recipes' commands, environments and refusals are read, never run; the
 Llama-3-8B shape is checked from its config and weight list, nothing allocated.
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import servers.llamacpp
 import servers.vllm
 from loadtest.sweep.launch import local_args
 from loadtest.sweep.matrix import EngineConfig
@@ -264,3 +266,40 @@ def test_tiny_model_refuses_a_shape_it_does_not_have(argv: list[str], said: str,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     assert _tiny_model().main(argv) == 2
     assert capsys.readouterr().err.strip() == said
+
+
+# ---- text-generation-webui on the llamacpp engine's CUDA llama-server (servers/textgen.py) ----
+
+def test_textgen_serves_the_llamacpp_engines_binary_and_gguf_on_the_gpu() -> None:
+    from servers import llamacpp, textgen
+    from servers.llamacpp_cpu import DEFAULT_SLOTS, SLOT_TOKENS
+
+    argv = textgen.command(PORT, [])
+    assert argv[:7] == [str(textgen.PYTHON), str(textgen.BOOT), str(textgen.SOURCE), "--nowebui", "--api",
+                        "--api-port", str(PORT)]
+    given = dict(zip(argv[7::2], argv[8::2]))
+    assert given == {"--loader": "llama.cpp", "--model-dir": str(llamacpp.GGUF.parent),
+                     "--model": llamacpp.GGUF.name, "--gpu-layers": "999", "--parallel": str(DEFAULT_SLOTS),
+                     "--extra-flags": "metrics", "--ctx-size": str(DEFAULT_SLOTS * SLOT_TOKENS)}
+    assert textgen.RECIPE.env["RIG_LLAMA_SERVER"] == str(llamacpp.binary())
+    assert textgen.RECIPE.model_name == llamacpp.RECIPE.model_name
+    assert SPECS["textgen"].local is textgen.RECIPE is LOCAL["textgen"]
+
+
+def test_textgen_on_the_gpu_takes_the_users_slots_and_layers() -> None:
+    from servers import textgen
+    from servers.llamacpp_cpu import SLOT_TOKENS
+
+    argv = textgen.command(PORT, ["--parallel", "32", "--n-gpu-layers", "20"])
+    assert argv[-4:] == ["--parallel", "32", "--n-gpu-layers", "20"]
+    assert "--gpu-layers" not in argv and argv.count("--parallel") == 1
+    assert argv[argv.index("--ctx-size") + 1] == str(32 * SLOT_TOKENS)
+
+
+def test_textgen_on_the_gpu_says_what_is_missing_first() -> None:
+    from servers import textgen
+
+    if (textgen.SOURCE / "server.py").exists() and textgen.PYTHON.exists():
+        assert textgen.missing() == servers.llamacpp.RECIPE.missing()
+    else:
+        assert _one_line(textgen.missing()).endswith("run scripts/install_textgen.sh")

@@ -61,7 +61,11 @@ def _build(args: argparse.Namespace) -> int:
     from servers.bundle.pack import PackError, pack
     from servers.bundle.resolve import ResolveError, resolve
 
-    recipe = RECIPES[args.name]
+    try:
+        recipe = RECIPES[args.name].expanded()
+    except RuntimeError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     if not args.plan:  # before minutes of resolving and fetching
         args.out.mkdir(parents=True, exist_ok=True)
         args.cache.mkdir(parents=True, exist_ok=True)

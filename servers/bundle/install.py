@@ -137,7 +137,7 @@ def install(folder: Path, target: Path, name: str | None = None,
             raise InstallError(f"pip install --no-index failed (exit {done.returncode}): {tail[0]}")
     interpreter = _interpreter_script(target, python, manifest.get("env", {}))
     module = manifest["module"]
-    dist = re.split(r"[\s;<>=!~\[]", manifest["requirements"][0], maxsplit=1)[0]
+    dist = manifest.get("dist") or re.split(r"[\s;<>=!~\[]", manifest["requirements"][0], maxsplit=1)[0]
     probe = subprocess.run([str(interpreter), "-c", f"import {module}; from importlib.metadata "
                             f"import version; print(version({dist!r}))"], capture_output=True, text=True)
     if probe.returncode != 0:

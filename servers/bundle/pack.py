@@ -143,7 +143,8 @@ def pack(recipe: BundleRecipe, host: HostDescription, locked: list[Locked], out:
         parts = _split(archive, out, recipe.name, int(part_mib * 1024 * 1024))
         archive_sha = file_sha256(archive)
     manifest: dict[str, object] = {
-        "name": recipe.name, "module": recipe.module, "requirements": list(recipe.requirements),
+        "name": recipe.name, "module": recipe.module, "dist": recipe.dist,
+        "requirements": list(recipe.requirements),
         "env": recipe.env, "host": {k: v for k, v in asdict(host).items() if k != "packages"},
         "wheels": entries, "left_out": recipe.left_out, "trimmed": trimmed,
         "parts": parts, "archive_sha256": archive_sha,

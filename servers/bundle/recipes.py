@@ -8,8 +8,9 @@ opt-in there: a feature that needs it fails at the point of use, naming the modu
 from __future__ import annotations
 
 import re
+import subprocess
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from servers.spec import REPO
 
@@ -40,6 +41,19 @@ class BundleRecipe:
     left_out: dict[str, str] = field(default_factory=dict)   # package -> why serving needs none
     trims: tuple[Trim, ...] = ()
     env: dict[str, str] = field(default_factory=dict)        # what the engine needs set there
+    dist: str = ""                 # whose version the install reports (default: the first requirement's)
+    # a repository command printing more requirements, one a line, where another script keeps them
+    requirements_from: tuple[str, ...] = ()
+
+    def expanded(self) -> BundleRecipe:
+        """The recipe with ``requirements_from``'s lines added (run now, from the repository)."""
+        if not self.requirements_from:
+            return self
+        printed = subprocess.run(self.requirements_from, cwd=REPO, capture_output=True, text=True)
+        if printed.returncode != 0:
+            last = (printed.stderr.strip().splitlines() or ["no output"])[-1]
+            raise RuntimeError(f"{' '.join(self.requirements_from)} failed: {last}")
+        return replace(self, requirements=(*self.requirements, *printed.stdout.split("\n")[:-1]))
 
 
 # vLLM's kernels by GPU: FlashAttention 3 is Hopper's (sm90), FlashAttention 2 every other
@@ -99,3 +113,14 @@ def rig_requirements() -> tuple[str, ...]:
 
 
 RECIPES["rig"] = BundleRecipe(name="rig", requirements=rig_requirements(), module="locust")
+
+
+# The host's own transformers where it has one (uv keeps the host's versions), with the extras its
+# `transformers serve` imports (FastAPI, uvicorn, openai's types).
+RECIPES["transformers"] = BundleRecipe(name="transformers", requirements=("transformers[serving]",),
+                                       module="transformers.cli.transformers")
+
+# text-generation-webui's API (its llama.cpp loader starts the rig's CUDA llama-server): the
+# requirements scripts/install_textgen.sh installs locally, for `install_textgen.sh --into` there.
+RECIPES["textgen"] = BundleRecipe(name="textgen", requirements=(), module="fastapi", dist="fastapi",
+                                  requirements_from=("scripts/install_textgen.sh", "--requirements"))
