@@ -1,5 +1,6 @@
-"""Helpers the tests share: the repository root, a free port, the Locust CLI as users run it,
-the pacing server, an engine crashed under a run, a run's size from the engine's speed.
+"""Helpers the tests share: the repository root, a free port, the Locust CLI as users run it
+(and its checks in-process), the pacing server, an engine crashed under a run, a run's size
+from the engine's speed.
 
 (Not in conftest.py: tests/compose has a conftest of its own, and `from conftest import` would
 pick whichever pytest imported first.)
@@ -7,7 +8,9 @@ pick whichever pytest imported first.)
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import math
 import subprocess
@@ -17,8 +20,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+# The locustfile, for locustfile_checks: imported here, before any test runs, because Locust's
+# gevent patching (done where Locust is first imported) deadlocks on the import lock when it
+# first happens inside a test. The whole session runs patched so, as it did wherever
+# tests/test_cli.py was collected (it imports Locust).
+import loadtest.engines as locustfile  # noqa: E402,I001 - Locust first: it monkey-patches
+from locust.argument_parser import get_parser
+
 from loadtest.cli.locust import locust_command
 from loadtest.cli.processes import free_port  # noqa: F401 - the tests import it from here
+from loadtest.cli.run import check_run_options
+from loadtest.client.options import ConfigError
+from loadtest.workload import WorkloadError
 
 REPO = Path(__file__).resolve().parents[1]
 # vLLM's flag for no torch.compile warm-up: the tests whose vLLM only has to answer start it so.
@@ -34,6 +47,34 @@ def run_locust(*args: str, timeout_s: float = 300) -> subprocess.CompletedProces
     """The rig's Locust CLI exactly as a user runs it (one user unless `args` say --users)."""
     cmd = locust_command(host="", users=1, rig_options=["--only-summary", *args])
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
+
+
+def locustfile_checks(*args: str) -> subprocess.CompletedProcess[str]:
+    """What `run_locust(*args)` answers before it asks the engine anything, found in-process
+    (about 100 times cheaper than a process, for walking many bad values): Locust's own parser
+    with the locustfile's hook on it (init_command_line_parser: the rig's options, and Locust's
+    own checked as `rig run` checks them), then the checks the locustfile makes first
+    (check_run_options), refused as it refuses. Exit 2 and its `error:` line, or 0 where every
+    check passed (the real run would go on to the engine). Each test that walks values here
+    keeps one case through the real process (run_locust): the wiring."""
+    cmd = locust_command(host="", users=1, rig_options=["--only-summary", *args])
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.chdir(REPO), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            options = get_parser(default_config_files=[]).parse_args(cmd[cmd.index("-f"):])
+            try:
+                check_run_options(options, options.host)
+            except (ConfigError, WorkloadError) as exc:
+                locustfile._refuse(str(exc))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(cmd, code, out.getvalue(), err.getvalue())
+
+
+def first_through_the_process(cases: list[tuple]) -> list[tuple]:
+    """Parametrize cases of locustfile refusals, each with how to run it added last: the first
+    through the real process (run_locust: the wiring), the rest through locustfile_checks."""
+    return [(*case, run_locust if i == 0 else locustfile_checks) for i, case in enumerate(cases)]
 
 
 def requests_lasting(url: str, seconds: float, out: Path, *workload: str, users: int = 1,

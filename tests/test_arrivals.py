@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loadtest.client.arrivals import OpenLoop, open_loop_from_options, send_offsets_ns
-from rig_helpers import run_locust
+from rig_helpers import first_through_the_process
 
 
 def _gaps_s(burstiness: float, rate: float = 10.0, n: int = 20_000, seed: int = 1) -> np.ndarray:
@@ -109,13 +109,13 @@ def test_burstiness_out_of_place_is_refused(given_options: dict[str, str], messa
         open_loop_from_options(_options(**given_options))
 
 
-@pytest.mark.parametrize("args, message", [
+@pytest.mark.parametrize("args, message, locust", first_through_the_process([
     (["--rate", "2", "--arrival", "gamma", "--burstiness", "0"], "--burstiness must be a number above 0"),
     (["--rate", "2", "--arrival", "gamma", "--burstiness", "-1"], "--burstiness must be a number above 0"),
     (["--rate", "2", "--burstiness", "0.5"], "--burstiness shapes --arrival gamma"),
-])
-def test_bad_burstiness_is_one_error_line_and_exit_2(args: list[str], message: str, tmp_path):
-    result = run_locust(*args, "--out", str(tmp_path / "out"))
+]))
+def test_bad_burstiness_is_one_error_line_and_exit_2(args: list[str], message: str, locust, tmp_path):
+    result = locust(*args, "--out", str(tmp_path / "out"))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and message in errors[0], result.stderr[-1500:]

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loadtest.cli.run import LOCUST_TYPES, add_locustfile_options
-from rig_helpers import free_port, run_locust
+from rig_helpers import free_port, locustfile_checks, run_locust
 from test_cli import BY_NAME, STRATEGIES, check  # rig run's in-process check, its bad values
 
 
@@ -27,7 +27,9 @@ def test_unknown_engine():
 
 @pytest.mark.parametrize("value", ["0", "-3", "many"])
 def test_requests_must_be_positive(value: str):
-    _refused(run_locust("--requests", value), "--requests must be a positive integer")
+    """In-process (tests/rig_helpers.py's locustfile_checks); test_bad_max_tokens is the same
+    check through the real process."""
+    _refused(locustfile_checks("--requests", value), "--requests must be a positive integer")
 
 
 def test_bad_max_tokens():
@@ -155,27 +157,28 @@ def _numeric_options() -> list[str]:
     return numeric
 
 
-@settings(max_examples=6, deadline=None, database=None,
+@settings(max_examples=40, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(option=st.sampled_from(_numeric_options()),
        value=st.one_of(st.sampled_from(["nan", "inf", "-inf", "1e999", "", "²", "0x10"]),
                        st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Nd")),
                                min_size=1, max_size=8)))
 def test_a_malformed_number_is_one_line_from_locust_itself(option: str, value: str):
-    """A sample through the real locustfile (a process each): a number option given a word,
-    NaN, infinity or an empty value ends in one `error:` line and exit 2, before anything is
-    sent, the line `rig run` prints for it. Every option of every command is walked in-process
-    in tests/test_cli.py."""
+    """Through the locustfile's checks (in-process: tests/rig_helpers.py's locustfile_checks;
+    test_bad_max_tokens and test_no_users go through the real process): a number option given a
+    word, NaN, infinity or an empty value ends in one `error:` line and exit 2, before anything
+    is sent, the line `rig run` prints for it. Every option of every command is walked
+    in-process in tests/test_cli.py."""
     host = f"http://127.0.0.1:{free_port()}"
-    result = run_locust(f"{option}={value}", "--host", host, timeout_s=120)
-    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    result = locustfile_checks(f"{option}={value}", "--host", host)
+    code, _, err = check(BY_NAME["run"], [f"{option}={value}", "--host", host])
+    assert result.returncode == code, (result.stderr, err)
+    if code == 0:  # a value both take (an empty one keeps the default): on to the engine
+        return
+    assert code == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1, result.stderr[-2000:]
-    code, _, err = check(BY_NAME["run"], [f"{option}={value}", "--host", host])
-    if code == 0:  # a value both take (an empty one keeps the default): on to the engine
-        assert errors[0].startswith(f"error: cannot reach {host}"), errors[0]
-    else:
-        assert _same_words(errors[0]) == _same_words(err.strip())
+    assert _same_words(errors[0]) == _same_words(err.strip())
 
 
 def _rig_run_error(*argv: str) -> str:
@@ -189,7 +192,7 @@ def _same_words(line: str) -> str:
     return line.removesuffix(" (see rig run --help)")
 
 
-@settings(max_examples=10, deadline=None, database=None,
+@settings(max_examples=40, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_locusts_own_options_are_checked_as_rig_run_checks_them(data: st.DataObject):
@@ -197,24 +200,26 @@ def test_locusts_own_options_are_checked_as_rig_run_checks_them(data: st.DataObj
     where `rig run` printed one line. Locust's own options that a run takes (--host, --users,
     --spawn-rate, --processes) get the type `rig run` declares them with (LOCUST_TYPES), fed the
     malformed values tests/test_cli.py feeds `rig run`: one `error:` line, the same as rig run's,
-    exit 2, before anything is sent."""
+    exit 2, before anything is sent. In-process (tests/rig_helpers.py's locustfile_checks);
+    test_no_users is one of them through the real process."""
     option = data.draw(st.sampled_from(sorted(LOCUST_TYPES)), label="option")
     value = data.draw(STRATEGIES[LOCUST_TYPES[option]](Path("/nonexistent")), label="value")
-    result = run_locust(f"{option}={value}", timeout_s=120)
+    result = locustfile_checks(f"{option}={value}")
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and option in errors[0], result.stderr[-2000:]
     assert errors[0] == _rig_run_error(f"{option}={value}")
 
 
-@pytest.mark.parametrize("host", ["http://user:s3cret-pw@127.0.0.1:{port}",
-                                  "https://:s3cret-pw@127.0.0.1:{port}/v1"])
-def test_a_host_with_a_password_is_refused_and_the_password_never_shown(host: str):
+@pytest.mark.parametrize("host, locust", [
+    ("http://user:s3cret-pw@127.0.0.1:{port}", run_locust),
+    ("https://:s3cret-pw@127.0.0.1:{port}/v1", locustfile_checks)], ids=["process", "in-process"])
+def test_a_host_with_a_password_is_refused_and_the_password_never_shown(host: str, locust):
     """Issue 37: `--host http://user:pw@127.0.0.1:P` failed as `cannot reach ...: Name or
     service not known`. The rig sends no HTTP basic auth: refused in one line that says so and
     points to the API key, by `locust -f` and `rig run` alike, the password never printed."""
     host = host.format(port=free_port())
-    result = run_locust("--host", host, timeout_s=120)
+    result = locust("--host", host)
     _refused(result, "--host must not carry a user name or password")
     assert "LLM_API_KEY" in result.stderr and "s3cret-pw" not in result.stderr + result.stdout
     assert "s3cret-pw" not in _rig_run_error("--host", host)

@@ -14,7 +14,7 @@ import pytest
 
 from loadtest.client.arrivals import send_offsets_ns
 from loadtest.results.verdict import judge
-from rig_helpers import REPO, run_locust
+from rig_helpers import REPO, first_through_the_process, run_locust
 
 
 def _row(out: Path) -> dict[str, str]:
@@ -41,14 +41,14 @@ def test_schedules_are_seeded_and_shaped():
     assert np.std(gaps) == pytest.approx(0.1, rel=0.15)  # exponential: sd = mean
 
 
-@pytest.mark.parametrize("args, message", [
+@pytest.mark.parametrize("args, message, locust", first_through_the_process([
     (["--rate", "0"], "--rate must be above 0"),
     (["--rate", "fast"], "--rate must be a number"),
     (["--rate", "2", "--arrival", "bursty"], "--arrival must be one of constant, poisson, gamma"),
     (["--arrival", "constant"], "give --rate too"),
-])
-def test_bad_open_loop_options_are_one_error_line(args: list[str], message: str):
-    result = run_locust(*args)
+]))
+def test_bad_open_loop_options_are_one_error_line(args: list[str], message: str, locust):
+    result = locust(*args)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and message in errors[0], result.stderr[-1500:]

@@ -18,6 +18,7 @@ from loadtest.client.stages import Stage, StageError, load_stages, parse_stages,
 from loadtest.local_engine import LocalEngine
 from rig_helpers import REPO, run_locust
 from servers.local import LOCAL
+from test_cli import BY_NAME, check  # rig run's checks, in-process
 
 RAMP_STEP_SPIKE = """
 stages:
@@ -106,7 +107,7 @@ def test_a_file_that_is_not_yaml_names_its_line(tmp_path: Path):
 
 
 @pytest.mark.parametrize("text, extra, message", [
-    ("", [], "has no stages"),  # an empty file is YAML's None
+    ("", [], "has no stages"),  # an empty file is YAML's None (the one through the process)
     ("stages: []\n", [], "has no stages"),
     ("- {users: 4, duration: [\n", [], "is not YAML"),
     ("- {users: 0, duration: 5}\n", [], "users must be a positive integer"),
@@ -115,14 +116,21 @@ def test_a_file_that_is_not_yaml_names_its_line(tmp_path: Path):
     ("- {users: 4, duration: 5}\n", ["--rate", "2"], "--stages with --rate"),
 ])
 def test_rig_run_refuses_a_bad_stages_file_in_one_line_and_sends_nothing(
-        tmp_path: Path, text: str, extra: list[str], message: str):
+        tmp_path: Path, text: str, extra: list[str], message: str,
+        monkeypatch: pytest.MonkeyPatch):
+    """The first case through the real `rig run`, the rest through its checks in-process."""
     path = tmp_path / "stages.yaml"
     path.write_text(text)
-    done = subprocess.run([sys.executable, "-m", "loadtest.cli.main", "run", "--stages", str(path),
-                           "--host", "http://127.0.0.1:9", *extra], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
-    assert done.returncode == 2 and not done.stdout, done.stderr
-    (line,) = done.stderr.splitlines()
+    argv = ["--stages", str(path), "--host", "http://127.0.0.1:9", *extra]
+    if not text:
+        done = subprocess.run([sys.executable, "-m", "loadtest.cli.main", "run", *argv],
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        code, stdout, stderr = done.returncode, done.stdout, done.stderr
+    else:
+        monkeypatch.chdir(tmp_path)
+        code, stdout, stderr = check(BY_NAME["run"], argv)
+    assert code == 2 and not stdout, stderr
+    (line,) = stderr.splitlines()
     assert line.startswith("error: ") and message in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["stages.yaml"]
 

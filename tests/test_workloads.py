@@ -16,7 +16,7 @@ from tokenizers import Tokenizer
 from loadtest.workload import WorkloadError, build_workload, workload_options
 from loadtest.workload.lengths import parse_lengths
 from loadtest.workload.usage import prompt_token_columns
-from rig_helpers import REPO, run_locust
+from rig_helpers import REPO, first_through_the_process
 
 MODEL = REPO / "models" / "tiny-llama"
 needs_model = pytest.mark.skipif(not (MODEL / "tokenizer.json").is_file(),
@@ -427,15 +427,15 @@ def test_asked_and_reported_prompt_tokens_name_the_cause_of_a_mismatch():
     assert other["prompt_tokens_asked_mean"] == 100 and other["prompt_tokens_reported_mean"] == 106.67
 
 
-@pytest.mark.parametrize("args, message", [
+@pytest.mark.parametrize("args, message, locust", first_through_the_process([
     (("--workload", "nope"), "--workload 'nope'"),
     (("--workload", "synthetic", "--input-len", "10-5"), "--input-len '10-5'"),
     (("--workload", "trace", "--trace", "t.jsonl", "--speedup", "0"), "--speedup must be a positive"),
     (("--workload", "trace", "--trace", "t.jsonl", "--rate", "3"), "--rate and --workload trace"),
-])
+]))
 def test_the_locustfile_refuses_bad_workload_options_in_one_line(args: tuple[str, ...], message: str,
-                                                                 tmp_path: Path):
-    result = run_locust("--out", str(tmp_path / "out"), *args, timeout_s=120)
+                                                                 locust, tmp_path: Path):
+    result = locust("--out", str(tmp_path / "out"), *args)
     assert result.returncode == 2, result.stderr[-2000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and message in errors[0] and "Traceback" not in result.stderr
