@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ for _path in (ROOT, Path(__file__).resolve().parent):  # the rig's packages; doc
         sys.path.insert(0, str(_path))
 
 
+@functools.cache  # asked once a session, not by each test (a process each)
 def compose_available() -> str | None:
     """None if `docker compose` v2 runs here, else the reason it does not."""
     if shutil.which("docker") is None:
@@ -65,15 +67,23 @@ def compose(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     return run
 
 
+# `docker compose config --format json` of each env already rendered this session (the same
+# files, so the same answer): tests that read one env's project apart share one compose run.
+_RENDERED: dict[tuple[tuple[str, str], ...], str] = {}
+
+
 @pytest.fixture
 def config(compose: Callable[..., subprocess.CompletedProcess[str]]) -> Callable[[dict[str, str]], dict[str, Any]]:
     """The rendered project (`docker compose config --format json`) for ``env``."""
 
     def render(env: dict[str, str]) -> dict[str, Any]:
-        result = compose("config", "--format", "json", env=env)
-        assert result.returncode == 0, result.stderr
-        assert "variable is not set" not in result.stderr, result.stderr
-        return json.loads(result.stdout)
+        key = tuple(sorted(env.items()))
+        if key not in _RENDERED:
+            result = compose("config", "--format", "json", env=env)
+            assert result.returncode == 0, result.stderr
+            assert "variable is not set" not in result.stderr, result.stderr
+            _RENDERED[key] = result.stdout
+        return json.loads(_RENDERED[key])
 
     return render
 
