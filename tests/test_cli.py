@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loadtest.cli import types
-from loadtest.cli.main import COMMANDS, Command
+from loadtest.cli.main import COMMANDS, Command, main
 from loadtest.cpus import allowed_cpus
 from loadtest.sweep.slo import width as slo_width
 
@@ -281,6 +281,12 @@ def test_rig_help_lists_every_command():
         assert f"rig {command.name} " in done.stdout
 
 
+# Through the real process: rig's dispatch, `rig run` (it execs Locust once its checks pass), a
+# command that parses itself and a bash preset; the rest through the same main() in-process.
+_REAL = ([], ["run", "--requests", "0"], ["engine", "start", "--port", "70000"],
+         ["latency", "--requests", "0", "vllm-cpu"])
+
+
 @pytest.mark.parametrize("args, message", [
     ([], "name a command"),
     (["nosuch"], "unknown command 'nosuch'"),
@@ -312,12 +318,23 @@ def test_rig_help_lists_every_command():
     (["reconcile", "."], "has no per-request records (requests.jsonl)"),
     (["peers", "run", "--peer", "llmperf"], "unknown peer 'llmperf'"),
 ])
-def test_the_real_command_refuses_in_one_line(args: list[str], message: str, tmp_path: Path):
-    """A sample through the real process: exit 2, one line on stderr, nothing on stdout."""
-    done = subprocess.run([sys.executable, "-m", "loadtest.cli.main", *args], capture_output=True,
-                          text=True, timeout=120, cwd=tmp_path)
-    assert_one_error_line(done.returncode, done.stderr, names=message)
-    assert not done.stdout and not any(tmp_path.iterdir())
+def test_the_real_command_refuses_in_one_line(args: list[str], message: str, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]):
+    """A sample through `rig`'s main (a few through the real process, _REAL): exit 2, one line
+    on stderr, nothing on stdout."""
+    if args in _REAL:
+        done = subprocess.run([sys.executable, "-m", "loadtest.cli.main", *args],
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        code, stdout, stderr = done.returncode, done.stdout, done.stderr
+    else:
+        monkeypatch.chdir(tmp_path)
+        with pytest.raises(SystemExit) as exited:
+            main(args)
+        code = exited.value.code if isinstance(exited.value.code, int) else 1
+        stdout, stderr = capsys.readouterr()
+    assert_one_error_line(code, stderr, names=message)
+    assert not stdout and not any(tmp_path.iterdir())
 
 
 def test_rig_run_lists_every_option_the_locustfile_adds():

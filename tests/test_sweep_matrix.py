@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from loadtest.sweep import flags
 from loadtest.sweep.cells import config_hash, expand_cells, flags_text
 from loadtest.sweep.matrix import MatrixError, parse_matrix
 from loadtest.sweep.state import SweepState
@@ -160,11 +161,20 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
-def test_example_matrices_pass_a_dry_run(path: Path, tmp_path: Path) -> None:
-    result = run_cli("loadtest.sweep.flags", str(path), "--dry-run", "--out", str(tmp_path))
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("dry run: sweep ")
-    assert "locust -f" in result.stdout and "nothing started" in result.stdout
+def test_example_matrices_pass_a_dry_run(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The first through the real process, the rest through the same main() in-process."""
+    argv = [str(path), "--dry-run", "--out", str(tmp_path)]
+    if path == EXAMPLES[0]:
+        result = run_cli("loadtest.sweep.flags", *argv)
+        code, stdout, stderr = result.returncode, result.stdout, result.stderr
+    else:
+        monkeypatch.chdir(REPO)
+        code = flags.main(argv)
+        stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    assert stdout.startswith("dry run: sweep ")
+    assert "locust -f" in stdout and "nothing started" in stdout
     assert not any(tmp_path.iterdir())  # a dry run writes nothing
 
 
