@@ -68,8 +68,9 @@ install_ccache() {
 }
 
 # The fast tests wait on subprocesses much of their time: two pytest processes, every other test
-# file each, keep both cores busy. (pytest-xdist cannot: Locust's gevent patching, done where a
-# test imports it, breaks xdist's worker channel.) Where PYTEST_ARGS name tests, one process.
+# file each, keep both cores busy. (pytest-xdist cannot: Locust's gevent patching, done as the
+# tests' helpers import it (tests/rig_helpers.py), breaks xdist's worker channel.) Where
+# PYTEST_ARGS name tests, one process.
 fast_tests() {
   local pytest=(.venv/bin/python -m pytest -rs --durations=25 -m "not engine and not docker")
   local arg
