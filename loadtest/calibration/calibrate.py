@@ -42,14 +42,11 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from loadtest.cli.args import RigParser, command_prog
 from loadtest.cli.locust import locust_command
-from loadtest.cli.processes import free_port, stop_process_group
 from loadtest.cli.types import (cpu_list, duration, positive_int, positive_int_list,
                                 positive_number, writable_folder)
 from loadtest.cpus import cpu_set
@@ -58,6 +55,7 @@ from loadtest.results.record import RequestRecord
 from loadtest.results.files import read_records, read_runs, write_json
 from loadtest.calibration.limits import calibration_path, events_per_s, faithful_limits, headline_limit
 from loadtest.calibration.pacer import _percentile
+from loadtest.calibration.server import CalibrationError, Pacer, pacer_env as _env
 
 __all__ = ["main", "analyze", "CRITERION"]
 
@@ -65,10 +63,6 @@ REPO = Path(__file__).resolve().parents[2]
 CRITERION = {"p50_ms": 1.0, "p99_ms": 2.0}
 _PACER_LATE_P99_MS = 2.0
 SCHEMA = 1
-
-
-class CalibrationError(RuntimeError):
-    """One line for the user."""
 
 
 # --- options ----------------------------------------------------------------------------------
@@ -140,61 +134,6 @@ def split_cores(available: list[int], pacer: list[int] | None,
 
 def _span(cores: list[int]) -> str:
     return ",".join(map(str, cores))
-
-
-# --- the pacer --------------------------------------------------------------------------------
-
-class Pacer:
-    def __init__(self, python: str, cores: list[int] | None, workers: int, args: argparse.Namespace,
-                 log: Path) -> None:
-        self.port = free_port()
-        control = free_port() if workers > 1 else self.port
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.control_url = f"http://127.0.0.1:{control}"
-        cmd = [python, "-m", "loadtest.calibration.pacer", "--port", str(self.port),
-               "--ttft-ms", str(args.ttft_ms), "--gap-ms", str(args.gap_ms),
-               "--tokens", str(args.tokens), "--workers", str(workers)]
-        if workers > 1:
-            cmd += ["--control-port", str(control)]
-        if cores:
-            cmd = ["taskset", "-c", _span(cores), *cmd]
-        self.cmd = cmd
-        self._log = log.open("w")
-        self.process = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=self._log,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 60  # a busy machine can be slow to start a Python
-        while True:
-            if self.process.poll() is not None:
-                raise CalibrationError(f"the pacer exited at once: {log.read_text().strip()[-300:]}")
-            try:
-                self.get("/lateness")
-                return
-            except (OSError, ValueError, CalibrationError):
-                if time.monotonic() > deadline:
-                    self.stop()
-                    said = log.read_text().strip()[-200:] or "nothing"
-                    raise CalibrationError(f"the pacer did not answer within 60 s ({shlex.join(cmd)}"
-                                           f" printed: {said})")
-                time.sleep(0.1)
-
-    def get(self, path: str, method: str = "GET") -> dict[str, Any]:
-        request = urllib.request.Request(self.control_url + path, method=method)
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        try:
-            with opener.open(request, timeout=60) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            raise CalibrationError(f"the pacer answered {path} with HTTP {exc.code}") from None
-
-    def stop(self) -> None:
-        stop_process_group(self.process, grace_s=10)
-        self._log.close()
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
-    return env
 
 
 # --- one setting ------------------------------------------------------------------------------
