@@ -22,6 +22,11 @@ than text/event-stream, a second `[DONE]`, a count the dialect ignored) is kept 
 `engine_flaws`. Lines are read with the rig's own readline (`_line_reader`): geventhttpclient's
 has no length limit and searches its whole buffer again after every read, so one line of many
 megabytes took minutes.
+
+Both time bounds of a request, its deadline and the read timeout (no byte for --read-timeout:
+`timeout`), are kept by one timer per send (`_Watch`), not by gevent's socket timeouts: those
+make and drop a timer for every read that waits, once per streamed token, which at 256 users
+was a measurable share of the client's time (docs/measurer.md). Each read only stamps the time.
 """
 
 from __future__ import annotations
@@ -54,13 +59,72 @@ _OUTSIDE_A_RUN = Bounds()
 
 
 class _DeadlinePassed(Exception):
-    """The request's deadline passed: raised by its gevent timer, or seen as a line arrived."""
+    """The request's deadline passed: raised by its timer, or seen as a line arrived."""
+
+
+class _Client(HTTPClient):
+    """geventhttpclient's client, its sockets without a timeout of their own: `send` keeps the
+    read timeout (`read_timeout_s`) with its one timer per request."""
+
+    read_timeout_s: float | None = None
 
 
 def new_client(url: str, *, read_timeout_s: float, connect_timeout_s: float = 10.0) -> HTTPClient:
     """One keep-alive connection (one user = one stream at a time); proxies are never used."""
-    return HTTPClient.from_url(url, concurrency=1, connection_timeout=connect_timeout_s,
-                               network_timeout=read_timeout_s)
+    client = _Client.from_url(url, concurrency=1, connection_timeout=connect_timeout_s,
+                              network_timeout=None)
+    client.read_timeout_s = read_timeout_s
+    return client
+
+
+class _Watch:
+    """One request's time bounds on one gevent timer: its deadline from the send
+    (_DeadlinePassed) and its read timeout, the longest silence (socket.timeout: no byte for
+    read_timeout_s, counted from the send or the last read). A read only moves `last_ns`; the
+    timer is set once per send, wakes when a bound may have passed, and sets itself again for
+    the silence still allowed when bytes came since."""
+
+    __slots__ = ("last_ns", "_deadline_ns", "_deadline_s", "_silence_ns", "_greenlet", "_timer")
+
+    def __init__(self, deadline_s: float, read_timeout_s: float | None) -> None:
+        self._deadline_s = deadline_s
+        self._silence_ns = None if read_timeout_s is None else int(read_timeout_s * 1e9)
+        self._greenlet = gevent.getcurrent()
+        self._timer = None
+        self.last_ns = self._deadline_ns = 0
+
+    @property
+    def deadline_ns(self) -> int:
+        return self._deadline_ns
+
+    def arm(self, sent_ns: int) -> None:
+        """Start both bounds at a send."""
+        self.stop()
+        self.last_ns = sent_ns
+        self._deadline_ns = sent_ns + int(self._deadline_s * 1e9)
+        self._set(perf_counter_ns())
+
+    def _set(self, now_ns: int) -> None:
+        due_ns = self._deadline_ns
+        if self._silence_ns is not None:
+            due_ns = min(due_ns, self.last_ns + self._silence_ns)
+        self._timer = gevent.get_hub().loop.timer(max(due_ns - now_ns, 0) / 1e9)
+        self._timer.start(self._wake)
+
+    def _wake(self) -> None:
+        self.stop()
+        now_ns = perf_counter_ns()
+        if now_ns >= self._deadline_ns:
+            self._greenlet.throw(_DeadlinePassed)
+        elif self._silence_ns is not None and now_ns - self.last_ns >= self._silence_ns:
+            self._greenlet.throw(socket.timeout("timed out"))
+        else:
+            self._set(now_ns)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.close()
+            self._timer = None
 
 
 def open_connection(client: HTTPClient) -> None:
@@ -82,26 +146,26 @@ def send(client: HTTPClient, spec: RequestSpec, parse_line: Callable[[bytes], St
     """Send one request and read its stream to the end, or to a bound. Failures become the
     record's error; after a failed record the caller must not reuse `client` (its connection
     state is unknown)."""
+    deadline_s, output_limit = bounds.for_request(spec.body)
+    watch = _Watch(deadline_s, getattr(client, "read_timeout_s", None))
     record = RequestRecord(spec.request_id, spec.prompt_id, time.time(), perf_counter_ns(),
                            worker=worker)
-    deadline_s, output_limit = bounds.for_request(spec.body)
     try:
-        response = _post_past_rate_limits(client, spec, headers, record, deadline_s)
-    except _DeadlinePassed:
-        record.done_ns = perf_counter_ns()
-        return record.fail("deadline", _past_deadline(deadline_s))
-    except Exception as exc:  # noqa: BLE001 - every failure is recorded, none is raised
-        record.done_ns = perf_counter_ns()
-        return record.fail(_failure_kind(exc, before_response=True), _describe(exc))
-    record.http_status = response.status_code
-    deadline_ns = record.sent_ns + int(deadline_s * 1e9)
-    timer = gevent.Timeout.start_new(max((deadline_ns - perf_counter_ns()) / 1e9, 0.0),
-                                     _DeadlinePassed)
-    try:
+        watch.arm(record.sent_ns)
+        try:
+            response = _post_past_rate_limits(client, spec, headers, record, watch)
+        except _DeadlinePassed:
+            record.done_ns = perf_counter_ns()
+            return record.fail("deadline", _past_deadline(deadline_s))
+        except Exception as exc:  # noqa: BLE001 - every failure is recorded, none is raised
+            record.done_ns = perf_counter_ns()
+            return record.fail(_failure_kind(exc, before_response=True), _describe(exc))
+        record.http_status = response.status_code
         _read_answer(response, record, parse_line, tokens_source, keep_text,
-                     _line_reader(response, bounds.max_line_bytes), output_limit, deadline_ns)
+                     _line_reader(response, bounds.max_line_bytes, watch), output_limit,
+                     watch.deadline_ns)
     finally:
-        timer.close()
+        watch.stop()
     if record.done_ns is None:
         record.done_ns = perf_counter_ns()
     if record.ok and record.output_tokens is None:
@@ -161,13 +225,13 @@ def _flaw(record: RequestRecord, text: str) -> None:
 
 
 def _post_past_rate_limits(client: HTTPClient, spec: RequestSpec, headers: Mapping[str, str],
-                           record: RequestRecord, deadline_s: float):
+                           record: RequestRecord, watch: _Watch):
     """The answer to the first send the endpoint lets through (or its last 429). Each send
-    has its own deadline (a server that trickles its headers is cut too)."""
+    has its own deadline (a server that trickles its headers is cut too): `watch` is set
+    again at each."""
     first_sent_ns = record.sent_ns
     while True:
-        with gevent.Timeout(deadline_s, _DeadlinePassed):
-            response = _post(client, spec, headers, record)
+        response = _post(client, spec, headers, record)
         if response.status_code != 429:
             return response
         record.rate_limited += 1
@@ -175,11 +239,12 @@ def _post_past_rate_limits(client: HTTPClient, spec: RequestSpec, headers: Mappi
         delay_s = _retry_after_s(response.get("Retry-After"), record.rate_limited)
         if record.rate_limited >= RATE_LIMIT_TRIES or waited_s + delay_s > RATE_LIMIT_WAIT_S:
             return response
-        with gevent.Timeout(deadline_s, _DeadlinePassed):
-            _read_error_body(response)  # the connection is reused: read the refusal to its end
+        _read_error_body(response)  # the connection is reused: read the refusal to its end
+        watch.stop()  # the wait is no send's
         gevent.sleep(delay_s)
         record.sent_at, record.sent_ns = time.time(), perf_counter_ns()
         record.rate_limited_wait_ns = record.sent_ns - first_sent_ns
+        watch.arm(record.sent_ns)
 
 
 def _retry_after_s(value: str | None, refusals: int) -> float:
@@ -225,6 +290,8 @@ def _read_stream(response, record: RequestRecord,
             return finished
         if now > deadline_ns:
             raise _DeadlinePassed
+        if line == b"\n":  # the blank line after each SSE event: nothing to parse
+            continue
         event = parse_line(line)
         if event is None:
             continue
@@ -276,10 +343,11 @@ def _read_stream(response, record: RequestRecord,
             finished = True
 
 
-def _line_reader(response, max_bytes: int) -> Callable[[], bytes]:
+def _line_reader(response, max_bytes: int, watch: _Watch) -> Callable[[], bytes]:
     """readline() for the response's body: the next line with its b"\n", the unterminated
     rest at the end, b"" once the body is done. A line over `max_bytes` is a ProtocolError as
-    soon as that many bytes hold no line end. Each read only searches the bytes it added.
+    soon as that many bytes hold no line end. Each read only searches the bytes it added, and
+    stamps `watch.last_ns` (the read timeout counts from it).
     Uses the response's buffer and socket (private: geventhttpclient is pinned)."""
     buffer = response._body_buffer
 
@@ -304,7 +372,9 @@ def _line_reader(response, max_bytes: int) -> Callable[[], bytes]:
             if sock is None:
                 raise HTTPConnectionClosed("connection closed.")
             try:
-                response.feed(sock.recv(response.block_size))
+                data = sock.recv(response.block_size)
+                watch.last_ns = perf_counter_ns()
+                response.feed(data)
             except BaseException:
                 response.release()
                 raise

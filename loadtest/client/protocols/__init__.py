@@ -60,9 +60,17 @@ def sse_data(line: bytes) -> bytes | None:
     return payload.rstrip(b"\r\n") or None
 
 
+_decode = json.JSONDecoder().decode  # what json.loads uses, without its hooks
+
+
 def json_object(payload: bytes) -> dict[str, Any]:
     try:
-        parsed = json.loads(payload)
+        if payload[:1] == b"{" and payload[1:2] != b"\0":
+            # what json.loads(payload) does, less its encoding detection (once per token): a
+            # payload that opens with "{" then a non-NUL byte is the UTF-8 it would detect
+            parsed = _decode(payload.decode("utf-8", "surrogatepass"))
+        else:
+            parsed = json.loads(payload)
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"invalid UTF-8 in stream (byte {exc.start}): "
                             f"{payload[:80]!r}") from None

@@ -63,34 +63,43 @@ def parse_line(line: bytes, empty_chunk_is_token: bool = True) -> StreamEvent | 
     chunk = json_object(payload)
     if "error" in chunk:
         return StreamEvent(error=_error_text(chunk["error"]))
+    # Once per streamed token: the common shapes are checked inline (exact types, as JSON gives
+    # them), anything else goes through the checks that name what is wrong.
     usage = chunk.get("usage")
-    usage_flaw = None
-    if usage is None:
-        usage = {}
-    elif not isinstance(usage, dict):  # a report, not the stream itself: ignored, flagged
-        usage, usage_flaw = {}, f"usage is {shown(usage)}, not an object"
+    if usage is None:  # every chunk but the last
+        prompt_tokens = output_tokens = flaw = None
+        counted = False
+    elif isinstance(usage, dict):
+        prompt_tokens, prompt_flaw = checked_count(usage.get("prompt_tokens"), "usage.prompt_tokens")
+        output_tokens, output_flaw = checked_count(usage.get("completion_tokens"),
+                                                   "usage.completion_tokens")
+        flaw, counted = output_flaw or prompt_flaw, "completion_tokens" in usage
+    else:  # a report, not the stream itself: ignored, flagged
+        prompt_tokens = output_tokens = None
+        flaw, counted = f"usage is {shown(usage)}, not an object", False
     choices = chunk.get("choices")
     if choices is None:
-        choices = []
-    elif not isinstance(choices, list):
+        choices = ()
+    elif type(choices) is not list:
         raise ProtocolError(f"choices is {shown(choices)}, not a list")
     output, finish_reason, ids, text = False, None, None, None
     for choice in choices:
-        if not isinstance(choice, dict):
+        if type(choice) is not dict:
             raise ProtocolError(f"a choice is {shown(choice)}, not an object")
         choice_text = _choice_text(choice)
-        if _carries_token(choice, choice_text, empty_chunk_is_token):
+        reason = choice.get("finish_reason")
+        if reason is not None and type(reason) is not str:
+            checked_text(reason, "finish_reason")  # raises, naming the field
+        # A generated token arrived, even one whose text is still empty (a byte-level token that
+        # is part of a multi-byte character decodes to "" until the character is complete). Not
+        # a token: chat's opening role announcement, a closing chunk with only the finish reason.
+        if choice_text or (empty_chunk_is_token and choice_text == "" and reason is None):
             output, text = True, choice_text
-        finish_reason = checked_text(choice.get("finish_reason"), "finish_reason") or finish_reason
+        finish_reason = reason or finish_reason
         if choice.get("token_ids") is not None:  # only when asked (--recount, --keep-outputs)
             ids, text = _token_ids(choice["token_ids"]), choice_text or ""
-    prompt_tokens, prompt_flaw = checked_count(usage.get("prompt_tokens"), "usage.prompt_tokens")
-    output_tokens, output_flaw = checked_count(usage.get("completion_tokens"),
-                                               "usage.completion_tokens")
-    return StreamEvent(output=output, finish_reason=finish_reason,
-                       finished=finish_reason is not None and "completion_tokens" in usage,
-                       prompt_tokens=prompt_tokens, output_tokens=output_tokens, token_ids=ids,
-                       text=text, flaw=usage_flaw or output_flaw or prompt_flaw)
+    return StreamEvent(output, finish_reason is not None and counted, finish_reason,
+                       prompt_tokens, output_tokens, None, ids, text, flaw)
 
 
 def _token_ids(ids: Any) -> list[int]:
@@ -100,19 +109,11 @@ def _token_ids(ids: Any) -> list[int]:
     return ids
 
 
-def _carries_token(choice: dict[str, Any], text: str | None, empty_chunk_is_token: bool = True) -> bool:
-    """A generated token arrived, even one whose text is still empty (a byte-level token that is
-    part of a multi-byte character decodes to "" until the character is complete). Not a token:
-    chat's opening role announcement, and a closing chunk that only carries the finish reason."""
-    if text:
-        return True
-    return empty_chunk_is_token and text == "" and choice.get("finish_reason") is None
-
-
 def _choice_text(choice: dict[str, Any]) -> str | None:
     """A completion choice's text, or a chat delta's content; None for chat's role announcement."""
     if "text" in choice:
-        return checked_text(choice["text"], "choices[].text")
+        text = choice["text"]
+        return text if type(text) is str else checked_text(text, "choices[].text")
     delta = checked_object(choice.get("delta"), "choices[].delta")
     content = checked_text(delta.get("content"), "choices[].delta.content")
     return None if "role" in delta and not content else content
