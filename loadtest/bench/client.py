@@ -12,8 +12,8 @@ seconds per request (how fast the engine served that run). The first is the meas
 must agree within 2%; the second is the engine moving between the two runs, which on a real GPU
 engine is larger than any gap sought (paired rounds keep only its slow drift out).
 
-usage: rig bench [--url URL] [--engine vllm-cpu] [--requests 256]
-           [--max-tokens 128] [--users 8,32,128] [--rounds 11] [--out DIR]
+usage: rig bench [--url URL | --pacer] [--engine vllm-cpu] [--requests 256]
+           [--max-tokens 128] [--users 8,32,128] [--rounds 11] [--out DIR] [--baseline REV]
            [--engine-cpus LIST] [--compute-cpus LIST] [--client-cpus LIST] [--untelemetered-rig]
        rig bench --summarize BENCH_CSV [BENCH_CSV ...]
 (also `python -m loadtest.bench.client`, `scripts/bench_client.sh` and `scripts/bench_client.py`)
@@ -23,6 +23,14 @@ results/bench-client/UTC-STAMP): the rig's runs as usual (runs.csv, runs/*/reque
 reference's as reference-uU-N.jsonl, and one line per run in bench.csv. --summarize prints the
 ratios again from kept bench.csv files, pooling their rounds (e.g. from several calls on a lent
 GPU).
+
+The measurer's own cost, with no engine in the way: `--pacer` drives the pacing server
+(loadtest/calibration/pacer.py: the first token --pacer-ttft-ms after the request is read, then
+one every --pacer-gap-ms, exactly) instead of an engine, the pacer on the last core and both
+clients on the first (default users 64,256,512, 5 requests per user). `--baseline REV` adds a
+third client each round, the rig of REV (a git revision, checked out into a temporary worktree,
+or a checkout's folder), and prints it beside this tree's rig: a change must not fall behind the
+previous release (loadtest/bench/baseline.py). docs/measurer.md says how to read it.
 """
 
 from __future__ import annotations
@@ -39,18 +47,23 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import aiohttp
 import numpy as np
 
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.locust import REPO, locust_command
+from loadtest.cli.locust import LOCUSTFILE, REPO, locust_command
 from loadtest.cli.processes import free_port
 from loadtest.cli.types import (cpu_list, non_negative_int, non_negative_number, one_of,
-                                positive_int, positive_int_list, url, writable_folder)
-from loadtest.cpus import cpu_set
+                                positive_int, positive_int_list, positive_number, url,
+                                writable_folder)
+from loadtest.cpus import allowed_cpus, cpu_set
+from loadtest.bench.baseline import (BASELINE, BaselineError, against_baseline, baseline_tree,
+                                     cost_table, interval, locustfile_in)
+from loadtest.calibration.server import CalibrationError, Pacer
 from loadtest.local_engine import LocalEngine
 from loadtest.client.probe import probe_engine
 from loadtest.client.runqueue import RunQueueWait
@@ -142,21 +155,34 @@ def reference(url: str, bodies: list[bytes], users: int, records: Path | None = 
                      **{k: math.nan if v is None else v for k, v in waited.items()}}
 
 
-def rig(url: str, args: argparse.Namespace, users: int, telemetry_interval: str = "") -> dict:
+def rig(url: str, args: argparse.Namespace, users: int, telemetry_interval: str = "",
+        tree: Path | None = None) -> dict:
+    """One run of the rig (this tree's, or the checkout `tree`'s: its locustfile and package,
+    its rows in OUT/baseline/)."""
+    out = args.out if tree is None else args.out / "baseline"
     options = ["--only-summary", "--engine", args.engine, "--requests", str(requests_for(args, users)),
-               "--max-tokens", str(args.max_tokens), "--out", str(args.out),
+               "--max-tokens", str(args.max_tokens), "--out", str(out),
                "--telemetry-interval", telemetry_interval or f"{args.rig_telemetry_interval:g}",
                "--tag", "bench-client",
                *(["--ignore-eos"] if args.ignore_eos else []), *(["--gpu", args.gpu] if args.gpu else []),
                *(["--model", args.model] if args.model else []), *(["--api", args.api] if args.api else [])]
     cmd = locust_command(host=url, users=users, rig_options=options, cpus=args.client_cpus or None,
                          locust=shlex.split(args.locust) or None)
-    subprocess.run(cmd, check=True, capture_output=True)
-    row = read_runs(args.out / "runs.csv")[-1]
+    env = None
+    if tree is not None:  # the same command, the other checkout's locustfile and package
+        cmd[cmd.index(str(LOCUSTFILE))] = str(locustfile_in(tree))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tree)
+    if done.returncode not in (0, 1):
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BaselineError(f"the rig{' of ' + str(tree) if tree else ''} failed at {users} users "
+                            f"(exit {done.returncode}): {last[:300]}")
+    row = read_runs(out / "runs.csv")[-1]
     keys = ("output_tok_per_s", "ttft_p50_ms", "ttft_mean_ms", "completion_time_s", "output_tokens",
             "completed", "client_cpu_mean_pct", "buffered_requests", "reconnects",
             "client_runqueue_wait_ms", "client_runqueue_wait_pct")
-    records = read_records(args.out / "runs" / row["run_id"] / "requests.jsonl")
+    records = read_records(out / "runs" / row["run_id"] / "requests.jsonl")
     spans = [(r.sent_ns, r.done_ns) for r in records if r.done_ns is not None]
     return ({k: float(row.get(k) or "nan") for k in keys} | occupancy(spans, users)
             | {"verdict": row["verdict"], "verdict_reasons": row["verdict_reasons"]})
@@ -195,13 +221,19 @@ def compare(url: str, args: argparse.Namespace) -> int:
                                        pinned_model=TARGETS[args.engine].pinned_model).model
     print(f"engine {args.engine} at {url}, model {model}; {args.rounds} rounds alternating "
           f"reference/rig at {args.users} users; client cores {args.client_cpus or 'any'}", flush=True)
-    verdicts = [compare_at(url, args, api, model, users) for users in args.user_counts]
+    verdicts, pooled = [], {}
+    for users in args.user_counts:
+        verdict, pooled[users] = compare_at(url, args, api, model, users)
+        verdicts.append(verdict)
+    if args.reference:
+        verdicts.append(_cost(pooled, args.baseline_label))
     print(f"records kept in {args.out}")
     print("PASS" if all(verdicts) else "FAIL")
     return 0 if all(verdicts) else 1
 
 
-def compare_at(url: str, args: argparse.Namespace, api: str, model: str, users: int) -> bool:
+def compare_at(url: str, args: argparse.Namespace, api: str, model: str,
+               users: int) -> tuple[bool, dict[str, list[dict]]]:
     workload = build_workload(args.prompts, requests_for(args, users), api=api, model=model,
                               max_tokens=args.max_tokens, ignore_eos=args.ignore_eos,
                               ignore_eos_as=TARGETS[args.engine].ignore_eos_as)
@@ -212,6 +244,8 @@ def compare_at(url: str, args: argparse.Namespace, api: str, model: str, users: 
     clients = ["reference", "rig"] if args.reference else ["rig"]
     if args.untelemetered_rig:
         clients.append(QUIET)
+    if args.baseline_tree is not None:
+        clients.append(BASELINE)
     runs: dict[str, list[dict]] = {name: [] for name in clients}
     for round_no in range(1, args.rounds + 1):
         for name in _order(clients, round_no):
@@ -220,8 +254,9 @@ def compare_at(url: str, args: argparse.Namespace, api: str, model: str, users: 
                 result = with_server_ttft(url, lambda: _as_client(
                     args, lambda: reference(url + path, bodies, users, records)))
             else:
-                interval = "0" if name == QUIET else ""
-                result = with_server_ttft(url, lambda: rig(url, args, users, interval))
+                telemetry = "0" if name == QUIET else ""
+                tree = args.baseline_tree if name == BASELINE else None
+                result = with_server_ttft(url, lambda: rig(url, args, users, telemetry, tree))
             runs[name].append(result)
             _log_run(args.out / "bench.csv", {"users": users, "round": round_no, "client": name,
                                               **result})
@@ -233,8 +268,8 @@ def compare_at(url: str, args: argparse.Namespace, api: str, model: str, users: 
                   f"{result['client_runqueue_wait_pct']:.1f}%  "
                   f"{result['verdict']} {result.get('verdict_reasons', '')}", flush=True)
     if not args.reference:
-        return all(r["verdict"] == "valid" for r in runs["rig"])
-    return judge(users, runs)
+        return all(r["verdict"] == "valid" for r in runs["rig"]), runs
+    return judge(users, runs, args.baseline_label), runs
 
 
 QUIET = "rig-untelemetered"  # the rig with its telemetry sampler off (--telemetry-interval 0)
@@ -248,7 +283,7 @@ def _order(clients: list[str], round_no: int) -> list[str]:
     return clients[shift:] + clients[:shift]
 
 
-def judge(users: int, runs: dict[str, list[dict]]) -> bool:
+def judge(users: int, runs: dict[str, list[dict]], baseline: str = "") -> bool:
     """Print the paired ratios at one user count and whether the rig passes."""
     # Paired ratios: each round's rig run against the reference run next to it, so slow drift of
     # this shared machine cancels; the verdict is on their median.
@@ -270,6 +305,10 @@ def judge(users: int, runs: dict[str, list[dict]]) -> bool:
           f"{_geomean(tps_ratios):.3f}x {_spread(tps_ratios, _geomean)} (goal >= 0.95)")
     print(f"rig/reference TTFT p50 per round:     {', '.join(f'{r:.3f}' for r in ttft_ratios)}; "
           f"median {ttft_ratio:.3f}x {_spread(ttft_ratios)} (goal 0.90-1.10)")
+    ttft_diffs = [rig["ttft_p50_ms"] - ref["ttft_p50_ms"] for rig, ref in pairs]
+    low, high = interval(ttft_diffs)
+    print(f"rig - reference TTFT p50 per round:   {', '.join(f'{d:+.1f}' for d in ttft_diffs)} ms;"
+          f" median {statistics.median(ttft_diffs):+.1f} ms (90% interval {low:+.1f} to {high:+.1f})")
     for name in ("rig", "reference"):
         excess = statistics.median(r["ttft_mean_ms"] - r["server_ttft_mean_ms"] for r in runs[name])
         if not math.isnan(excess):  # only an engine with vLLM's TTFT histogram has its own
@@ -277,6 +316,8 @@ def judge(users: int, runs: dict[str, list[dict]]) -> bool:
     share = _client_share(pairs)
     if runs.get(QUIET):
         _telemetry_cost(runs)
+    if runs.get(BASELINE):
+        print(against_baseline(runs, "rig of " + (baseline or "the baseline"))[0])
     clean = all(r["verdict"] == "valid" for r in runs["rig"])
     ok = tps_ratio >= 0.95 and 0.90 <= ttft_ratio <= 1.10 and clean and share
     print(f"{users} users: {'pass' if ok else 'FAIL'}", flush=True)
@@ -305,7 +346,7 @@ def _client_share(pairs: list[tuple[dict, dict]]) -> bool:
     occupancy = [rig["occupancy"] / ref["occupancy"] for rig, ref in known]
     speed = [ref["request_s_mean"] / rig["request_s_mean"] for rig, ref in known]
     tokens = [rig["output_tokens"] / ref["output_tokens"] for rig, ref in known]
-    low, high = _interval(occupancy, _geomean)
+    low, high = interval(occupancy, _geomean)
     print(f"split of each tok/s ratio = occupancy ratio x engine speed ratio x tokens ratio "
           f"({len(known)} rounds):")
     print(f"  occupancy, the clients' share (mean in flight per user: rig "
@@ -349,14 +390,25 @@ def _log_run(path: Path, row: dict) -> None:
 
 def _spread(ratios: list[float], center: Callable = np.median) -> str:
     """A bootstrap 90% interval of the center: how far this machine's noise leaves it uncertain."""
-    low, high = _interval(ratios, center)
+    low, high = interval(ratios, center)
     return f"(90% interval {low:.2f}-{high:.2f})"
 
 
-def _interval(ratios: list[float], center: Callable = np.median) -> tuple[float, float]:
-    resampled = np.random.default_rng(0).choice(ratios, size=(10_000, len(ratios)))
-    low, high = np.percentile(center(resampled, axis=1), [5, 95])
-    return float(low), float(high)
+def _cost(pooled: dict[int, dict[str, list[dict]]], baseline: str) -> bool:
+    """The cost table over every user count, and this tree's rig against the baseline's: True
+    unless it fell behind at some count."""
+    names = {"rig": "rig", **({BASELINE: f"rig of {baseline}"} if baseline else {}),
+             **({QUIET: QUIET} if any(QUIET in runs for runs in pooled.values()) else {})}
+    print("\nthe measurer's cost: each rig against the reference of its round (median of the "
+          "paired rounds)")
+    print(cost_table(pooled, names))
+    verdicts = []
+    for users, runs in sorted(pooled.items()):
+        if runs.get(BASELINE):
+            line, ok = against_baseline(runs, f"rig of {baseline}")
+            print(f"{users} users: {line}")
+            verdicts.append(ok)
+    return all(verdicts)
 
 
 def _waits(runs: list[dict]) -> list[float]:
@@ -391,7 +443,8 @@ def summarize(paths: list[Path]) -> int:
         rounds: dict[tuple[str, str], dict[str, dict]] = {}
         for row in rows:
             rounds.setdefault((row["users"], row["round"]), {})[row["client"]] = _numbers(row)
-        names = {"rig", "reference"} | ({QUIET} if any(r["client"] == QUIET for r in rows) else set())
+        names = {"rig", "reference"} | {name for name in (QUIET, BASELINE)
+                                         if any(r["client"] == name for r in rows)}
         for (users, _), clients in rounds.items():
             if names <= set(clients):  # whole rounds only: the runs of a round are paired
                 runs = pooled.setdefault(int(users), {})
@@ -402,10 +455,12 @@ def summarize(paths: list[Path]) -> int:
         return 2
     verdicts = []
     for users, runs in sorted(pooled.items()):
-        if len(runs.get(QUIET, runs["rig"])) != len(runs["rig"]):  # files with and without it
-            del runs[QUIET]
+        for name in (QUIET, BASELINE):
+            if len(runs.get(name, runs["rig"])) != len(runs["rig"]):  # files with and without it
+                del runs[name]
         print(f"== {users} users: {len(runs['rig'])} paired rounds from {len(paths)} file(s)")
         verdicts.append(judge(users, runs))
+    verdicts.append(_cost(pooled, "the baseline"))
     print("PASS" if all(verdicts) else "FAIL")
     return 0 if all(verdicts) else 1
 
@@ -429,18 +484,32 @@ def parser() -> RigParser:
                          "exit: 0 PASS, 1 FAIL (the rig off the reference), 2 bad input")
     p.add_argument("--url", type=url, default=None,
                    help="an engine already running (else one is started)")
-    p.add_argument("--engine", type=one_of(TARGETS, "engine"), default="vllm-cpu",
-                   help="the rig's --engine (and the local engine started without --url)")
+    p.add_argument("--pacer", action="store_true",
+                   help="no engine: the pacing server, tokens on an exact schedule (the "
+                        "measurer's own cost; default users 64,256,512, 5 requests per user, "
+                        "the pacer on the last core and the clients on the first)")
+    p.add_argument("--pacer-ttft-ms", type=positive_number, default=50.0,
+                   help="the pacer's first token after the request is read (default 50)")
+    p.add_argument("--pacer-gap-ms", type=positive_number, default=10.0,
+                   help="the pacer's gap between tokens (default 10)")
+    p.add_argument("--baseline", default="", metavar="REV",
+                   help="a third client each round: the rig of REV (a git revision, checked out "
+                        "into a temporary worktree, or a checkout's folder), printed beside this "
+                        "tree's; exit 1 when this tree's falls behind it")
+    p.add_argument("--engine", type=one_of(TARGETS, "engine"), default=None,
+                   help="the rig's --engine (and the local engine started without --url; "
+                        "default vllm-cpu, --pacer vllm)")
     p.add_argument("--api", default="", help="the rig's --api (default the engine's)")
     p.add_argument("--model", default="", help="model name to request (default: asked)")
     p.add_argument("--prompts", default="mixed")
     p.add_argument("--requests", type=positive_int, default=256)
-    p.add_argument("--requests-per-user", type=non_negative_int, default=0,
-                   help="at least this many requests per user (the larger count wins)")
+    p.add_argument("--requests-per-user", type=non_negative_int, default=None,
+                   help="at least this many requests per user (the larger count wins; "
+                        "default 0, --pacer 5)")
     p.add_argument("--max-tokens", type=positive_int, default=128)
     p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false")
-    p.add_argument("--users", type=positive_int_list, default="128",
-                   help="user counts, e.g. 8,32,128")
+    p.add_argument("--users", type=positive_int_list, default=None,
+                   help="user counts, e.g. 8,32,128 (default 128; --pacer 64,256,512)")
     p.add_argument("--rounds", type=positive_int, default=11)
     p.add_argument("--no-reference", dest="reference", action="store_false",
                    help="the rig's runs only (e.g. to race a slow engine on a lent GPU)")
@@ -465,22 +534,67 @@ def parser() -> RigParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
     if args.summarize:
         return summarize(args.summarize)
+    if args.pacer and args.url:
+        p.error("--pacer starts its own server: leave out --url")
+    if args.baseline and not args.reference:
+        p.error("--baseline is compared through the reference: leave out --no-reference")
+    _defaults(args)
     args.user_counts = args.users
     args.users = ",".join(map(str, args.users))  # as printed
+    args.baseline_tree, args.baseline_label = None, ""
     try:
-        args.out.mkdir(parents=True, exist_ok=True)
-        if args.url:
-            return compare(args.url, args)
-        engine = LocalEngine(port=free_port(), engine=args.engine, log_path=args.out / "engine.log",
-                             cpus=args.engine_cpus, compute_cpus=args.compute_cpus)
-        with engine:
-            return compare(engine.url, args)
+        with ExitStack() as stack:
+            if args.baseline:
+                args.baseline_tree, args.baseline_label = stack.enter_context(
+                    baseline_tree(REPO, args.baseline))
+            args.out.mkdir(parents=True, exist_ok=True)
+            if args.url:
+                return compare(args.url, args)
+            if args.pacer:
+                return compare(stack.enter_context(_pacer(args)).url, args)
+            engine = LocalEngine(port=free_port(), engine=args.engine,
+                                 log_path=args.out / "engine.log", cpus=args.engine_cpus,
+                                 compute_cpus=args.compute_cpus)
+            with engine:
+                return compare(engine.url, args)
+    except (BaselineError, CalibrationError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:  # the engine is stopped on the way out; every finished run is kept
         print("interrupted: the runs finished so far are in bench.csv", file=sys.stderr)
         return 130
+
+
+def _defaults(args: argparse.Namespace) -> None:
+    """The defaults that differ with --pacer: its users, requests and layout."""
+    args.engine = args.engine or ("vllm" if args.pacer else "vllm-cpu")
+    args.users = args.users or ([64, 256, 512] if args.pacer else [128])
+    if args.requests_per_user is None:
+        args.requests_per_user = 5 if args.pacer else 0
+    cores = sorted(allowed_cpus())
+    if args.pacer and len(cores) >= 2:  # the issue's layout: client on the first, pacer the last
+        args.engine_cpus = args.engine_cpus or str(cores[-1])
+        args.client_cpus = args.client_cpus or str(cores[0])
+
+
+@contextmanager
+def _pacer(args: argparse.Namespace) -> Iterator[Pacer]:
+    """The pacing server on --engine-cpus, serving --max-tokens tokens per request."""
+    settings = argparse.Namespace(ttft_ms=args.pacer_ttft_ms, gap_ms=args.pacer_gap_ms,
+                                  tokens=args.max_tokens)
+    cores = sorted(cpu_set(args.engine_cpus)) if args.engine_cpus else None
+    pacer = Pacer(sys.executable, cores, 1, settings, args.out / "pacer.log")
+    print(f"pacer at {pacer.url} on cores {args.engine_cpus or 'any'}: first token "
+          f"{args.pacer_ttft_ms:g} ms after the request, then one every {args.pacer_gap_ms:g} ms",
+          flush=True)
+    try:
+        yield pacer
+    finally:
+        pacer.stop()
 
 
 if __name__ == "__main__":
