@@ -8,7 +8,9 @@ tree's rig with REV's round by round and says whether the change fell behind it.
 
 A change falls behind when the 90% interval of its paired comparison with the baseline lies
 wholly past a margin on the worse side (MARGINS: tok/s or occupancy more than 1% lower, TTFT p50
-more than 2 ms higher), judged from MIN_ROUNDS rounds on. One machine's noise widens the
+more than 2 ms higher, the client's CPU per request more than 5% higher), judged from MIN_ROUNDS
+rounds on. CPU per request (client_cpu_mean_pct x completion_time_s / completed) is the least
+moved by a noisy machine: it counts the client's work, not when it got a core. One machine's noise widens the
 intervals (more rounds narrow them); no speed is asserted anywhere else.
 """
 
@@ -24,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["BASELINE", "MARGINS", "MIN_ROUNDS", "BaselineError", "against_baseline", "baseline_tree", "cost_table",
-           "interval", "locustfile_in"]
+__all__ = ["BASELINE", "MARGINS", "MIN_ROUNDS", "BaselineError", "against_baseline",
+           "baseline_tree", "cost_table", "cpu_per_request", "interval", "locustfile_in"]
 
 BASELINE = "rig-baseline"  # bench.csv's client name for the rig of --baseline
-MARGINS = {"tok_s": 0.01, "ttft_ms": 2.0, "occupancy": 0.01}
+MARGINS = {"tok_s": 0.01, "ttft_ms": 2.0, "occupancy": 0.01, "cpu": 0.05}
 MIN_ROUNDS = 3
 
 
@@ -83,12 +85,24 @@ def interval(values: Sequence[float], center: Callable = np.median) -> tuple[flo
 
 
 def _paired(a: list[dict], b: list[dict]) -> dict[str, list[float]]:
-    """Per round, a against b: tok/s ratio, TTFT p50 difference (ms), occupancy ratio."""
+    """Per round, a against b: tok/s ratio, TTFT p50 difference (ms), occupancy ratio, ratio of
+    the client's CPU seconds per request."""
     pairs = list(zip(a, b))
     return {"tok_s": [x["output_tok_per_s"] / y["output_tok_per_s"] for x, y in pairs],
             "ttft_ms": [x["ttft_p50_ms"] - y["ttft_p50_ms"] for x, y in pairs],
             "occupancy": [x["occupancy"] / y["occupancy"] for x, y in pairs
-                          if x.get("occupancy") and y.get("occupancy")]}
+                          if x.get("occupancy") and y.get("occupancy")],
+            "cpu": [cpu_per_request(x) / cpu_per_request(y) for x, y in pairs
+                    if cpu_per_request(x) and cpu_per_request(y)]}
+
+
+def cpu_per_request(run: dict) -> float:
+    """The client's CPU seconds per completed request (0.0 where a figure is missing)."""
+    try:
+        value = run["client_cpu_mean_pct"] / 100 * run["completion_time_s"] / run["completed"]
+    except (KeyError, TypeError, ZeroDivisionError):
+        return 0.0
+    return value if value == value else 0.0
 
 
 def _cell(values: list[float], ratio: bool) -> str:
@@ -101,7 +115,7 @@ def _cell(values: list[float], ratio: bool) -> str:
 
 
 _HEAD = ("users", "client", "rounds", "tok/s ratio (90% int.)", "TTFT p50 diff ms (90% int.)",
-         "occupancy ratio (90% int.)")
+         "occupancy ratio (90% int.)", "CPU/request ratio (90% int.)")
 
 
 def cost_table(pooled: dict[int, dict[str, list[dict]]], names: dict[str, str]) -> str:
@@ -116,7 +130,7 @@ def cost_table(pooled: dict[int, dict[str, list[dict]]], names: dict[str, str]) 
             paired = _paired(runs[client], runs["reference"])
             lines.append((str(users), label, str(len(paired["tok_s"])),
                           _cell(paired["tok_s"], True), _cell(paired["ttft_ms"], False),
-                          _cell(paired["occupancy"], True)))
+                          _cell(paired["occupancy"], True), _cell(paired["cpu"], True)))
     return _aligned(lines)
 
 
@@ -128,11 +142,13 @@ def against_baseline(runs: dict[str, list[dict]], label: str) -> tuple[str, bool
     for key, name, bad in (
             ("tok_s", "tok/s", lambda low, high: high < 1.0 - MARGINS["tok_s"]),
             ("ttft_ms", "TTFT p50", lambda low, high: low > MARGINS["ttft_ms"]),
-            ("occupancy", "occupancy", lambda low, high: high < 1.0 - MARGINS["occupancy"])):
+            ("occupancy", "occupancy", lambda low, high: high < 1.0 - MARGINS["occupancy"]),
+            ("cpu", "CPU per request", lambda low, high: low > 1.0 + MARGINS["cpu"])):
         if paired[key] and not any(v != v for v in paired[key]) and bad(*interval(paired[key])):
             worse.append(name)
     line = (f"rig against {label}: tok/s {_cell(paired['tok_s'], True)}, TTFT p50 "
-            f"{_cell(paired['ttft_ms'], False)} ms, occupancy {_cell(paired['occupancy'], True)}: ")
+            f"{_cell(paired['ttft_ms'], False)} ms, occupancy {_cell(paired['occupancy'], True)}, "
+            f"CPU per request {_cell(paired['cpu'], True)}: ")
     if len(paired["tok_s"]) < MIN_ROUNDS:
         return line + f"too few rounds to judge ({MIN_ROUNDS} at least)", True
     return line + (f"BEHIND ({', '.join(worse)})" if worse else "not behind"), not worse
