@@ -155,6 +155,24 @@ def test_table_marks_fastest_knee_and_unstable() -> None:
     assert "*" not in lines[1]
 
 
+def test_an_invalid_user_count_says_why_and_is_never_fastest_or_knee() -> None:
+    """Measured on llama.cpp (evidence/2026-11-26/gpu-engines/workloads-llamacpp-8b-h100): its
+    128-user prefill run was the higher throughput but invalid, and the table ranked it."""
+    rows = [{"run_id": "a", "users": "32", "repeat": "1", "completion_time_s": "31.8",
+             "output_tok_per_s": "257.7", "failed": "0", "verdict": "valid"},
+            {"run_id": "b", "users": "128", "repeat": "1", "completion_time_s": "20.0",
+             "output_tok_per_s": "900.0", "failed": "0", "verdict": "invalid",
+             "verdict_reasons": "answers_arrived_whole;short_run"}]
+    lines = config_table(cell_frame(rows, {"a": "c", "b": "c"})).splitlines()
+    assert lines[1].split()[0] == "32" and lines[1].endswith("* <- knee")
+    assert lines[2].endswith("1 of 1 invalid: answers_arrived_whole, short_run")
+    assert "*" not in lines[2] and "knee" not in lines[2]
+    only_invalid = config_table(cell_frame(rows[1:], {"b": "c"})).splitlines()
+    assert "*" not in only_invalid[1] and "knee" not in only_invalid[1] and "invalid" in only_invalid[1]
+    both = comparison_table(cell_frame([*rows, {**rows[0], "run_id": "c"}], {"a": "x", "b": "x", "c": "y"}))
+    assert both.splitlines()[2].split()[1:] == ["20.00", "s", "!", "-"]  # 128 users: x's invalid run
+
+
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=REPO,
                           timeout=120)

@@ -1,11 +1,14 @@
 """The sweep's tables, from runs.csv rows only: completion time and output tok/s per user count.
 
 Rules, printed under every table:
-- fastest (`*`): the lowest mean completion time; across configurations (comparison_table), only
-  among runs that count (every request answered, verdict not invalid) and only where at least two
-  configurations have such runs at that user count: one alone is no winner;
+- fastest (`*`): the lowest mean completion time, among runs that count (every request
+  answered, verdict not invalid); across configurations (comparison_table), only where at least
+  two configurations have such runs at that user count: one alone is no winner;
 - knee (`<- knee`): the smallest user count whose mean output tok/s is within 5% of the best
-  mean; adding users past it stops paying (more load, at most 5% more throughput);
+  mean, among user counts whose runs all count; adding users past it stops paying (more load, at
+  most 5% more throughput);
+- a user count with invalid runs says how many and why (the verdict's reasons): its numbers are
+  shown, never ranked;
 - unstable: the repeats' standard deviation is more than 10% of their mean, for completion time
   or output tok/s (pyperf's rule): run more repeats before trusting that row.
 """
@@ -18,31 +21,42 @@ __all__ = ["KNEE_PCT", "RULES", "UNSTABLE_PCT", "cell_frame", "comparison_table"
 
 KNEE_PCT = 5.0
 UNSTABLE_PCT = 10.0
-RULES = (f"* fastest: lowest mean completion time (across configurations: of runs with no failed "
-         f"request and a verdict not invalid, where two configurations have some). <- knee: the smallest user count whose mean "
-         f"output tok/s is within {KNEE_PCT:g}% of the best; past it, adding users stops paying. "
+RULES = (f"* fastest: lowest mean completion time of runs with no failed request and a verdict not "
+         f"invalid (across configurations: where two configurations have some). <- knee: the smallest user "
+         f"count whose mean output tok/s is within {KNEE_PCT:g}% of the best, of user counts whose runs all "
+         f"count; past it, adding users stops paying. invalid (! across configurations): shown with the verdict's "
+         f"reasons in the configuration's table, never ranked. "
          f"unstable: stdev over the repeats > {UNSTABLE_PCT:g}% of the mean (pyperf's rule). "
          f"spread = min-max over the repeats.")
 
 
 def cell_frame(rows: list[dict[str, str]], config_of: dict[str, str]) -> pd.DataFrame:
     """runs.csv rows -> one line per run: config, users, repeat, completion_time_s,
-    output_tok_per_s, failed, invalid (the verdict column says invalid).
+    output_tok_per_s, failed, invalid (the verdict column says invalid), reasons (its
+    verdict_reasons where invalid).
 
     ``config_of`` maps each run_id of the sweep to its configuration's folder name."""
     kept = [{"config": config_of[r["run_id"]], "users": int(r["users"]), "repeat": int(r["repeat"]),
              "completion_time_s": _float(r.get("completion_time_s")),
              "output_tok_per_s": _float(r.get("output_tok_per_s")),
              "failed": int(_float(r.get("failed")) or 0),
-             "invalid": (r.get("verdict") or "").strip().lower() == "invalid"}
+             "invalid": _invalid(r),
+             "reasons": (r.get("verdict_reasons") or "").strip() if _invalid(r) else ""}
             for r in rows if r.get("run_id") in config_of]
     return pd.DataFrame(kept, columns=["config", "users", "repeat", "completion_time_s",
-                                       "output_tok_per_s", "failed", "invalid"])
+                                       "output_tok_per_s", "failed", "invalid", "reasons"])
+
+
+def _invalid(row: dict[str, str]) -> bool:
+    return (row.get("verdict") or "").strip().lower() == "invalid"
 
 
 def _stats(runs: pd.DataFrame) -> pd.DataFrame:
+    if "reasons" not in runs:
+        runs = runs.assign(reasons="")
     grouped = runs.groupby("users").agg(
-        runs=("repeat", "count"), failed=("failed", "sum"),
+        runs=("repeat", "count"), failed=("failed", "sum"), invalid=("invalid", "sum"),
+        reasons=("reasons", lambda r: ", ".join(sorted({x for one in r if one for x in one.split(";")}))),
         t_mean=("completion_time_s", "mean"), t_sd=("completion_time_s", "std"),
         t_min=("completion_time_s", "min"), t_max=("completion_time_s", "max"),
         r_mean=("output_tok_per_s", "mean"), r_sd=("output_tok_per_s", "std"),
@@ -55,8 +69,10 @@ def config_table(runs: pd.DataFrame) -> str:
     stats = _stats(runs)
     if stats.empty:
         return "(no measured runs)"
-    fastest = stats["t_mean"].idxmin()
-    knee = stats.index[stats["r_mean"] >= stats["r_mean"].max() * (1 - KNEE_PCT / 100)].min()
+    counted = stats[(stats["failed"] == 0) & (stats["invalid"] == 0)]
+    fastest = counted["t_mean"].idxmin() if len(counted) else None
+    knee = (counted.index[counted["r_mean"] >= counted["r_mean"].max() * (1 - KNEE_PCT / 100)].min()
+            if len(counted) else None)
     header = (f"{'users':>6} {'runs':>4}   {'completion s':>12} {'spread':>15}   "
               f"{'output tok/s':>12} {'spread':>17}   notes")
     lines = [header]
@@ -66,6 +82,8 @@ def config_table(runs: pd.DataFrame) -> str:
             notes.append("unstable")
         if s["failed"]:
             notes.append(f"{int(s['failed'])} requests failed")
+        if s["invalid"]:
+            notes.append(f"{int(s['invalid'])} of {int(s['runs'])} invalid: {s['reasons'] or 'no reason given'}")
         lines.append(f"{users:>6} {int(s['runs']):>4}   {s['t_mean']:>12.2f} "
                      f"{_spread(s['t_min'], s['t_max'], 2):>15}   {s['r_mean']:>12.1f} "
                      f"{_spread(s['r_min'], s['r_max'], 1):>17}   {' '.join(notes)}".rstrip())
@@ -75,7 +93,7 @@ def config_table(runs: pd.DataFrame) -> str:
 def comparison_table(runs: pd.DataFrame) -> str:
     """Mean completion time of every configuration at every user count; `*` the fastest per row,
     by the mean of the runs that count (no failed request, verdict not invalid), and only where
-    two configurations or more have such runs."""
+    two configurations or more have such runs; `!` a mean that includes invalid runs."""
     if runs.empty:
         return "(no measured runs)"
     means = runs.pivot_table(index="users", columns="config", values="completion_time_s",
@@ -84,13 +102,15 @@ def comparison_table(runs: pd.DataFrame) -> str:
     ranked = counted.pivot_table(index="users", columns="config", values="completion_time_s",
                                  aggfunc="mean", sort=False)
     configs = list(dict.fromkeys(runs["config"]))
+    with_invalid = set(zip(runs.loc[runs["invalid"].astype(bool), "users"],
+                           runs.loc[runs["invalid"].astype(bool), "config"]))
     width = max(12, *(len(c) for c in configs))
     lines = [f"{'users':>6}  " + "  ".join(f"{c:>{width}}" for c in configs)]
     for users, row in means.sort_index().iterrows():
         rank = ranked.loc[users].dropna() if users in ranked.index else pd.Series(dtype=float)
         best = rank.idxmin() if len(rank) >= 2 else None
-        cells = [("-" if pd.isna(row.get(c)) else f"{row[c]:.2f} s" + (" *" if c == best else "  "))
-                 for c in configs]
+        cells = [("-" if pd.isna(row.get(c)) else f"{row[c]:.2f} s" + (" *" if c == best else " !"
+                  if (users, c) in with_invalid else "  ")) for c in configs]
         lines.append(f"{users:>6}  " + "  ".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)
 
