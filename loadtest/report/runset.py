@@ -11,7 +11,8 @@ may be compared, whatever engine served them. A model is known by its digest (`m
 by the name its engine served it under: transformers names the tiny model by its path
 (`/.../models/tiny-llama`), vLLM and llama.cpp `tiny-llama`, and they are one model. A run
 without a digest takes the digest of a run whose model has the same name or the same last path
-part; with none, its model is that last part. Runs of different models are never compared.
+part (less a `.gguf` suffix: text-generation-webui names llama.cpp's file, llama.cpp its stem);
+with none, its model is that last part. Runs of different models are never compared.
 """
 
 from __future__ import annotations
@@ -112,7 +113,10 @@ def _model_keys(runs: pd.DataFrame) -> list[str]:
 
 
 def _short_name(model: str) -> str:
-    return Path(model).name or model
+    """The last path part, less a ``.gguf`` suffix: text-generation-webui names the model it
+    serves by its GGUF file (``llama3-8b.gguf``), llama.cpp by that file's stem."""
+    name = Path(model).name or model
+    return name[: -len(".gguf")] if name.lower().endswith(".gguf") and len(name) > 5 else name
 
 
 def _read_runs_csv(path: Path) -> pd.DataFrame:
