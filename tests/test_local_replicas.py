@@ -220,3 +220,22 @@ def test_the_local_balancer_configuration_is_valid_nginx(tmp_path: Path) -> None
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     assert "location = /metrics {\n            return 404;" in conf.read_text()
+
+
+def test_replicas_and_their_nginx_keep_off_the_clients_core(tmp_path: Path) -> None:
+    """As one local engine does: the client keeps the first core, every replica and nginx the
+    rest (they were unpinned, free to take the client's core)."""
+    from loadtest.cpus import default_layout
+    from loadtest.sweep.launch import LocalProcess, LocalReplicas
+
+    engine_cores = default_layout()[0]
+    if not engine_cores:
+        pytest.skip("one core: nothing is pinned")
+    data: dict[str, Any] = {"name": "pin", "workload": {"requests": 8, "max_tokens": 8}, "users": [4],
+                            "engines": [{"engine": "llamacpp-cpu", "launch": "local", "replicas": 2}]}
+    config = expand_cells(parse_matrix(data, None), "sha")[0][0]
+    pin = ["taskset", "-c", engine_cores]
+    replicas = LocalReplicas(config, 18000, tmp_path)
+    assert [r.command()[:3] for r in replicas.replicas.values()] == [pin, pin]
+    assert replicas.balancer_command()[:3] == pin
+    assert LocalProcess(config, 18001, tmp_path / "engine.log").engine.command()[:3] == pin

@@ -171,7 +171,8 @@ class LocalProcess:
 
 class LocalReplicas:
     """Replicas as local processes behind a local nginx: each replica's log is
-    ``engine-NAME.log``, nginx's ``balancer.log``; stop() gathers them all in ``engine.log``."""
+    ``engine-NAME.log``, nginx's ``balancer.log``; stop() gathers them all in ``engine.log``.
+    The replicas and nginx keep off the client's core as one local engine does (LocalProcess)."""
 
     def __init__(self, config: EngineConfig, port: int, workdir: Path) -> None:
         self.config = config
@@ -184,16 +185,19 @@ class LocalReplicas:
         else:
             names = [(str(i), None) for i in range(int(config.replicas))]
         ports = _distinct_ports(len(names), taken={port})
+        self.cpus = default_layout()[0]
         self.replicas = {
             name: LocalEngine(replica_port, extra_args=local_args(config), engine=config.engine,
-                              log_path=self.workdir / f"engine-{name}.log", env=gpu_env(config, gpu))
+                              log_path=self.workdir / f"engine-{name}.log", env=gpu_env(config, gpu),
+                              cpus=self.cpus or None)
             for (name, gpu), replica_port in zip(names, ports)}
         self.nginx: subprocess.Popen[bytes] | None = None
         self._logs_saved = False
 
     def balancer_command(self) -> list[str]:
-        return [nginx_binary() or "nginx", "-p", str(self.workdir), "-c", str(self.workdir / "nginx.conf"),
-                "-e", "stderr"]
+        pin = ["taskset", "-c", self.cpus] if self.cpus else []
+        return [*pin, nginx_binary() or "nginx", "-p", str(self.workdir), "-c",
+                str(self.workdir / "nginx.conf"), "-e", "stderr"]
 
     def describe(self, timeout_s: float) -> str:
         starts = [_shown(r.env, r.command()) for r in self.replicas.values()]
@@ -231,7 +235,7 @@ class LocalReplicas:
                 self.nginx = subprocess.Popen(self.balancer_command(), stdout=log,
                                               stderr=subprocess.STDOUT, start_new_session=True)
             except OSError as exc:
-                raise EngineFailed(f"cannot run nginx {self.balancer_command()[0]}: {exc.strerror}",
+                raise EngineFailed(f"cannot run nginx {nginx_binary() or 'nginx'}: {exc.strerror}",
                                    self.log_tail()) from None
         health = self.url + ENGINES[self.config.engine].health_path
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
