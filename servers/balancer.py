@@ -115,6 +115,18 @@ def nginx_missing() -> str | None:
     return None
 
 
+def gpu_groups(gpus: str, shards: int = 1) -> list[str]:
+    """The GPU set as replicas of ``shards`` GPUs each, in order: one per GPU by default;
+    "0,1,2,3" with 2 -> ["0,1", "2,3"] (two tensor-parallel servers behind one balancer)."""
+    ids = gpus.split(",")
+    return [",".join(ids[i:i + shards]) for i in range(0, len(ids), shards)]
+
+
+def replica_name(gpus: str) -> str:
+    """gpu0, or gpu0_1 for a replica of two GPUs."""
+    return "gpu" + gpus.replace(",", "_")
+
+
 def _replica(eng: Engine, gpu: str | None) -> dict[str, Any]:
     svc = service(eng)
     del svc["ports"]
@@ -124,14 +136,15 @@ def _replica(eng: Engine, gpu: str | None) -> dict[str, Any]:
         svc["healthcheck"]["test"] = [t.replace(expr, default) for t in svc["healthcheck"]["test"]]
     svc["profiles"] = ["lb"]
     if gpu is not None:
-        svc["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] = [gpu]
+        svc["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] = gpu.split(",")
     return svc
 
 
 def render(slug: str, gpus: list[str | None], conf_path: str) -> tuple[str, str]:
-    """(compose file text, nginx.conf text) for one replica per entry of ``gpus``."""
+    """(compose file text, nginx.conf text) for one replica per entry of ``gpus`` (a GPU, a
+    group of them "0,1", or None on CPU)."""
     eng = engine(slug)
-    names = [f"{slug}-gpu{g}" if g is not None else f"{slug}-{i}" for i, g in enumerate(gpus)]
+    names = [f"{slug}-{replica_name(g)}" if g is not None else f"{slug}-{i}" for i, g in enumerate(gpus)]
     port = eng.container_port or eng.arg_defaults["PORT"]
     services = {name: _replica(eng, g) for name, g in zip(names, gpus)}
     host_port = f"${{{env_name(slug, 'PORT')}:-{eng.host_port}}}"

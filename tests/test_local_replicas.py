@@ -239,3 +239,20 @@ def test_replicas_and_their_nginx_keep_off_the_clients_core(tmp_path: Path) -> N
     assert [r.command()[:3] for r in replicas.replicas.values()] == [pin, pin]
     assert replicas.balancer_command()[:3] == pin
     assert LocalProcess(config, 18001, tmp_path / "engine.log").engine.command()[:3] == pin
+
+
+def test_replicas_per_gpu_with_shards_are_groups_of_that_many_gpus(tmp_path: Path) -> None:
+    """Four GPUs as two TP=2 vLLMs behind nginx; a GPU set the shards do not divide is refused."""
+    from loadtest.sweep.launch import LocalReplicas
+    from loadtest.sweep.matrix import MatrixError
+
+    entry = {"engine": "vllm", "launch": "local", "gpus": ["0,1,2,3"], "replicas": "per-gpu",
+             "settings": {"SHARDS": 2}}
+    data: dict[str, Any] = {"name": "tp2x2", "workload": {"requests": 8, "max_tokens": 8}, "users": [4],
+                            "engines": [entry]}
+    replicas = LocalReplicas(expand_cells(parse_matrix(data, None), "sha")[0][0], 18000, tmp_path)
+    assert {name: r.env["CUDA_VISIBLE_DEVICES"] for name, r in replicas.replicas.items()} == {
+        "gpu0_1": "0,1", "gpu2_3": "2,3"}
+    assert all("--tensor-parallel-size" in r.command() for r in replicas.replicas.values())
+    with pytest.raises(MatrixError, match=r"replicas of 2 GPUs each, which GPUs 0,1,2 \(3\) do not divide"):
+        parse_matrix({**data, "engines": [{**entry, "gpus": ["0,1,2"]}]}, None)

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from loadtest.cli.processes import free_port, stop_process_groups
 from loadtest.cpus import default_layout
 from loadtest.local_engine import EngineStartError, LocalEngine
-from servers.balancer import local_nginx_conf, nginx_binary, nginx_missing
+from servers.balancer import gpu_groups, local_nginx_conf, nginx_binary, nginx_missing, replica_name
 from servers.balancer import render as render_balancer
 from servers.local import LOCAL
 from servers.registry import ENGINES
@@ -119,6 +119,11 @@ def local_args(config: EngineConfig) -> list[str]:
     return argv
 
 
+def shards_of(config: EngineConfig) -> int:
+    """GPUs per replica: the configuration's SHARDS (tensor-parallel degree), else 1."""
+    return int(config.settings.get("SHARDS") or 1)
+
+
 def gpu_env(config: EngineConfig, gpus: str | None = None) -> dict[str, str]:
     """CUDA_VISIBLE_DEVICES for a GPU engine: only its GPU set (or ``gpus``) is visible to it,
     numbered as nvidia-smi, NVML (the telemetry) and Docker's device_ids number them: CUDA's own
@@ -181,7 +186,7 @@ class LocalReplicas:
         self.workdir = workdir.resolve()
         self.url = f"http://127.0.0.1:{port}"
         if config.replicas == "per-gpu":
-            names = [(f"gpu{g}", g) for g in config.gpus.split(",")]
+            names = [(replica_name(g), g) for g in gpu_groups(config.gpus, shards_of(config))]
         else:
             names = [(str(i), None) for i in range(int(config.replicas))]
         ports = _distinct_ports(len(names), taken={port})
@@ -399,8 +404,8 @@ class ComposeService:
             (self.workdir / "compose.host-network.yml").write_text(
                 f"services:\n  {self.config.engine}:\n    network_mode: host\n    ports: !reset []\n")
         if self.config.replicas:
-            gpus: list[str | None] = (list(self.config.gpus.split(",")) if self.config.replicas == "per-gpu"
-                                      else [None] * int(self.config.replicas))
+            gpus: list[str | None] = (list(gpu_groups(self.config.gpus, shards_of(self.config)))
+                                      if self.config.replicas == "per-gpu" else [None] * int(self.config.replicas))
             conf = self.workdir / "nginx.conf"
             compose_text, conf_text = render_balancer(self.config.engine, gpus, str(conf))
             (self.workdir / "compose.replicas.yml").write_text(compose_text)

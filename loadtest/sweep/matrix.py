@@ -270,6 +270,10 @@ def _check_config(config: EngineConfig, gpu_count: int | None, where: str) -> No
         validate(config.engine, settings)
     except SettingError as exc:
         raise MatrixError(f"{where}: {exc}") from None
+    shards, gpus = int(settings.get("SHARDS") or 1), len(config.gpus.split(",")) if config.gpus else 1
+    if config.replicas == "per-gpu" and gpus % shards:
+        raise MatrixError(f"{where}: replicas: per-gpu with SHARDS={shards} makes replicas of {shards} GPUs "
+                          f"each, which GPUs {config.gpus} ({gpus}) do not divide into")
     if gpu_count is not None:
         check_gpus((config,), gpu_count)
 

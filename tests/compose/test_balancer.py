@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from servers import translate
-from servers.balancer import main, nginx_conf, render
+from servers.balancer import gpu_groups, main, nginx_conf, render
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,6 +53,15 @@ def test_one_replica_per_gpu_behind_nginx_on_the_engines_port(tmp_path: Path, lb
         "tgi-gpu0": "service_healthy", "tgi-gpu1": "service_healthy", "tgi-gpu3": "service_healthy"}
     conf = (tmp_path / "nginx.conf").read_text()
     assert "server tgi-gpu3:80 " in conf
+
+
+def test_replicas_of_two_gpus_each_are_tensor_parallel_servers(tmp_path: Path, lb_config: Any) -> None:
+    """Four GPUs as two TP=2 servers behind one balancer (issue 33's four-GPU layout)."""
+    assert gpu_groups("0,1,2,3", 2) == ["0,1", "2,3"] and gpu_groups("0,1", 1) == ["0", "1"]
+    services = lb_config("vllm", gpu_groups("0,1,2,3", 2), {"VLLM_SHARDS": "2", "VLLM_GPUS": "0,1,2,3"})
+    assert set(services) == {"vllm-gpu0_1", "vllm-gpu2_3", "vllm-lb"}
+    assert services["vllm-gpu2_3"]["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] == ["2", "3"]
+    assert "--tensor-parallel-size" in services["vllm-gpu0_1"]["command"]
 
 
 def test_cpu_engine_replicas_listen_on_the_default_port_inside(tmp_path: Path, lb_config: Any) -> None:
