@@ -39,6 +39,7 @@ from loadtest.cli.args import RigParser, command_prog
 from loadtest.cli.processes import stop_process_group
 from loadtest.cli.types import cpu_list, port, positive_number
 from loadtest.cpus import allowed_cpus, checked_cpus, cpu_set, default_layout, format_cpus
+from servers.gpus import MULTI_GPU_ENV
 from servers.local import LOCAL, LocalRecipe
 from servers.vllm_cpu import ENGINE_PYTHON, TINY_MODEL
 
@@ -99,7 +100,7 @@ class LocalEngine:
 
     def environment(self) -> dict[str, str]:
         bind = self.recipe.bind_compute(self.compute_cpus) if self.compute_cpus else {}
-        return {**os.environ, **self.recipe.env, **bind, **self.env}
+        return {**os.environ, **MULTI_GPU_ENV, **self.recipe.env, **bind, **self.env}
 
     def start(self, timeout_s: float = 600) -> None:
         try:

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from servers.engine import Engine, health_probe
+from servers.gpus import MULTI_GPU_ENV
 from servers.registry import ENGINES, IMAGES_CHECKED, refusal
 from servers.settings import DESCRIPTIONS, SETTINGS, env_name
 
@@ -128,6 +129,7 @@ def service(eng: Engine) -> dict[str, Any]:
         },
     }
     if eng.gpu:
+        env += [f"{k}={v}" for k, v in MULTI_GPU_ENV.items()]
         device = {"driver": "nvidia", "device_ids": [f"${{{_var(eng, 'GPUS')}:-0}}"], "capabilities": ["gpu"]}
         svc["deploy"] = {"resources": {"reservations": {"devices": [device]}}}
     svc.update(extra)

@@ -39,7 +39,7 @@ from servers.prefix_cache import vllm_reset
 from servers.settings import SETTINGS, env_name
 from servers.spec import REPO, EngineSpec, LocalRecipe, MetricNames, PrefixCache, Target
 
-__all__ = ["ENGINE", "MULTI_GPU_ENV", "RECIPE", "SPEC", "VLLM_FLAGS", "VLLM_REFUSED", "gpu_recipe",
+__all__ = ["ENGINE", "RECIPE", "SPEC", "VLLM_FLAGS", "VLLM_REFUSED", "gpu_recipe",
            "vllm_metric_names"]
 
 VLLM_FLAGS: dict[str, tuple[str, ...]] = {
@@ -92,10 +92,6 @@ def vllm_metric_names(prefix: str) -> MetricNames:
     return {field: [f"{prefix}:{name}" for name in found] for field, found in names.items()}
 
 
-# On a host of several GPUs, NVLink multicast (NVLS) is left off in every engine's environment:
-# NCCL, torch's symmetric memory and NVSHMEM each use it by themselves (harmless on one GPU).
-MULTI_GPU_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                 "NVSHMEM_DISABLE_NVLS": "1"}
 LOCAL_MODEL = REPO / "models" / "tiny-llama"
 # the host's python3 as its PATH finds it: on the lent GPU machines the one that has torch
 # (/opt/torch/.venv/bin/python3), where /usr/bin/python3 has none
@@ -126,8 +122,7 @@ def gpu_recipe(eng: Engine, flags: dict[str, tuple[str, ...]], env: Mapping[str,
                   # uvicorn's default (5 s) closes a kept-alive connection whose request a busy
                   # API server has not read in time; the client then sees a request fail
                   f"{prefix}_HTTP_TIMEOUT_KEEP_ALIVE": "600",
-                  f"{prefix}_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
-                  **MULTI_GPU_ENV}
+                  f"{prefix}_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
     if settings.get("GPUS"):
         engine_env.update({"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": settings["GPUS"]})
 

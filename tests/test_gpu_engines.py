@@ -23,9 +23,10 @@ from loadtest.sweep.matrix import EngineConfig
 from servers import aphrodite, vllm
 from servers.local import LOCAL
 from servers.prefix_cache import vllm_reset
-from servers.registry import SPECS, translate
+from servers.registry import ENGINES, SPECS, translate
 from servers.settings import FLAG_SETTINGS, env_name
-from servers.vllm import HOST_PYTHON, MULTI_GPU_ENV, gpu_recipe
+from servers.gpus import MULTI_GPU_ENV
+from servers.vllm import HOST_PYTHON, gpu_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = {"vllm": (vllm.ENGINE, vllm.VLLM_FLAGS), "aphrodite": (aphrodite.ENGINE, aphrodite.LOCAL_FLAGS)}
@@ -119,16 +120,30 @@ def test_a_relative_model_folder_is_made_absolute_and_the_served_name_is_kept(
 
 
 @pytest.mark.parametrize("slug", sorted(RECIPES))
-def test_environment_multicast_off_flashinfer_sampler_off_dev_mode_on(slug: str) -> None:
+def test_environment_flashinfer_sampler_off_dev_mode_on(slug: str) -> None:
     env = _recipe(slug).env
     prefix = slug.upper()
-    assert MULTI_GPU_ENV == {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                             "NVSHMEM_DISABLE_NVLS": "1"}
-    assert MULTI_GPU_ENV.items() <= env.items()
     assert env[f"{prefix}_USE_FLASHINFER_SAMPLER"] == "0"
     assert env[f"{prefix}_SERVER_DEV_MODE"] == "1"  # /reset_prefix_cache
     assert int(env[f"{prefix}_HTTP_TIMEOUT_KEEP_ALIVE"]) >= 600
     assert "CUDA_VISIBLE_DEVICES" not in env and "PYTHONPATH" not in env  # inherited unless set
+
+
+@pytest.mark.parametrize("slug", sorted(LOCAL))
+def test_every_local_engine_keeps_nvlink_multicast_off(slug: str) -> None:
+    """Whatever its recipe sets: NCCL, torch's symmetric memory and NVSHMEM leave NVLS off."""
+    from loadtest.local_engine import LocalEngine
+
+    assert MULTI_GPU_ENV == {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                             "NVSHMEM_DISABLE_NVLS": "1"}
+    assert MULTI_GPU_ENV.items() <= LocalEngine(engine=slug).environment().items()
+
+
+def test_every_gpu_compose_service_keeps_nvlink_multicast_off() -> None:
+    from servers.compose import service
+
+    for eng in (e for e in ENGINES.values() if e.gpu):
+        assert {f"{k}={v}" for k, v in MULTI_GPU_ENV.items()} <= set(service(eng)["environment"]), eng.slug
 
 
 def test_gpus_and_python_come_from_the_environment() -> None:
