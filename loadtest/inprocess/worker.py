@@ -4,11 +4,11 @@ fixed workload through it, writing one JSON line per request to the rig.
     .venv-vllm/bin/python -m loadtest.inprocess.worker < job.json
 
 Standard library only (besides the adapter's engine): it runs in the engine's own venv, apart
-from the rig's. The job (stdin, one JSON object) names the adapter, the model, its options and
-its rounds: each a batch size, an optional warm-up (run first, never recorded) and the requests,
-one run of the rig each. The protocol goes to the process's original
-stdout; everything else the engine prints (vLLM logs to stdout) is moved to stderr first, so
-no library can corrupt it. Events, one JSON object a line:
+from the rig's. The job (stdin, one JSON object) names the adapter (its module, one of
+engines.py's), the model, its options and its rounds: each a batch size, an optional warm-up
+(run first, never recorded) and the requests, one run of the rig each. The protocol goes to the
+process's original stdout; everything else the engine prints (vLLM logs to stdout) is moved to
+stderr first, so no library can corrupt it. Events, one JSON object a line:
 
     {"event": "loaded", "engine_version": "...", "load_s": 3.2, "settings": {...}}
     {"event": "warmup", "requests": 2, "seconds": 1.1}
@@ -33,16 +33,10 @@ import time
 import traceback
 from typing import Any, Callable, TextIO
 
+from loadtest.inprocess.engines import ADAPTERS
 from loadtest.inprocess.stamps import Missing
 
 __all__ = ["main"]
-
-ADAPTER_MODULES = {
-    "transformers": "loadtest.inprocess.hf_generate",
-    "vllm-offline": "loadtest.inprocess.vllm_offline",
-    "ctranslate2": "loadtest.inprocess.ct2",
-    "llama-cpp-python": "loadtest.inprocess.llamacpp_python",
-}
 
 
 def _protocol_stream() -> TextIO:
@@ -63,8 +57,9 @@ def main() -> int:
 
     try:
         job = json.loads(sys.stdin.read())
-        adapter_name = job["adapter"]
-        module = importlib.import_module(ADAPTER_MODULES[adapter_name])
+        if job["adapter"] not in ADAPTERS:  # only the table's modules (engines.py)
+            raise KeyError(job["adapter"])
+        module = importlib.import_module(job["adapter"])
         started = time.perf_counter()
         adapter = module.Adapter(job["model"], job.get("options", {}), int(job.get("threads") or 0))
         send("loaded", engine_version=adapter.version, load_s=time.perf_counter() - started,
