@@ -36,6 +36,7 @@ from loadtest.results.record import RequestRecord
 from loadtest.results.files import ResultsError, check_runs_file
 from loadtest.client.run import Run
 from loadtest.client.conversation import Conversation, run_session
+from loadtest.client.progress import Progress, take_over_console
 from loadtest.cli.run import add_locustfile_options, check_locust_parser, check_run_options
 from loadtest.client.transport import new_client, open_connection, send
 from loadtest.workload import WorkloadError
@@ -43,6 +44,7 @@ from loadtest.local_engine import pin_client_beside
 
 log = logging.getLogger("llm-load-rig")
 _run: Run | None = None  # this process's run (each --processes child has its own)
+_progress_s: float | None = None  # a headless master's progress line, instead of Locust's tables
 
 
 def _refuse(message: str) -> None:
@@ -59,7 +61,7 @@ def _add_options(parser: Any) -> None:
 @events.init.add_listener
 def _prepare(environment: Any, runner: Any, **_: Any) -> None:
     """Master or single process: check every option and the engine before anything is sent."""
-    global _run
+    global _run, _progress_s
     if environment.parsed_options is None:
         return
     if isinstance(runner, WorkerRunner):
@@ -68,6 +70,7 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
     options = environment.parsed_options
     try:
         _run = _checked_run(environment)
+        _progress_s = take_over_console(options)
     except (ConfigError, ProbeError, ResultsError, WorkloadError) as exc:
         _refuse(str(exc))
     options.model = _run.config.model or _run.info.model  # forwarded to workers with the options
@@ -140,6 +143,8 @@ def _start(environment: Any, **_: Any) -> None:
     if _run is not None:
         try:
             _run.start()
+            if _progress_s and _run.owns_files:
+                _run.progress = Progress(_run, _progress_s).start()
         except ResultsError as exc:  # e.g. a full disk: nothing can be recorded
             log.error("error: %s", exc)
             environment.process_exit_code = 2

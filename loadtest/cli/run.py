@@ -22,6 +22,7 @@ from loadtest.cli.types import cpu_list, positive_int, positive_number, url
 from loadtest.client.arrivals import add_arrival_options
 from loadtest.client.bounds import add_bounds_options
 from loadtest.client.options import ConfigError, RunConfig, add_options, config_from_options
+from loadtest.client.progress import add_progress_option, progress_interval_s
 from loadtest.client.timing import add_timing_options, timing_from_options
 from loadtest.cpus import add_pin_option
 from loadtest.workload import WorkloadError, workload_options
@@ -53,9 +54,11 @@ def add_rig_options(parser: Any) -> None:
 
 def add_locustfile_options(parser: Any) -> None:
     """Every option the locustfile adds to Locust's parser, and `rig run` to its own: the run
-    options and the client's --no-pin (loadtest/cpus.py)."""
+    options, the client's --no-pin (loadtest/cpus.py) and the console's --progress-interval
+    (loadtest/client/progress.py)."""
     add_rig_options(parser)
     add_pin_option(parser)
+    add_progress_option(parser)
 
 
 def check_locust_parser(locust_parser: Any) -> None:
@@ -122,6 +125,7 @@ def check_run_options(options: Any, host: str | None) -> RunConfig:
     run_options(options)  # open loop, --slo, --keep-outputs
     timing_from_options(options)  # --duration, its window, --stages
     workload_options(options)  # the workload's own options
+    progress_interval_s(options)  # the console's progress line
     return config
 
 

@@ -40,6 +40,11 @@ class CpuSampler:
             gevent.sleep(_INTERVAL_S)
             self._samples.append(self._process.cpu_percent(None))
 
+    @property
+    def last_pct(self) -> float | None:
+        """The last one-second sample (the console's progress line), None before the first."""
+        return self._samples[-1] if self._samples else None
+
     def stop(self) -> dict[str, float | None]:
         if self._greenlet is not None:
             self._greenlet.kill(block=False)

@@ -224,6 +224,11 @@ class Dispatcher:
     def finished(self) -> bool:
         return self._finished
 
+    @property
+    def in_flight(self) -> int:
+        """Requests (or sessions) this process has taken and not yet completed."""
+        return self._in_flight
+
     # --- worker side ---------------------------------------------------------------------------
 
     def _ask_for_work(self) -> None:

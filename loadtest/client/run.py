@@ -27,6 +27,7 @@ from loadtest.client.client_cpu import CpuSampler
 from loadtest.client.conversation import Sessions, TurnOptions
 from loadtest.client.dispatch import Dispatcher
 from loadtest.client.loop_lag import LoopLag
+from loadtest.client.progress import Progress
 from loadtest.client.runqueue import EngineRunQueueWait
 from loadtest.cpus import cpu_set
 from loadtest.local_engine import started_engine_at
@@ -156,6 +157,7 @@ class Run:
         self.output_counter_before: float | None = None
         self.prefix_cache_reset = ""  # what start() did to the engine's prefix cache
         self.engine_runqueue: EngineRunQueueWait | None = None  # an engine the rig started here
+        self.progress: Progress | None = None  # the console's progress line (headless runs)
 
     def _sessions(self) -> Sessions | None:
         """A conversation workload's sessions as the dispatcher hands them out; None otherwise."""
@@ -280,6 +282,8 @@ class Run:
         if self._finished or not self.owns_files or not self.run_id:
             return
         self._finished = True
+        if self.progress is not None:  # its last line, ended, before the summary
+            self.progress.close()
         if self._writer is not None:
             try:
                 self._writer.close()
