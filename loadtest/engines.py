@@ -9,7 +9,9 @@ and --users caps the requests in flight. A conversation workload hands out sessi
 each user sending a session's turns one after another (loadtest/client/conversation.py).
 Each stream is read line by line and stamped on arrival (loadtest/client/transport.py); percentiles
 come from those raw records (loadtest/results/summary.py), not from Locust's rounded buckets, though
-Locust's own stats and web UI still show every request (response time = end-to-end).
+Locust's own stats and web UI still show every request (response time = end-to-end). Headless,
+the console shows the run's progress line every 5 s instead of Locust's periodic tables
+(loadtest/client/progress.py; --print-stats brings them back).
 Results: OUT/runs.csv and OUT/runs/RUN_ID/{run.json,requests.jsonl} (loadtest/results/files.py).
 Exit codes: 0 all requests ok, 1 some failed (recorded) or the engine answered some wrongly
 (flawed_requests), 2 the rig could not run.

@@ -176,6 +176,12 @@ def test_the_figures_are_the_records_own():
                                  output_tokens=152_425, ttft_p50_ms=5.25, cpu_pct=None))
     assert timed == ("1:05/3:00 36%, ~1:55 left | 1,532 requests | 2,345 tok/s | TTFT p50 5.2 "
                      "p99 - ms | 0 failed | cpu -")
+    drain = Snapshot(elapsed_s=181.0, done=4200, total=None, duration_s=180.0, in_flight=3)
+    assert format_line(drain).startswith("3:00/3:00 100%, finishing 3 in flight | 4,200 requests")
+    over = Snapshot(elapsed_s=181.4, done=4203, total=None, duration_s=180.0)
+    assert format_line(over).startswith("3:00/3:00 100%, done | 4,203 requests")
+    sessions = Snapshot(elapsed_s=30.0, done=12, total=50, unit="sessions", turns=96)
+    assert format_line(sessions).startswith("12/50 sessions 24% (96 turns) | 0:30, ~1:35 left")
 
 
 @pytest.mark.parametrize("given, shown", [
