@@ -64,9 +64,9 @@ def parse_prometheus(text: str) -> dict[str, list[float]]:
     return samples
 
 
-def scrape(url: str) -> str:
+def scrape(url: str, timeout_s: float = _TIMEOUT_S) -> str:
     """GET URL/metrics; raises OSError (urllib's errors included) when it cannot."""
-    with urllib.request.urlopen(f"{url.rstrip('/')}/metrics", timeout=_TIMEOUT_S) as response:
+    with urllib.request.urlopen(f"{url.rstrip('/')}/metrics", timeout=timeout_s) as response:
         return response.read().decode("utf-8", "replace")
 
 

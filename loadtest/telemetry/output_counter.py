@@ -27,6 +27,11 @@ from servers.spec import Target
 __all__ = ["SOURCE", "counted_by_engine", "counter_url", "read_output_counter"]
 
 SOURCE = "engine_counter:sole_client"
+# Read once before a run and once after it, off the clock: an engine busy finishing its last
+# answers, on a starved host, can take longer than a telemetry sample's 2 s to answer, and one
+# failed read would leave the whole run on usage's counts.
+_TIMEOUT_S = 10.0
+_ATTEMPTS = 3  # reads that time out
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -44,11 +49,18 @@ def read_output_counter(url: str, target: Target) -> float | None:
     if target.output_tokens_counter is None:
         return None
     name, port_offset = target.output_tokens_counter
-    try:
-        values = parse_prometheus(scrape(counter_url(url, port_offset))).get(name)
-    except (OSError, ValueError):
-        return None
-    return sum(values) if values else None
+    for _ in range(_ATTEMPTS):
+        try:
+            values = parse_prometheus(scrape(counter_url(url, port_offset), _TIMEOUT_S)).get(name)
+            return sum(values) if values else None
+        except (OSError, ValueError) as exc:
+            if not _timed_out(exc):  # refused, or not Prometheus text: asking again changes nothing
+                return None
+    return None
+
+
+def _timed_out(exc: BaseException) -> bool:
+    return isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError)
 
 
 def counted_by_engine(row: dict[str, Any], before: float | None, after: float | None) -> dict[str, Any]:
