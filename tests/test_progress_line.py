@@ -10,6 +10,7 @@ run's time."""
 from __future__ import annotations
 
 import csv
+import io
 import os
 import pty
 import re
@@ -18,11 +19,12 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from loadtest.cli.locust import locust_command
-from loadtest.client.progress import Snapshot, Tally, format_line, take_over_console
+from loadtest.client.progress import Progress, Snapshot, Tally, format_line, take_over_console
 from loadtest.results.record import RequestRecord
 from rig_helpers import REPO, running_pacer
 
@@ -182,6 +184,36 @@ def test_the_figures_are_the_records_own():
     assert format_line(over).startswith("3:00/3:00 100%, done | 4,203 requests")
     sessions = Snapshot(elapsed_s=30.0, done=12, total=50, unit="sessions", turns=96)
     assert format_line(sessions).startswith("12/50 sessions 24% (96 turns) | 0:30, ~1:35 left")
+
+
+class _Pipe(io.StringIO):
+    """A console that goes away (a pipe into `head`) after `lines` lines."""
+
+    def __init__(self, lines: int) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def write(self, text: str) -> int:
+        if self.getvalue().count("\n") >= self.lines:
+            raise BrokenPipeError(32, "Broken pipe")
+        return super().write(text)
+
+
+def test_a_console_that_goes_away_ends_the_lines_not_the_run():
+    """Run.finish closes the line before the summary: a closed pipe must not raise there."""
+    run = SimpleNamespace(
+        records=[_record(i, 5.0) for i in range(3)], workload=SimpleNamespace(),
+        dispatcher=SimpleNamespace(run_origin_ns=time.perf_counter_ns() - 10**9, in_flight=0),
+        timing=SimpleNamespace(duration_s=None), config=SimpleNamespace(requests=10),
+        environment=SimpleNamespace(runner=SimpleNamespace()), cpu=SimpleNamespace(last_pct=3.0))
+    pipe = _Pipe(lines=1)
+    progress = Progress(run, 60.0, stream=pipe).start()
+    progress._print(end=False)
+    run.records.append(_record(3, 6.0))
+    progress._print(end=False)  # the pipe is gone: no error, no more lines
+    progress.close()
+    assert pipe.getvalue().startswith("3/10 requests 30% | 0:01, ~0:02 left | ")
+    assert pipe.getvalue().count("\n") == 1
 
 
 @pytest.mark.parametrize("given, shown", [

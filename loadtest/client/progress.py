@@ -198,16 +198,15 @@ class Progress:
         self.stream = stream if stream is not None else sys.stderr
         self.tty = self.stream.isatty()
         self.tally = Tally()
-        self._started_s = time.monotonic()
         self._greenlet: gevent.Greenlet | None = None
         self._pending = False  # a terminal line not yet ended: a log line ends it first
+        self._gone = False  # the stream could not be written: no more lines
         self._filter = _EndPendingLine(self)
         self._handlers: list[logging.Handler] = []
 
     def start(self) -> Progress:
         import gevent  # here: `rig run` imports this module for its option, before Locust
 
-        self._started_s = time.monotonic()
         if self.tty:  # Locust's log lines (stderr) would otherwise run on from the line
             loggers = [logging.getLogger(), *(logging.getLogger(name) for name in
                                                list(logging.root.manager.loggerDict))]
@@ -231,23 +230,33 @@ class Progress:
     def _print_periodically(self) -> None:
         import gevent
 
-        while True:
+        while not self._gone:
             gevent.sleep(self.interval_s)
             self._print(end=False)
 
     def _print(self, end: bool) -> None:
+        """One line; a console that went away (a closed pipe) ends the lines, never the run."""
+        if self._gone:
+            return
         line = format_line(self.snapshot())
-        if self.tty:
-            self.stream.write(f"\r{line}\x1b[K" + ("\n" if end else ""))
-            self._pending = not end
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+        try:
+            if self.tty:
+                self.stream.write(f"\r{line}\x1b[K" + ("\n" if end else ""))
+                self._pending = not end
+            else:
+                self.stream.write(line + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # ValueError: a closed stream
+            self._gone = True
+            self._pending = False
 
     def end_pending_line(self) -> None:
         if self._pending:
             self._pending = False
-            self.stream.write("\n")
+            try:
+                self.stream.write("\n")
+            except (OSError, ValueError):
+                self._gone = True
 
     def snapshot(self) -> Snapshot:
         """The figures now, the records that arrived since the last snapshot read."""
