@@ -159,7 +159,8 @@ def rig(url: str, args: argparse.Namespace, users: int, telemetry_interval: str 
         tree: Path | None = None) -> dict:
     """One run of the rig (this tree's, or the checkout `tree`'s: its locustfile and package,
     its rows in OUT/baseline/)."""
-    out = args.out if tree is None else args.out / "baseline"
+    # absolute: the baseline's Locust runs in its own tree (cwd), where a relative OUT would land
+    out = args.out.resolve() if tree is None else args.out.resolve() / "baseline"
     options = ["--only-summary", "--engine", args.engine, "--requests", str(requests_for(args, users)),
                "--max-tokens", str(args.max_tokens), "--out", str(out),
                "--telemetry-interval", telemetry_interval or f"{args.rig_telemetry_interval:g}",
