@@ -198,6 +198,22 @@ def records_written(out: Path, at_least: int = 1) -> bool:
                for log in out.rglob("runs/*/requests.jsonl"))
 
 
+def streams_at_once(requests_jsonl: Path) -> int:
+    """The most answers that streamed at once (first chunk to end), from a run's records: an
+    engine with one slot streams one at a time, with more slots several, however fast the host
+    (its completion time need not be shorter: batching pays only where the host has cores)."""
+    edges = []
+    for line in requests_jsonl.read_text().splitlines():
+        record = json.loads(line)
+        if record.get("first_chunk_ns") and record.get("done_ns"):
+            edges += [(record["first_chunk_ns"], 1), (record["done_ns"], -1)]
+    most = streaming = 0
+    for _, step in sorted(edges):  # an end before a start at the same instant
+        streaming += step
+        most = max(most, streaming)
+    return most
+
+
 def markdown_tables(markdown: str) -> list[list[dict[str, str]]]:
     """Every Markdown table in `markdown`, each as one dict per row keyed by its header."""
     tables, lines = [], markdown.splitlines()
