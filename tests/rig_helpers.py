@@ -199,14 +199,17 @@ def records_written(out: Path, at_least: int = 1) -> bool:
 
 
 def streams_at_once(requests_jsonl: Path) -> int:
-    """The most answers that streamed at once (first chunk to end), from a run's records: an
-    engine with one slot streams one at a time, with more slots several, however fast the host
-    (its completion time need not be shorter: batching pays only where the host has cores)."""
+    """The most answers that streamed at once (first token chunk to last), from a run's records:
+    an engine with one slot streams one at a time, with more slots several, however fast the host
+    (its completion time need not be shorter: batching pays only where the host has cores). The
+    last token, not the stream's end: llama-server frees the slot before its closing usage chunk
+    and [DONE], so the next answer may begin before the last one's stream ends."""
     edges = []
     for line in requests_jsonl.read_text().splitlines():
         record = json.loads(line)
-        if record.get("first_chunk_ns") and record.get("done_ns"):
-            edges += [(record["first_chunk_ns"], 1), (record["done_ns"], -1)]
+        if record.get("first_chunk_ns"):
+            last = record["first_chunk_ns"] + sum(record.get("chunk_gaps_ns") or [])
+            edges += [(record["first_chunk_ns"], 1), (last, -1)]
     most = streaming = 0
     for _, step in sorted(edges):  # an end before a start at the same instant
         streaming += step

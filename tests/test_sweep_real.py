@@ -39,9 +39,16 @@ def test_thread_sweep_table_rows_and_resume(engine_url: str, tmp_path: Path) -> 
     assert "warmed up before measuring: 16 requests at 8 users" in table
     rows = [line.split() for line in table.splitlines() if line.split()[:1] in (["1"], ["8"])]
     assert [r[0] for r in rows] == ["1", "8"] and all(r[1] == "2" for r in rows)  # 2 runs each
-    assert sum("*" in r for r in rows) == 1 and sum("knee" in " ".join(r) for r in rows) == 1
     assert "the smallest user count whose mean output tok/s is within 5% of the best" in table
     runs = read_runs(tmp_path / "runs.csv")
+    # a user count with an invalid run (runs this short are short_run on most hosts) says so and
+    # why, and is never fastest or knee; where one counts, one is each
+    invalid = {r["users"]: r["verdict_reasons"] for r in runs if r["verdict"] == "invalid"}
+    for row in rows:
+        assert ("invalid:" in " ".join(row)) == (row[0] in invalid), (row, invalid)
+    counted = [row for row in rows if row[0] not in invalid]
+    assert sum("*" in r for r in rows) == sum("knee" in " ".join(r) for r in rows) == min(1, len(counted))
+    assert all("*" not in row and "knee" not in " ".join(row) for row in rows if row[0] in invalid)
     assert sorted((r["users"], r["repeat"]) for r in runs) == [("1", "1"), ("1", "2"), ("8", "1"), ("8", "2")]
     assert {r["tag"] for r in runs} == {"threads-vllm-cpu"} and {r["flags"] for r in runs} == {"--max-num-seqs=256"}
     assert all(r["completed"] == "16" and r["output_tokens"] == "256" for r in runs)
@@ -79,9 +86,10 @@ def test_flag_sweep_local_engines_survives_a_bad_one_and_resumes(tmp_path: Path)
         "llamacpp-cpu": "failed", "llamacpp-cpu-parallel1": "ok", "llamacpp-cpu-parallel16": "ok"}
     runs = read_runs(tmp_path / "out/runs.csv")
     assert sorted(r["flags"] for r in runs) == ["MAX_CONCURRENT_REQUESTS=1", "MAX_CONCURRENT_REQUESTS=16"]
-    # one slot streams one answer at a time, sixteen several (not "faster": issue 38)
+    # one slot streams one answer at a time, sixteen several (not "faster": issue 38); a starved
+    # client may stamp an answer's end after the next one's first token: 2 at most for one slot
     streams = {r["flags"]: streams_at_once(Path(r["run_dir"]) / "requests.jsonl") for r in runs}
-    assert streams["MAX_CONCURRENT_REQUESTS=1"] == 1 and streams["MAX_CONCURRENT_REQUESTS=16"] > 1, streams
+    assert streams["MAX_CONCURRENT_REQUESTS=1"] <= 2 < streams["MAX_CONCURRENT_REQUESTS=16"], streams
     assert "FAILED: engine exited" in first.stdout
     assert "completion time by configuration" in first.stdout
 
