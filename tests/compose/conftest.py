@@ -67,8 +67,8 @@ def compose(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     return run
 
 
-# `docker compose config --format json` of each env already rendered this session (the same
-# files, so the same answer): tests that read one env's project apart share one compose run.
+# `docker compose config --format json` of each env already rendered in this pytest run (the
+# same files, so the same answer): tests that read one env's project apart share one compose run.
 _RENDERED: dict[tuple[tuple[str, str], ...], str] = {}
 
 
