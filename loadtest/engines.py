@@ -29,6 +29,7 @@ from locust.user.users import LOCUST_STATE_STOPPING
 from locust.runners import MasterRunner, WorkerRunner
 
 import gevent
+import psutil
 from gevent.event import Event
 
 from loadtest.client.options import ConfigError, config_from_options, ensure_writable
@@ -54,6 +55,15 @@ def _refuse(message: str) -> None:
     sys.exit(2)
 
 
+def _end_forked_workers() -> None:
+    """--processes forks the workers before the master checks the options, and Locust's exit
+    handler may take a worker still running for one that ended: a master that refuses stops them
+    itself, or each waits a minute for its heartbeat. They are not waited for here: that exit
+    handler reaps them."""
+    for worker in psutil.Process().children():
+        worker.terminate()
+
+
 @events.init_command_line_parser.add_listener
 def _add_options(parser: Any) -> None:
     add_locustfile_options(parser)  # the same function builds `rig run --help`, which lists them
@@ -74,6 +84,8 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
         _run = _checked_run(environment)
         _progress_s = take_over_console(options)
     except (ConfigError, ProbeError, ResultsError, WorkloadError) as exc:
+        if isinstance(runner, MasterRunner) and options.processes:
+            _end_forked_workers()
         _refuse(str(exc))
     options.model = _run.config.model or _run.info.model  # forwarded to workers with the options
     # likewise the tokenizer token-exact workloads were built with, found in the model's folder

@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,7 +22,8 @@ from loadtest.client.timing import DEFAULT_TIMESLICE_S, Timing, timing_from_opti
 from loadtest.local_engine import LocalEngine
 from loadtest.results import window
 from loadtest.results.record import RequestRecord
-from rig_helpers import run_locust
+from loadtest.cli.locust import locust_command
+from rig_helpers import REPO, run_locust
 from servers.local import LOCAL
 
 S = 1_000_000_000  # ns per second
@@ -148,6 +152,33 @@ def test_a_timed_open_loop_run_follows_its_rate_until_the_duration():
 def test_bad_timing_is_one_line(given: dict, message: str):
     with pytest.raises(ConfigError, match=message):
         timing_from_options(options(**given))
+
+
+def test_a_refusal_with_forked_workers_leaves_none_behind(tmp_path: Path):
+    """--processes forks Locust's workers before the master checks the options: the master's
+    refusal ends them too (left to themselves, each waits a minute for its heartbeat)."""
+    out = tmp_path / "refused"
+    cmd = locust_command(host="http://127.0.0.1:9", users=2,
+                         processes=2, rig_options=["--duration", "10", "--out", str(out)])
+    with (tmp_path / "stderr.txt").open("w+") as stderr:
+        code = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO,
+                              timeout=120).returncode
+        stderr.seek(0)
+        text = stderr.read()
+    assert code == 2 and "error: --duration runs in one client process" in text
+    assert "Traceback" not in text
+    deadline = time.monotonic() + 10  # a terminated worker's own shutdown
+    while _processes_naming(str(out)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _processes_naming(str(out))
+
+
+def _processes_naming(text: str) -> list[int]:
+    found = []
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        if text in " ".join(process.info["cmdline"] or []):
+            found.append(process.info["pid"])
+    return found
 
 
 # --- a real run ---------------------------------------------------------------------------------
