@@ -1,0 +1,103 @@
+"""Separate hosts on this machine: each a network namespace with its own address on one bridge,
+so the rig's distributed runs cross a real network stack (their own loopback, routes and links),
+not 127.0.0.1. Root only; `Hosts.missing()` says why they cannot be made here.
+
+    with Hosts(["engine", "master", "w1"]) as hosts:
+        server = hosts.popen("engine", [...])          # runs inside that namespace
+        hosts.address("engine")                        # "10.77.N.1"
+        hosts.cut("w1")                                # its link down: the host is lost
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Hosts"]
+
+
+class Hosts:
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = list(names)
+        tag = f"{os.getpid() % 10000}"  # two pytest runs at once make two networks
+        self._prefix = f"rig{tag}"
+        self._subnet = f"10.77.{os.getpid() % 250}"
+        self._bridge = f"{self._prefix}br"
+        self._made: list[str] = []
+
+    @staticmethod
+    def missing() -> str | None:
+        """Why no namespaces can be made here, or None."""
+        if shutil.which("ip") is None:
+            return "no `ip` command (iproute2)"
+        if os.geteuid() != 0:
+            return "network namespaces need root"
+        probe = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+        return None if probe.returncode == 0 else f"ip netns: {probe.stderr.strip()}"
+
+    @property
+    def here(self) -> str:
+        """This (the root) namespace's address on the bridge: the test reaches every host."""
+        return f"{self._subnet}.254"
+
+    def address(self, name: str) -> str:
+        return f"{self._subnet}.{self.names.index(name) + 1}"
+
+    def namespace(self, name: str) -> str:
+        return f"{self._prefix}-{name}"
+
+    def popen(self, name: str, cmd: Sequence[str], log: Path, cwd: Path, **kwargs: Any
+              ) -> subprocess.Popen[bytes]:
+        """CMD inside host NAME, its output in LOG, in a process group of its own."""
+        return subprocess.Popen(["ip", "netns", "exec", self.namespace(name), *cmd], cwd=cwd,
+                                stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                                start_new_session=True, **kwargs)
+
+    def cut(self, name: str) -> None:
+        """Take host NAME's link down, as a pulled cable would."""
+        _ip("-n", self.namespace(name), "link", "set", self._veth(name), "down")
+
+    def __enter__(self) -> Hosts:
+        try:
+            _ip("link", "add", self._bridge, "type", "bridge")
+            self._made.append(f"link:{self._bridge}")
+            _ip("addr", "add", f"{self.here}/24", "dev", self._bridge)
+            _ip("link", "set", self._bridge, "up")
+            for name in self.names:
+                self._add(name)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for made in reversed(self._made):
+            kind, what = made.split(":", 1)
+            args = ["netns", "del", what] if kind == "netns" else ["link", "del", what]
+            subprocess.run(["ip", *args], capture_output=True)
+        self._made.clear()
+
+    def _add(self, name: str) -> None:
+        ns, veth = self.namespace(name), self._veth(name)
+        _ip("netns", "add", ns)
+        self._made.append(f"netns:{ns}")
+        _ip("link", "add", veth, "type", "veth", "peer", "name", f"{veth}b")
+        _ip("link", "set", veth, "netns", ns)
+        _ip("link", "set", f"{veth}b", "master", self._bridge)
+        _ip("link", "set", f"{veth}b", "up")
+        _ip("-n", ns, "addr", "add", f"{self.address(name)}/24", "dev", veth)
+        _ip("-n", ns, "link", "set", veth, "up")
+        _ip("-n", ns, "link", "set", "lo", "up")
+
+    def _veth(self, name: str) -> str:
+        return f"{self._prefix}{self.names.index(name)}"  # interface names: 15 characters at most
+
+
+def _ip(*args: str) -> None:
+    done = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise OSError(f"ip {' '.join(args)}: {done.stderr.strip()}")
