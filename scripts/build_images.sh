@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # usage: scripts/build_images.sh [--rebuild] IMAGE...
-#   IMAGE: base | vllm-cpu | llamacpp-cpu | transformers-cpu | textgen-cpu | nginx   (the others build base
+#   IMAGE: base | vllm-cpu | llamacpp-cpu | transformers-cpu | textgen-cpu | nginx | rig   (the others build base
 #          first if it is missing)
 #   Builds the rig's local images with no container registry; each IMAGE's name:tag is from
 #   servers/images.py, an engine's from its spec (python3 -m servers.images prints them all):
@@ -20,8 +20,10 @@
 #             scripts/install_textgen.sh --pack; its packages copied from .venv-textgen where that
 #             venv's Python is the image's (3.11: ~25 s), else pip installs them (same CA bundle)
 #   nginx     llm-load-rig/nginx:bookworm, Debian's nginx for the balancer (LB_IMAGE) in CI
+#   rig       llm-load-rig/rig:<version> from loadtest/deploy/Dockerfile: this checkout's rig
+#             (pip install of pyproject.toml, loadtest/, servers/), for rig k8s's pods
 set -euo pipefail
-usage() { sed -n '2,22s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '2,24s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 die() { echo "error: $*" >&2; exit 1; }
 run() { echo "+ $*" >&2; "$@"; }
 
@@ -134,6 +136,19 @@ build_nginx() {
   run docker build --network host -t "$image" --build-arg "BASE_IMAGE=$base_image" "$root/servers/nginx"
 }
 
+build_rig() {
+  local image=${images[rig]} context=$root/build/rig-image
+  have_image "$image" && { echo "$image: present" >&2; return; }
+  docker image inspect "$base_image" >/dev/null 2>&1 || build_base
+  rm -rf "$context" && mkdir -p "$context/rig"
+  cp "$root/pyproject.toml" "$root/README.md" "$context/rig/"
+  tar -C "$root" --exclude=__pycache__ -cf - loadtest servers | tar -C "$context/rig" -xf -
+  cp "$root/loadtest/deploy/Dockerfile" "$context/"
+  stage_extras "$context"
+  rm -rf "$context/extra/wheels"  # pip installs the rig's own dependencies, no torch
+  run docker build --network host -t "$image" --build-arg "BASE_IMAGE=$base_image" "$context"
+}
+
 for name in "$@"; do
   case $name in
     base) build_base ;;
@@ -142,6 +157,7 @@ for name in "$@"; do
     transformers-cpu) build_transformers_cpu ;;
     textgen-cpu) build_textgen_cpu ;;
     nginx) build_nginx ;;
+    rig) build_rig ;;
     *) die "no build step for $name in $0 (python3 -m servers.images lists it)" ;;
   esac
 done

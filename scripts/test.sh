@@ -146,6 +146,7 @@ if [[ -f build/.docker-ready ]]; then
     if [[ -x .venv-textgen/bin/python ]]; then  # without it, its tests skip
       scripts/build_images.sh textgen-cpu || echo "warning: the textgen-cpu image did not build; its container tests fail" >&2
     fi
+    scripts/build_images.sh rig || echo "warning: the rig image did not build; its container test skips" >&2
   } > build/install_images.log 2>&1 &
   images_pid=$!
 fi

@@ -9,23 +9,34 @@
 An engine's image is built here when its Compose service has a ``build``
 (``servers/vllm-cpu/``, ...): its NAME is that build folder's name (``transformers-cpu`` for the
 ``transformers`` engine), its IMAGE the spec's pinned ``Engine.image``, the tag Compose runs.
-Two images are no engine's: ``base`` (Debian bookworm and python3, the engines' images are
-built on it) and ``nginx`` (the balancer's, ``LB_IMAGE`` in CI).
+Three images are no engine's: ``base`` (Debian bookworm and python3, the engines' images are
+built on it), ``nginx`` (the balancer's, ``LB_IMAGE`` in CI) and ``rig`` (the rig itself, tagged
+with its version: ``rig k8s`` runs its pods on it).
 
 Standard library only (the script asks it with the machine's python3).
 """
 
 from __future__ import annotations
 
+import re
 import sys
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from servers.registry import SPECS
 
-__all__ = ["BASE_IMAGE", "NGINX_IMAGE", "engine_images", "local_images", "main"]
+__all__ = ["BASE_IMAGE", "NGINX_IMAGE", "RIG_IMAGE", "engine_images", "local_images", "main"]
 
 BASE_IMAGE = "llm-load-rig/base:bookworm"
 NGINX_IMAGE = "llm-load-rig/nginx:bookworm"
+
+
+def _rig_version() -> str:
+    """The project's version, as pyproject.toml gives it (one place for it)."""
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    return re.search(r'^version = "([^"]+)"', text, re.MULTILINE).group(1)  # type: ignore[union-attr]
+
+
+RIG_IMAGE = f"llm-load-rig/rig:{_rig_version()}"
 
 
 def engine_images() -> dict[str, str]:
@@ -40,7 +51,7 @@ def engine_images() -> dict[str, str]:
 
 def local_images() -> dict[str, str]:
     """Every image scripts/build_images.sh builds: NAME -> name:tag, the base first."""
-    return {"base": BASE_IMAGE, **engine_images(), "nginx": NGINX_IMAGE}
+    return {"base": BASE_IMAGE, **engine_images(), "nginx": NGINX_IMAGE, "rig": RIG_IMAGE}
 
 
 def main(argv: list[str] | None = None) -> int:

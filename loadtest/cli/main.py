@@ -88,6 +88,8 @@ class Command:
 COMMANDS: tuple[Command, ...] = (
     Command(("run",), "one fixed workload against one engine (the locustfile)", "loadtest.cli.run",
             check="loadtest.cli.run:checked_args"),
+    Command(("k8s",), "a distributed run as Kubernetes objects (master and worker Jobs)",
+            "loadtest.cli.k8s", check="loadtest.cli.k8s:checked_args"),
     Command(("race",), "the demo's race: local engines, every user count, one table",
             "loadtest.race", check="loadtest.race.args:parse_args"),
     Command(("sweep", "threads"), "how many users saturate an engine", "loadtest.sweep.threads"),
