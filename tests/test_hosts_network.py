@@ -44,10 +44,14 @@ def hosts(tmp_path: Path) -> Iterator[Hosts]:
             pacer.wait()
 
 
-def test_a_run_from_workers_on_two_hosts_crosses_the_network(hosts: Hosts, tmp_path: Path):
+@pytest.mark.parametrize("clock_ahead_s", [0, 86_400], ids=["same-clock", "clock-a-day-ahead"])
+def test_a_run_from_workers_on_two_hosts_crosses_the_network(hosts: Hosts, tmp_path: Path,
+                                                              clock_ahead_s: int):
+    """Every worker's times are put on the master's clock: each host's monotonic clock counts
+    from its own boot, so one a day ahead must not make the run last a day."""
     out = tmp_path / "results"
     master = _master(hosts, out, tmp_path)
-    workers = [_worker(hosts, name, tmp_path) for name in ("w1", "w2")]
+    workers = [_worker(hosts, "w1", tmp_path), _worker(hosts, "w2", tmp_path, clock_ahead_s)]
     try:
         assert master.wait(timeout=300) == 0, (tmp_path / "master.log").read_text()[-3000:]
     finally:
@@ -61,6 +65,26 @@ def test_a_run_from_workers_on_two_hosts_crosses_the_network(hosts: Hosts, tmp_p
     served = _get(f"{_pacer_url(hosts)}/lateness")
     assert served["requests"] == REQUESTS and served["aborted"] == 0
     assert float(row["ttft_p50_ms"]) >= 50.0  # the server's schedule: no earlier first token
+    seconds = float(row["completion_time_s"])
+    assert 0 < seconds < 120, seconds  # 256 answers of 16 tokens at 16 users: a few seconds
+    assert 0 <= float(row["clock_sync_error_ms"]) < 1000  # half a round trip on this bridge
+
+
+def test_an_open_loop_schedule_holds_on_a_worker_whose_clock_is_a_day_ahead(hosts: Hosts,
+                                                                            tmp_path: Path):
+    """The schedule's origin reaches each worker on the master's clock, moved to its own."""
+    out = tmp_path / "results"
+    master = _master(hosts, out, tmp_path, requests=128, extra=["--rate", "40"])
+    workers = [_worker(hosts, "w1", tmp_path), _worker(hosts, "w2", tmp_path, 86_400)]
+    try:
+        assert master.wait(timeout=300) == 0, (tmp_path / "master.log").read_text()[-3000:]
+    finally:
+        _stop(workers)
+    (row,) = list(csv.DictReader((out / "runs.csv").open(newline="")))
+    assert row["completed"] == "128"
+    # sent on schedule (40/s for 3.2 s), not all at once as if a day late, nor a day early
+    assert 3.0 < float(row["completion_time_s"]) < 60, row["completion_time_s"]
+    assert float(row["send_lag_p50_ms"]) < 1000, row["send_lag_p50_ms"]
 
 
 def test_a_worker_host_lost_mid_run_stops_the_run_with_its_records(hosts: Hosts, tmp_path: Path):
@@ -84,19 +108,24 @@ def test_a_worker_host_lost_mid_run_stops_the_run_with_its_records(hosts: Hosts,
     assert kept and kept[0].read_text().count("\n") >= 1, log[-3000:]
 
 
-def _master(hosts: Hosts, out: Path, tmp_path: Path, requests: int = REQUESTS
-            ) -> subprocess.Popen[bytes]:
+def _master(hosts: Hosts, out: Path, tmp_path: Path, requests: int = REQUESTS,
+            extra: tuple[str, ...] | list[str] = ()) -> subprocess.Popen[bytes]:
     cmd = locust_command(host=_pacer_url(hosts), users=16,
                          rig_options=["--engine", "vllm", "--requests", str(requests),
                                       "--max-tokens", "16", "--telemetry-interval", "0",
-                                      "--out", str(out)])
+                                      "--out", str(out), *extra])
     return hosts.popen("master", [*cmd, "--master", "--expect-workers", "2"],
                        tmp_path / "master.log", REPO)
 
 
-def _worker(hosts: Hosts, name: str, tmp_path: Path) -> subprocess.Popen[bytes]:
+def _worker(hosts: Hosts, name: str, tmp_path: Path, clock_ahead_s: int = 0
+            ) -> subprocess.Popen[bytes]:
+    """A worker on host NAME; `clock_ahead_s`: its monotonic clock that far ahead of the
+    master's (a time namespace), as two machines' clocks are: each counts from its own boot."""
     cmd = locust_command(host="", users=1)
     cmd = cmd[:cmd.index("-f") + 2] + ["--worker", "--master-host", hosts.address("master")]
+    if clock_ahead_s:
+        cmd = ["unshare", "--time", "--monotonic", str(clock_ahead_s), "--fork", *cmd]
     return hosts.popen(name, cmd, tmp_path / f"{name}.log", REPO)
 
 

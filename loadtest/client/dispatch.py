@@ -12,9 +12,14 @@ workers), so the queue lives here:
 Dispatch starts only once all users are spawned and every user of this process has opened its
 connection (on_start), so neither the spawn ramp nor connection set-up is part of the run: the
 first wave of requests leaves together, as from a client that was already connected.
+Each host's clock (CLOCK_MONOTONIC, the records' clock) counts from its own boot, so a worker first
+measures its offset from the master's clock (round trips of `rig_clock`, the one with the shortest
+trip kept: its error is at most half that trip) and puts every absolute time of its records on the
+master's clock before sending them (`on_clock`); its report says how close that is
+(`clock_sync_error_ms`).
 Open loop (--rate, loadtest/client/arrivals.py): the same queue in the same order, but a user that
 takes request i sleeps until its scheduled time first; the schedule's origin is the moment
-dispatch opens (local) or the master's first hand-out (sent to workers as a wall-clock time).
+dispatch opens (local) or the master's first hand-out (sent to workers on the master's clock).
 `complete` stamps each record with its scheduled time and the time it waited for a free user.
 Conversations (Workload.sessions, loadtest/client/conversation.py): the unit handed out is a
 session, not a request: the queue holds session indices, a user takes a session and sends its
@@ -31,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -42,13 +46,15 @@ from time import perf_counter_ns
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from loadtest.client.conversation import Conversation
-from loadtest.results.record import RequestRecord
+from loadtest.results.record import RequestRecord, on_clock
 from loadtest.workload.spec import RequestSpec, Workload
 
 __all__ = ["Dispatcher"]
 
 _RECORD_BATCH_S = 1.0
 _WATCH_WORKERS_S = 1.0
+_CLOCK_PINGS = 8  # round trips to the master; the shortest one's offset is kept
+_CLOCK_REPLY_S = 10.0
 
 
 class Dispatcher:
@@ -84,7 +90,13 @@ class Dispatcher:
         self._schedule = schedule_ns
         self._sha = workload.sha256 + schedule_sha
         self._origin_ns: int | None = None  # this process's perf_counter_ns at offset 0
-        self._origin_unix_ns: int | None = None  # master: the origin it hands to workers
+        self._origin_master_ns: int | None = None  # master: the origin it hands to workers
+        # worker: master's clock - this one's, and half the round trip that measured it
+        self._clock_offset_ns = 0
+        self._clock_error_ns: int | None = None
+        self._clock_reply = Event()
+        self._clock_sample: tuple[int, int] | None = None
+        self._clock_done = Event()
         self._due: dict[int, tuple[int, int]] = {}
         # time-bounded: the end of sending (origin + duration) and the sends so far
         self._duration_ns = None if duration_s is None else round(duration_s * 1e9)
@@ -104,9 +116,12 @@ class Dispatcher:
             self.runner.register_message("rig_need", self._on_need)
             self.runner.register_message("rig_records", self._on_records)
             self.runner.register_message("rig_done", self._on_done)
+            self.runner.register_message("rig_clock", self._on_clock_ping)
             gevent.spawn(self._watch_workers)
         elif self.is_worker:
             self.runner.register_message("rig_work", self._on_work)
+            self.runner.register_message("rig_clock", self._on_clock_reply)
+            gevent.spawn(self._sync_clock)  # while users spawn: done before dispatch opens
             gevent.spawn(self._send_records_periodically)
         else:
             self._queue.extend(range(len(self._units)))
@@ -194,7 +209,7 @@ class Dispatcher:
         if record.turn in (None, 1) and unit in self._due:  # a later turn has its own due time
             record.scheduled_ns, record.cap_wait_ns = self._due.pop(unit)
         if self.is_worker:
-            row = record.to_json()
+            row = on_clock(record.to_json(), self._clock_offset_ns)
             if record.output_text is not None:  # --keep-outputs, --recount: the master needs them
                 row["output_ids"], row["output_text"] = record.output_ids, record.output_text
             self._outgoing.append(row)
@@ -210,7 +225,8 @@ class Dispatcher:
                 self._finished = True
                 self._send_records()
                 self.runner._send_stats()  # private API (locust pinned): final stats before "done"
-                self.runner.send_message("rig_done", self.worker_report())
+                self.runner.send_message("rig_done", {**self.worker_report(),
+                                                      **self.clock_report()})
         elif not isinstance(self.runner, MasterRunner):
             self._finish()
 
@@ -236,15 +252,48 @@ class Dispatcher:
         if not self._asking:
             self._asking = True
             self._refill.clear()
+            self._clock_done.wait()  # its records are sent on the master's clock
             self.runner.send_message("rig_need", {"n": self._waiting, "sha": self._sha})
         self._refill.wait()
         self._waiting -= 1
 
+    def _sync_clock(self) -> None:
+        """The master's clock minus this one's, from the shortest of a few round trips (NTP's
+        rule: the offset is off by at most half the trip it was measured over)."""
+        best: tuple[int, int] | None = None  # (round trip, offset)
+        for _ in range(_CLOCK_PINGS):
+            self._clock_reply.clear()
+            self.runner.send_message("rig_clock", {"t0": perf_counter_ns()})
+            if not self._clock_reply.wait(_CLOCK_REPLY_S) or self._clock_sample is None:
+                break
+            if best is None or self._clock_sample[0] < best[0]:
+                best = self._clock_sample
+        if best is None:
+            logging.error("error: the master did not answer the clock check; this worker's "
+                          "times are sent on its own clock")
+            self._clock_error_ns = -1
+        else:
+            trip, self._clock_offset_ns = best
+            self._clock_error_ns = trip // 2
+        self._clock_done.set()
+
+    def _on_clock_reply(self, msg: Any, **_: Any) -> None:
+        t1 = perf_counter_ns()
+        t0, master_ns = msg.data["t0"], msg.data["master_ns"]
+        self._clock_sample = (t1 - t0, master_ns - (t0 + t1) // 2)
+        self._clock_reply.set()
+
+    def clock_report(self) -> dict[str, Any]:
+        """A worker's word on its clock, for the master's row (empty where not measured)."""
+        if self._clock_error_ns is None or self._clock_error_ns < 0:
+            return {}
+        return {"clock_sync_error_ms": self._clock_error_ns / 1e6}
+
     def _on_work(self, msg: Any, **_: Any) -> None:
         ids = msg.data["ids"]
         if self._schedule is not None and self._origin_ns is None and msg.data.get("origin"):
-            # the master's wall-clock origin on this process's monotonic clock
-            self._origin_ns = msg.data["origin"] - time.time_ns() + perf_counter_ns()
+            # the master's origin, on this process's clock
+            self._origin_ns = msg.data["origin"] - self._clock_offset_ns
         self._queue.extend(ids)
         self._exhausted = not ids
         self._asking = False
@@ -274,9 +323,13 @@ class Dispatcher:
         ids = [self._queue.popleft() for _ in range(min(msg.data["n"], len(self._queue)))]
         if ids:
             self._busy_workers.add(msg.node_id)
-        if self._schedule is not None and self._origin_unix_ns is None:
-            self._origin_unix_ns = time.time_ns()  # the schedule starts with the first hand-out
-        self.runner.send_message("rig_work", {"ids": ids, "origin": self._origin_unix_ns},
+        if self._schedule is not None and self._origin_master_ns is None:
+            self._origin_master_ns = perf_counter_ns()  # the schedule starts with the first hand-out
+        self.runner.send_message("rig_work", {"ids": ids, "origin": self._origin_master_ns},
+                                 client_id=msg.node_id)
+
+    def _on_clock_ping(self, msg: Any, **_: Any) -> None:
+        self.runner.send_message("rig_clock", {"t0": msg.data["t0"], "master_ns": perf_counter_ns()},
                                  client_id=msg.node_id)
 
     def _on_records(self, msg: Any, **_: Any) -> None:

@@ -69,7 +69,8 @@ class RunOptions:
 
 # How each load-generator process kept up; with workers, the worst process speaks for the run.
 WORST_PROCESS_COLUMNS = ("client_cpu_max_pct", "loop_lag_p99_ms", "loop_lag_max_ms",
-                         "client_runqueue_wait_ms", "client_runqueue_wait_pct")
+                         "client_runqueue_wait_ms", "client_runqueue_wait_pct",
+                         "clock_sync_error_ms")
 
 
 def worst_process(own: dict[str, Any], workers: list[dict[str, Any]]) -> dict[str, Any]:

@@ -57,7 +57,7 @@ from typing import Any
 
 from loadtest.results.redact import redact
 
-__all__ = ["ERROR_KINDS", "SESSION_ENDS", "RequestRecord"]
+__all__ = ["CLOCK_FIELDS", "ERROR_KINDS", "SESSION_ENDS", "RequestRecord", "on_clock"]
 
 ERROR_KINDS = ("connect", "timeout", "http_status", "stream_error", "stream_protocol", "truncated",
                "rate_limited", "deadline", "over_max_tokens")
@@ -176,3 +176,16 @@ class RequestRecord:
 # never in requests.jsonl
 _JSON_FIELDS = tuple(f.name for f in fields(RequestRecord)
                      if f.name not in ("output_ids", "output_text"))
+
+# The record's absolute times (the others are differences): what another host's clock shifts.
+CLOCK_FIELDS = ("sent_ns", "first_chunk_ns", "done_ns", "scheduled_ns")
+
+
+def on_clock(row: dict[str, Any], offset_ns: int) -> dict[str, Any]:
+    """A record's JSON row with its absolute times moved by `offset_ns` (a worker's records put
+    on the master's clock: loadtest/client/dispatch.py)."""
+    if offset_ns:
+        for name in CLOCK_FIELDS:
+            if row.get(name) is not None:
+                row[name] += offset_ns
+    return row

@@ -189,6 +189,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("client_runqueue_wait_pct", float, "%", "that wait over the run's wall time: the share of it the client was starved"),
     Column("engine_runqueue_wait_ms", float, "ms", "time the threads of the engine's process tree (leader and descendants) were runnable but not running, when the rig started that engine on this host (Linux schedstat; empty elsewhere)"),
     Column("engine_runqueue_wait_pct", float, "%", "that wait over (the run's wall time x the cores the engine may use): 100% means every core it may use had an engine thread waiting all the time; its own threads waiting on each other count too, so it can pass 100%"),
+    Column("clock_sync_error_ms", float, "ms", "with workers: the largest error a worker's times can carry once put on the master's clock (half the shortest round trip of its clock check; empty in one process)"),
     Column("loop_lag_p99_ms", float, "ms", "how late the client's event loop woke, p99 (worst process)"),
     Column("loop_lag_max_ms", float, "ms", "how late it woke at worst"),
     Column("client_cpu_count", int, "cores", "cores the client could run on"),
