@@ -32,6 +32,9 @@ Row = Mapping[str, Any]
 CLIENT_CPU_LIMIT_PCT = 90.0
 # a loop that keeps up wakes within ~1 ms (loadtest/client/loop_lag.py)
 LOOP_LAG_LIMIT_MS = 20.0
+# a worker's clock matched to the master's within this (half a round trip: ~0.1 ms on one bridge,
+# tests/test_hosts_network.py); past it, times across workers (completion, schedule) carry it
+CLOCK_SYNC_LIMIT_MS = 5.0
 # clean runs of vLLM on 2 shared cores show the client's mean TTFT +55-70 ms above the engine's
 # own, for this rig and a lean asyncio client alike; stalled ones +750-1,550 ms
 FRONT_END_GAP_MS = 250.0
@@ -123,6 +126,12 @@ WARNING_RULES: tuple[Rule, ...] = (
          "timestamps", "add --processes, or fewer users per process",
          {"cpu_pct": CLIENT_CPU_LIMIT_PCT},
          lambda row, lim: (row.get("client_cpu_max_pct") or 0) > lim["cpu_pct"]),
+    Rule("clock_sync_loose",
+         "a worker's clock was matched to the master's only within more than {ms:g} ms, so "
+         "times compared across workers (the run's span, an open-loop schedule) carry that error",
+         "put the workers on the master's network, nearer it, or the run on fewer hosts",
+         {"ms": CLOCK_SYNC_LIMIT_MS},
+         lambda row, lim: (row.get("clock_sync_error_ms") or 0) > lim["ms"]),
     Rule("failed_requests", "some requests failed", "see the errors column and requests.jsonl",
          fires=_has("failed")),
     Rule("output_tokens_from_chunks",
