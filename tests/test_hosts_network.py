@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from loadtest.calibration.server import pacer_env
+from loadtest.client.arrivals import send_offsets_ns
 from loadtest.cli.locust import locust_command
 from net_hosts import Hosts
 from rig_helpers import REPO
@@ -31,7 +33,7 @@ def hosts(tmp_path: Path) -> Iterator[Hosts]:
     why = Hosts.missing()
     if why:
         pytest.skip(why)
-    with Hosts(["engine", "master", "w1", "w2"]) as made:
+    with Hosts(["engine", "master", "w1", "w2", "w3", "w4"]) as made:
         pacer = made.popen("engine", [sys.executable, "-m", "loadtest.calibration.pacer",
                                       "--host", "0.0.0.0", "--port", str(PACER_PORT),
                                       "--ttft-ms", "50", "--gap-ms", "10", "--tokens", "16"],
@@ -87,6 +89,36 @@ def test_an_open_loop_schedule_holds_on_a_worker_whose_clock_is_a_day_ahead(host
     assert float(row["send_lag_p50_ms"]) < 1000, row["send_lag_p50_ms"]
 
 
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_a_bursty_schedule_reaches_the_engine_as_bursty_from_several_hosts(hosts: Hosts,
+                                                                           tmp_path: Path,
+                                                                           workers: int):
+    """The master owns the one schedule and workers send each request at its time, so a gamma
+    schedule's bursts arrive as bursts, not averaged towards Poisson as schedules split among
+    workers would be: the gaps between the requests the server read (its own receive times)
+    vary as much as the schedule's do."""
+    requests, rate, burstiness = 256, 50.0, 0.25  # coefficient of variation of the gaps: 2
+    out = tmp_path / "results"
+    master = _master(hosts, out, tmp_path, requests=requests, workers=workers,
+                     extra=["--rate", f"{rate:g}", "--arrival", "gamma",
+                            "--burstiness", f"{burstiness:g}", "--users", "64"])
+    started = [_worker(hosts, name, tmp_path) for name in ("w1", "w2", "w3", "w4")[:workers]]
+    try:
+        assert master.wait(timeout=300) == 0, (tmp_path / "master.log").read_text()[-3000:]
+    finally:
+        _stop(started)
+    read_ns = sorted(r["read_ns"] for r in _get(f"{_pacer_url(hosts)}/requests")["requests"])
+    assert len(read_ns) == requests
+    schedule = send_offsets_ns(requests, rate, "gamma", 0, burstiness)
+    assert _cv(read_ns) == pytest.approx(_cv(schedule), rel=0.2), (_cv(read_ns), _cv(schedule))
+    assert _cv(read_ns) > 1.5  # Poisson's is 1
+
+
+def _cv(times: list[int]) -> float:
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    return statistics.pstdev(gaps) / statistics.fmean(gaps)
+
+
 def test_a_worker_host_lost_mid_run_stops_the_run_with_its_records(hosts: Hosts, tmp_path: Path):
     out = tmp_path / "results"
     master = _master(hosts, out, tmp_path, requests=4096)
@@ -109,12 +141,12 @@ def test_a_worker_host_lost_mid_run_stops_the_run_with_its_records(hosts: Hosts,
 
 
 def _master(hosts: Hosts, out: Path, tmp_path: Path, requests: int = REQUESTS,
-            extra: tuple[str, ...] | list[str] = ()) -> subprocess.Popen[bytes]:
+            extra: tuple[str, ...] | list[str] = (), workers: int = 2) -> subprocess.Popen[bytes]:
     cmd = locust_command(host=_pacer_url(hosts), users=16,
                          rig_options=["--engine", "vllm", "--requests", str(requests),
                                       "--max-tokens", "16", "--telemetry-interval", "0",
                                       "--out", str(out), *extra])
-    return hosts.popen("master", [*cmd, "--master", "--expect-workers", "2"],
+    return hosts.popen("master", [*cmd, "--master", "--expect-workers", str(workers)],
                        tmp_path / "master.log", REPO)
 
 
