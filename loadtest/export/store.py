@@ -63,21 +63,27 @@ def write_export(tables: Tables, out: Path) -> list[Path]:
     import duckdb
     import pyarrow.parquet as pq
 
+    import pyarrow as pa
+
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out, prefix=".export-"))
     try:
-        arrow = {name: _arrow(name, getattr(tables, name)) for name in TABLES}
-        for name, table in arrow.items():
-            pq.write_table(table, staging / PARQUET[name])
-        database = duckdb.connect(str(staging / DATABASE))
         try:
+            arrow = {name: _arrow(name, getattr(tables, name)) for name in TABLES}
             for name, table in arrow.items():
-                database.register("_frame", table)
-                database.execute(f"CREATE TABLE {name} AS SELECT * FROM _frame")
-                database.unregister("_frame")
-            database.execute("CHECKPOINT")
-        finally:
-            database.close()
+                pq.write_table(table, staging / PARQUET[name])
+            database = duckdb.connect(str(staging / DATABASE))
+            try:
+                for name, table in arrow.items():
+                    database.register("_frame", table)
+                    database.execute(f"CREATE TABLE {name} AS SELECT * FROM _frame")
+                    database.unregister("_frame")
+                database.execute("CHECKPOINT")
+            finally:
+                database.close()
+        except (pa.ArrowException, duckdb.Error) as exc:
+            raise ExportError(f"cannot write the export under {out} ({_first_line(exc)})") \
+                from None
         written = []
         for file in [*PARQUET.values(), DATABASE]:
             _sync(staging / file)
@@ -94,8 +100,11 @@ def _sync(path: Path) -> None:
 
 
 def is_export(path: Path) -> bool:
-    """Whether `path` is an export: a DuckDB file, or a folder holding runs.parquet."""
-    return (path.is_file() and path.suffix == ".duckdb") or (path / PARQUET["runs"]).is_file()
+    """Whether `path` is an export: a DuckDB file, or a folder holding runs.parquet and no
+    runs.csv (an export written into a results folder does not hide the folder's own runs)."""
+    if path.is_file():
+        return path.suffix == ".duckdb"
+    return (path / PARQUET["runs"]).is_file() and not any(path.rglob("runs.csv"))
 
 
 def read_export(path: Path) -> Tables:

@@ -268,15 +268,39 @@ def _typed(values: pd.Series, kind: str, where: list[str], column: str) -> pd.Se
                 out.append(value if isinstance(value, bool) else text == "True")
                 continue
             raise _bad(where[index], column, value, "True or False")
+        if kind == "int":
+            whole = _whole(value)
+            if whole is None:
+                raise _bad(where[index], column, value, "a whole number")
+            out.append(whole)
+            continue
         number = _number(value)
-        if number is None or (kind == "int" and number != int(number)):
-            raise _bad(where[index], column, value, "a whole number" if kind == "int"
-                       else "a number")
-        out.append(int(number) if kind == "int" else number)
+        if number is None:
+            raise _bad(where[index], column, value, "a number")
+        out.append(number)
     dtype = {"int": "Int64", "float": "float64", "bool": "boolean", "str": "string"}[kind]
     return pd.Series(pd.array(out, dtype=dtype) if kind != "float" else
                      [math.nan if v is None else v for v in out], index=values.index,
                      dtype=dtype)
+
+
+_INT64 = 2**63
+
+
+def _whole(value: Any) -> int | None:
+    """A whole number exactly (a nanosecond count past 2**53 too), within BIGINT's range."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        whole = value
+    elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        whole = int(value.strip())
+    else:
+        number = _number(value)
+        if number is None or number != int(number):
+            return None
+        whole = int(number)
+    return whole if -_INT64 <= whole < _INT64 else None
 
 
 def _number(value: Any) -> float | None:
