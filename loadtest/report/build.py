@@ -122,9 +122,12 @@ class Report:
 
 
 def report_folder(root: Path, out: Path, *, where: list[str], failed: dict[str, str],
-                  baseline: str | None, race: bool, slo_share: float) -> int:
+                  baseline: str | None, race: bool, slo_share: float,
+                  source: Path | None = None) -> int:
     """The report of the runs under `root` written to `out`, its tables printed; 2 with one
-    `error:` line for a runs.csv or --where that cannot be read."""
+    `error:` line for a runs.csv or --where that cannot be read. `source`: what the report
+    says it was made from, where that is not `root` (an export laid out in a temporary one)."""
+    source = source or root
     try:
         runs = select_runs(load_runs(root), where)
     except (KeyError, ValueError) as exc:
@@ -134,13 +137,13 @@ def report_folder(root: Path, out: Path, *, where: list[str], failed: dict[str, 
         return 2
     if runs.empty:
         reason = "no matching runs" if where else "no runs.csv rows"
-        message = f"nothing to report: {reason} under {root} (a complete, non-warm-up run adds one)"
+        message = f"nothing to report: {reason} under {source} (a complete, non-warm-up run adds one)"
         if failed:
             message += "; did not run: " + "; ".join(f"{e} ({why})" for e, why in failed.items())
         print(message)
         _write(_empty_report(out, message))
         return 0
-    report = build_report(runs, out, baseline=baseline, source=root, race=race, failed=failed,
+    report = build_report(runs, out, baseline=baseline, source=source, race=race, failed=failed,
                           slo_share=slo_share)
     _write(report)
     print("\n\n".join(report.races if race else report.races + report.tables))

@@ -4,10 +4,12 @@
     python -m loadtest.report results/sweep --out /tmp/r --baseline=--max-num-seqs=256
     python -m loadtest.report results/ --where engine=vllm --where tag=nightly
     python -m loadtest.report results/ --race --where tag=demo --failed "transformers=why"
+    python -m loadtest.report export/results.duckdb          # an export (rig export) -> export/report/
 
-Reads every runs.csv under RESULTS and each run's requests.jsonl / telemetry.jsonl; never runs
-anything. Prints each heat's table to stdout and writes report.md, report.html (images
-embedded, one file to send) and the PNGs beside them.
+Reads every runs.csv under RESULTS and each run's requests.jsonl / telemetry.jsonl, or an export
+of them (`rig export`: its folder of Parquet files, or its DuckDB file), which gives the same
+report; never runs anything. Prints each heat's table to stdout and writes report.md,
+report.html (images embedded, one file to send) and the PNGs beside them.
 What the report holds, section by section: loadtest/report/build.py. Options are checked before
 pandas and matplotlib load (about a second), so --help and bad input answer at once.
 Exit codes: 0 report written (or nothing to report, said in one line), 2 bad folder or option.
@@ -16,7 +18,9 @@ Exit codes: 0 report written (or nothing to report, said in one line), 2 bad fol
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from loadtest.cli.args import RigParser, command_prog
 from loadtest.cli.types import percent, writable_folder
@@ -28,9 +32,9 @@ __all__ = ["main", "parser"]
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     root = Path(args.results)
-    if not root.is_dir():
-        print(f"error: no results folder {root} (pass the --out folder of a run or sweep)",
-              file=sys.stderr)
+    if not root.is_dir() and not (root.is_file() and root.suffix == ".duckdb"):
+        print(f"error: no results folder {root} (pass the --out folder of a run or sweep, or "
+              "an export)", file=sys.stderr)
         return 2
     try:
         failed = _failed_engines(args.failed)
@@ -38,11 +42,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}".replace("\r", "\\r").replace("\n", "\\n"), file=sys.stderr)
         return 2
     # pandas and matplotlib (about a second) once the options are good, not for --help or an error
+    from loadtest.export.store import is_export
     from loadtest.report.build import report_folder
 
-    return report_folder(root, Path(args.out) if args.out else root / "report", where=args.where,
-                         failed=failed, baseline=args.baseline, race=args.race,
-                         slo_share=args.slo_share)
+    out = Path(args.out) if args.out else (root if root.is_dir() else root.parent) / "report"
+    options = dict(where=args.where, failed=failed, baseline=args.baseline, race=args.race,
+                   slo_share=args.slo_share)
+    if not is_export(root):
+        return report_folder(root, out, **options)
+    return _report_export(root, out, options)
+
+
+def _report_export(path: Path, out: Path, options: dict[str, Any]) -> int:
+    """The report of an export: its tables laid out again as the results folders they came
+    from (in a temporary folder), reported as those are."""
+    from loadtest.export.cli import one_line
+    from loadtest.export.store import read_export, write_results_folder
+    from loadtest.export.tables import ExportError
+    from loadtest.report.build import report_folder
+
+    try:
+        tables = read_export(path)
+    except ExportError as exc:
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="rig-report-") as folder:
+        write_results_folder(tables, Path(folder))
+        return report_folder(Path(folder), out, source=path, **options)
 
 
 def parser() -> RigParser:
@@ -50,9 +76,11 @@ def parser() -> RigParser:
                   description="Tables and plots from llm-load-rig results.",
                   epilog="example:\n  rig report results/ --where engine=vllm-cpu|llamacpp-cpu")
     p.add_argument("results", nargs="?", default="results",
-                   help="results folder: every runs.csv below it is read (default results/)")
+                   help="results folder: every runs.csv below it is read (default results/); "
+                   "or an export: its folder or its .duckdb file (rig export)")
     p.add_argument("--out", type=writable_folder,
-                   help="where to write the report (default RESULTS/report/)")
+                   help="where to write the report (default RESULTS/report/; beside a .duckdb "
+                   "file for one)")
     p.add_argument("--baseline", default=None, metavar="FLAGS",
                    help="flags of the baseline for flag effects, as --baseline=FLAGS "
                    "(default: the flags of the first run)")
