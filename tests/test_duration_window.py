@@ -147,11 +147,15 @@ def test_a_timed_open_loop_run_follows_its_rate_until_the_duration():
     ({"warmup_s": "-1", "duration": "10"}, "--warmup-s must be at least 0"),
     ({"timeslice_s": "0"}, "--timeslice-s must be above 0"),
     ({"duration": "10", "workload": "conversation"}, "conversation"),
-    ({"duration": "10", "processes": 4}, "drop --processes"),
 ])
 def test_bad_timing_is_one_line(given: dict, message: str):
     with pytest.raises(ConfigError, match=message):
         timing_from_options(options(**given))
+
+
+def test_a_duration_runs_across_processes():
+    """The master numbers the sends and owns the duration (loadtest/client/dispatch.py)."""
+    assert timing_from_options(options(duration="10", processes=4)).duration_s == 10
 
 
 def test_a_refusal_with_forked_workers_leaves_none_behind(tmp_path: Path):
@@ -159,13 +163,13 @@ def test_a_refusal_with_forked_workers_leaves_none_behind(tmp_path: Path):
     refusal ends them too (left to themselves, each waits a minute for its heartbeat)."""
     out = tmp_path / "refused"
     cmd = locust_command(host="http://127.0.0.1:9", users=2,
-                         processes=2, rig_options=["--duration", "10", "--out", str(out)])
+                         processes=2, rig_options=["--rate", "nope", "--out", str(out)])
     with (tmp_path / "stderr.txt").open("w+") as stderr:
         code = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO,
                               timeout=120).returncode
         stderr.seek(0)
         text = stderr.read()
-    assert code == 2 and "error: --duration runs in one client process" in text
+    assert code == 2 and "error: --rate" in text
     assert "Traceback" not in text
     deadline = time.monotonic() + 10  # a terminated worker's own shutdown
     while _processes_naming(str(out)) and time.monotonic() < deadline:

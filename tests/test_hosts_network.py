@@ -119,6 +119,30 @@ def _cv(times: list[int]) -> float:
     return statistics.pstdev(gaps) / statistics.fmean(gaps)
 
 
+def test_a_time_bounded_run_across_hosts_sends_for_its_duration(hosts: Hosts, tmp_path: Path):
+    """--duration with workers: the master numbers the sends and stops handing them out when the
+    duration from its first hand-out has passed; the window's columns come from every worker's
+    records, on the master's clock (one worker's a day ahead)."""
+    out = tmp_path / "results"
+    master = _master(hosts, out, tmp_path, requests=64,
+                     extra=["--duration", "6", "--warmup-s", "1", "--cooldown-s", "1"])
+    workers = [_worker(hosts, "w1", tmp_path), _worker(hosts, "w2", tmp_path, 86_400)]
+    try:
+        assert master.wait(timeout=300) == 0, (tmp_path / "master.log").read_text()[-3000:]
+    finally:
+        _stop(workers)
+    (row,) = list(csv.DictReader((out / "runs.csv").open(newline="")))
+    assert (row["duration_s"], row["failed"], row["processes"]) == ("6", "0", "2")
+    (records,) = out.glob("runs/*/requests.jsonl")
+    sends = [json.loads(line) for line in records.read_text().splitlines()]
+    assert sorted(r["request_id"] for r in sends) == list(range(len(sends)))  # numbered once
+    assert len(sends) > 64  # the workload cycled: 16 users for 6 s of 0.2 s answers
+    first = min(r["sent_ns"] for r in sends)
+    assert max(r["sent_ns"] for r in sends) - first < 6e9 + 1e9  # none handed out after 6 s
+    assert 6 <= float(row["completion_time_s"]) < 60
+    assert int(row["window_sent"]) > 0 and float(row["window_output_tok_per_s"]) > 0
+
+
 def test_a_worker_host_lost_mid_run_stops_the_run_with_its_records(hosts: Hosts, tmp_path: Path):
     out = tmp_path / "results"
     master = _master(hosts, out, tmp_path, requests=4096)

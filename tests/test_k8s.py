@@ -126,7 +126,6 @@ def test_a_binary_input_travels_as_binary_data(tmp_path: Path):
     (["--processes", "2"], "--processes is decided by the objects"),
     (["--out", "results"], "--out is decided by the objects"),
     (["--client-cpus", "0"], "--client-cpus is decided by the objects"),
-    (["--duration", "30"], "not across workers yet"),
     (["--tokenizer", "/tmp"], "names a folder"),
     (["--", "--loglevel", "DEBUG"], "no Locust options"),
     (["--worker-memory", "lots"], "memory quantity"),

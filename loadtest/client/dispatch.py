@@ -25,10 +25,12 @@ Conversations (Workload.sessions, loadtest/client/conversation.py): the unit han
 session, not a request: the queue holds session indices, a user takes a session and sends its
 turns, and the session is done with its last record; in open loop the schedule gives each
 session's start (its first turn). Across processes the same, with session indices as the ids.
-Time-bounded runs (--duration, --stages: loadtest/client/timing.py, one process): the queue
-cycles through the workload, each send numbered anew (its record's request_id), and take() hands
-out nothing once the duration from the origin has passed; the run ends when the last request in
-flight is done. Staged load opens dispatch with the first ready user (a ramp spawns the rest
+Time-bounded runs (--duration, --stages: loadtest/client/timing.py): the queue cycles through
+the workload, each send numbered anew (its record's request_id), and take() hands out nothing once
+the duration from the origin has passed; the run ends when the last request in flight is done.
+Across processes (--duration; --stages stays in one) the master numbers the sends and owns the
+duration from its first hand-out: a worker sends what it is handed (send n is the workload's
+request n modulo its length, due at the schedule's offset n in open loop) until handed nothing. Staged load opens dispatch with the first ready user (a ramp spawns the rest
 while it runs) and leaves the quitting to its shape (loadtest/client/shape.py).
 """
 
@@ -112,7 +114,8 @@ class Dispatcher:
 
     def _register(self) -> None:
         if isinstance(self.runner, MasterRunner):
-            self._queue.extend(range(len(self._units)))
+            if self._duration_ns is None:  # timed: _on_need numbers the sends
+                self._queue.extend(range(len(self._units)))
             self.runner.register_message("rig_need", self._on_need)
             self.runner.register_message("rig_records", self._on_records)
             self.runner.register_message("rig_done", self._on_done)
@@ -145,7 +148,7 @@ class Dispatcher:
         if (self._spawned or self._shaped) and self._ready_users >= (
                 1 if self._shaped else self.runner.user_count):
             self.run_origin_ns = perf_counter_ns()
-            if self._duration_ns is not None:
+            if self._duration_ns is not None and not self.is_worker:  # a worker's is the master's
                 self._deadline_ns = self.run_origin_ns + self._duration_ns
             if self._schedule is not None and not self.is_worker and self._origin_ns is None:
                 self._origin_ns = perf_counter_ns()
@@ -166,6 +169,8 @@ class Dispatcher:
         unit = self._queue.popleft()
         if self._schedule is not None:
             self._wait_until_due(unit, free_ns)
+        if self._duration_ns is not None:  # a worker's timed run: `unit` numbers the send
+            return dataclasses.replace(self._units[unit % len(self._units)], request_id=unit)
         return self._units[unit]
 
     def _take_timed(self, free_ns: int) -> RequestSpec | None:
@@ -320,13 +325,28 @@ class Dispatcher:
             self.environment.process_exit_code = 2
             gevent.spawn(self.runner.quit)
             return
-        ids = [self._queue.popleft() for _ in range(min(msg.data["n"], len(self._queue)))]
+        ids = (self._timed_ids(msg.data["n"]) if self._duration_ns is not None else
+               [self._queue.popleft() for _ in range(min(msg.data["n"], len(self._queue)))])
         if ids:
             self._busy_workers.add(msg.node_id)
         if self._schedule is not None and self._origin_master_ns is None:
             self._origin_master_ns = perf_counter_ns()  # the schedule starts with the first hand-out
         self.runner.send_message("rig_work", {"ids": ids, "origin": self._origin_master_ns},
                                  client_id=msg.node_id)
+
+    def _timed_ids(self, wanted: int) -> list[int]:
+        """A timed run's next `wanted` send numbers, none once its duration from the first
+        hand-out has passed (or an open-loop schedule's sends are all handed out)."""
+        now = perf_counter_ns()
+        if self._deadline_ns is None:
+            self.run_origin_ns, self._deadline_ns = now, now + self._duration_ns
+        if now >= self._deadline_ns:
+            return []
+        if self._schedule is not None:
+            wanted = min(wanted, len(self._schedule) - self._sends)
+        ids = list(range(self._sends, self._sends + wanted))
+        self._sends += len(ids)
+        return ids
 
     def _on_clock_ping(self, msg: Any, **_: Any) -> None:
         self.runner.send_message("rig_clock", {"t0": msg.data["t0"], "master_ns": perf_counter_ns()},
