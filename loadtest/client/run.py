@@ -218,7 +218,9 @@ class Run:
         self.engine_runqueue = engine_runqueue_at(self.config.url)
         if self.engine_runqueue is not None:
             self.engine_runqueue.start()
-        log.info("run %s: %d requests to %s, results in %s", self.run_id, self.config.requests,
+        amount = (f"{self.timing.duration_s:g} s" if self.timing.duration_s is not None
+                  else f"{self.config.requests} requests")
+        log.info("run %s: %s to %s, results in %s", self.run_id, amount,
                  redact_url(self.config.url), self.run_dir)
 
     def _metadata(self, users: int, stamp: str) -> dict[str, Any]:
