@@ -55,8 +55,8 @@ import aiohttp
 import numpy as np
 
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.locust import LOCUSTFILE, REPO, locust_command
-from loadtest.cli.processes import free_port
+from loadtest.launch.command import LOCUSTFILE, REPO, locust_command
+from loadtest.launch.processes import free_port
 from loadtest.cli.types import (cpu_list, non_negative_int, non_negative_number, one_of,
                                 positive_int, positive_int_list, positive_number, url,
                                 writable_folder)

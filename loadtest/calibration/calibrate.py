@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.locust import locust_command
+from loadtest.launch.command import locust_command
 from loadtest.cli.types import (cpu_list, duration, positive_int, positive_int_list,
                                 positive_number, writable_folder)
 from loadtest.cpus import cpu_set

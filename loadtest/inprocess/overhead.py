@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.locust import locust_command
+from loadtest.launch.command import locust_command
 from loadtest.cli.types import (BadValue, cpu_list, one_of, port, positive_int, positive_int_list,
                                 writable_folder)
 from loadtest.cpus import complete_layout

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from loadtest.cli.locust import locust_command
+from loadtest.launch.command import locust_command
 from loadtest.local_engine import EngineStartError, LocalEngine
 from loadtest.race.args import RaceArgs
 from loadtest.known import more_runs, repeat_plan, standing

@@ -32,8 +32,8 @@ from typing import Literal
 import numpy as np
 
 from loadtest.cli.args import RigParser, command_prog, fail
-from loadtest.cli.locust import REPO
-from loadtest.cli.processes import free_port
+from loadtest.launch.command import REPO
+from loadtest.launch.processes import free_port
 from loadtest.cli.types import non_negative_int, one_of, positive_int, url, writable_folder
 from loadtest.cpus import add_pin_option, allowed_cpus, default_layout, format_cpus
 from loadtest.local_engine import TINY_MODEL, EngineStartError, LocalEngine, pin_client_beside

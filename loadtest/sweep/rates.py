@@ -31,12 +31,12 @@ from loadtest.cpus import complete_layout
 from loadtest.client.targets import TARGETS
 from loadtest.results.goodput import DEFAULT_SLO_SHARE_PCT, parse_slo
 from loadtest.cli.args import RigParser, command_prog, fail
-from loadtest.cli.locust import locust_command
-from loadtest.cli.processes import free_port
+from loadtest.launch.command import locust_command
+from loadtest.launch.processes import free_port
 from loadtest.cli.types import (BadValue, cpu_list, duration, one_of, percent, positive_int,
                                 positive_number, positive_number_list, seed, url,
                                 writable_folder)
-from loadtest.sweep.measure import run_locust
+from loadtest.launch.launcher import launch_command
 
 __all__ = ["main", "parser"]
 
@@ -126,7 +126,7 @@ def _sweep(args: argparse.Namespace, url: str, rates: list[float], users: int, r
     keep = ["--keep-outputs"]  # every sweep keeps the answers, to compare configurations
     warm = _command(args, url, tag, min(users, 8), "--warmup", requests=16)
     print(f"+ warm-up: {' '.join(warm)}", file=sys.stderr, flush=True)
-    run_locust(warm, work / "warmup.log", float(args.run_timeout))
+    launch_command(warm, args.out / "runs.csv", work / "warmup.log", float(args.run_timeout))
     worst = 0
     for rate in rates:
         past_knee = False
@@ -137,7 +137,8 @@ def _sweep(args: argparse.Namespace, url: str, rates: list[float], users: int, r
                            *(["--slo", args.slo] if args.slo else []), *keep)
             print(f"+ rate {rate:g} req/s, repeat {repeat}: {' '.join(cmd)}", file=sys.stderr,
                   flush=True)
-            outcome = run_locust(cmd, work / f"rate{rate:g}-r{repeat}.log", float(args.run_timeout))
+            outcome = launch_command(cmd, args.out / "runs.csv", work / f"rate{rate:g}-r{repeat}.log",
+                                     float(args.run_timeout))
             if outcome.exit_code not in (0, 1):
                 print(f"error: the run at {rate:g} req/s failed: {outcome.error}", file=sys.stderr)
                 worst = max(worst, 1)

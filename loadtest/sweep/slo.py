@@ -29,8 +29,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.locust import locust_command
-from loadtest.cli.processes import free_port
+from loadtest.launch.command import locust_command
+from loadtest.launch.processes import free_port
 from loadtest.cli.types import (BadValue, cpu_list, duration, non_negative_number, percent,
                                 positive_int, positive_number, seed, writable_folder)
 from loadtest.client.arrivals import ARRIVALS
@@ -41,7 +41,7 @@ from loadtest.results.goodput import parse_slo
 from loadtest.results.version import rig_version
 from loadtest.sweep.cells import Cell
 from loadtest.sweep.matrix import EngineConfig
-from loadtest.sweep.measure import find_row, run_locust
+from loadtest.launch.launcher import launch_command
 from loadtest.sweep.slo_search import Bracket, Rule, Run, Width, next_rate, probe_verdict
 from loadtest.sweep.state import SweepState, run_ids_in
 
@@ -196,8 +196,9 @@ class Search:
         cmd = self._command(rate, repeat)
         print(f"+ {self.engine} at {rate:g} req/s, run {repeat}", file=sys.stderr, flush=True)
         folder = self.args.out / "sweeps" / self.args.name / self.engine
-        outcome = run_locust(cmd, folder / f"rate{rate:g}-r{repeat}.log", self.args.run_timeout)
-        row = find_row(runs_csv, before, self.args.name, self.args.users, repeat)
+        outcome = launch_command(cmd, runs_csv, folder / f"rate{rate:g}-r{repeat}.log",
+                                 self.args.run_timeout)
+        row = outcome.row
         if outcome.exit_code not in (0, 1) or row is None:
             self.state.set_cell(cell, status="failed", reason=outcome.error)
             self.worst = max(self.worst, 1)
@@ -220,7 +221,7 @@ class Search:
         self.stack.enter_context(engine)
         self.url = engine.url
         warm = self._locust(min(self.args.users, 8), ["--requests", "16", "--warmup"])
-        run_locust(warm, folder / "warmup.log", self.args.run_timeout)
+        launch_command(warm, self.args.out / "runs.csv", folder / "warmup.log", self.args.run_timeout)
 
     def _command(self, rate: float, repeat: int) -> list[str]:
         a = self.args
