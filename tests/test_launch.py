@@ -19,9 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 LOADTEST = REPO / "loadtest"
 FRONT_DOOR = ("loadtest.cli", "loadtest.race", "loadtest.sweep")
 # Modules that launch a measured run: each through loadtest.launch's `run`, none by hand.
-MIGRATED = ("loadtest/sweep/runner.py", "loadtest/cli/run.py")
+MIGRATED = ("loadtest/sweep/runner.py", "loadtest/cli/run.py", "loadtest/race/execute.py")
 # Modules that still assemble Locust's arguments themselves, until they move to a RunSpec.
-NOT_YET = {"loadtest/race/execute.py", "loadtest/sweep/rates.py", "loadtest/sweep/slo.py",
+NOT_YET = {"loadtest/sweep/rates.py", "loadtest/sweep/slo.py",
            "loadtest/inprocess/overhead.py", "loadtest/calibration/calibrate.py",
            "loadtest/bench/client.py", "loadtest/reconcile/side_by_side.py"}
 
