@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 
 from loadtest.cli.run import checked_args
-from loadtest.launch import RunSpec, command, find_row
+from loadtest.launch import RunSpec, command, find_row, run
 from loadtest.launch.options import option_arguments
 
 REPO = Path(__file__).resolve().parents[1]
 LOADTEST = REPO / "loadtest"
 FRONT_DOOR = ("loadtest.cli", "loadtest.race", "loadtest.sweep")
 # Modules that launch a measured run: each through loadtest.launch's `run`, none by hand.
-MIGRATED = ("loadtest/sweep/runner.py", "loadtest/cli/run.py", "loadtest/race/execute.py")
+MIGRATED = ("loadtest/sweep/runner.py", "loadtest/cli/run.py", "loadtest/race/execute.py",
+            "loadtest/sweep/rates.py", "loadtest/sweep/slo.py")
 # Modules that still assemble Locust's arguments themselves, until they move to a RunSpec.
-NOT_YET = {"loadtest/sweep/rates.py", "loadtest/sweep/slo.py",
-           "loadtest/inprocess/overhead.py", "loadtest/calibration/calibrate.py",
+NOT_YET = {"loadtest/inprocess/overhead.py", "loadtest/calibration/calibrate.py",
            "loadtest/bench/client.py", "loadtest/reconcile/side_by_side.py"}
 
 
@@ -120,3 +120,34 @@ def test_a_migrated_command_launches_through_the_launcher(module: str):
     assert "loadtest.launch" in _imports(path)
     assert not _builds_locust_arguments(path)
     assert "Popen" not in path.read_text() or module == "loadtest/cli/run.py"
+
+
+def _stand_in(code: str, out: Path) -> RunSpec:
+    """A run whose `locust` is a Python one-liner (Locust's arguments land in its sys.argv)."""
+    return RunSpec.of(engine="tgi", out=out, locust=(sys.executable, "-c", code))
+
+
+def test_a_run_past_its_deadline_is_stopped_with_its_group(tmp_path: Path):
+    child = f"import time; time.sleep(60)  # {tmp_path.name}"  # the forked worker, marked
+    code = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); "
+            "time.sleep(60)")
+    launched = run(_stand_in(code, tmp_path), tmp_path / "run.log", timeout_s=2)
+    assert (launched.exit_code, launched.row) == (-1, None)
+    assert launched.error == "timed out after 2 s (Locust stopped)"
+    left = subprocess.run(["pgrep", "-f", tmp_path.name], capture_output=True, text=True)
+    assert left.stdout == ""
+
+
+def test_a_runs_error_line_folder_and_row_come_from_its_own_output(tmp_path: Path):
+    (tmp_path / "runs.csv").write_text("run_id,tag\nold,a\n")
+    code = ("import sys; open({csv!r}, 'a').write('rid-2,b\\n'); "
+            "print('error: this run failed', file=sys.stderr); print('x | results out/runs/rid-2')")
+    log = tmp_path / "run.log"
+    log.write_text("error: from an earlier run\n")
+    spec = _stand_in(code.format(csv=str(tmp_path / "runs.csv")), tmp_path)
+    launched = run(spec, log, timeout_s=30, append=True)
+    assert (launched.exit_code, launched.error, launched.run_dir) == (0, "this run failed",
+                                                                       "out/runs/rid-2")
+    assert launched.row == {"run_id": "rid-2", "tag": "b"}
+    assert log.read_text().splitlines()[:2] == ["error: from an earlier run",
+                                                "+ " + " ".join(command(spec))]

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loadtest.sweep import slo
-from loadtest.launch import Launched
+from loadtest.launch import Launched, RunSpec
 from loadtest.sweep.slo_search import Bracket, Rule, Run, Width, next_rate, probe_verdict, rounded
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,17 +98,16 @@ def test_width_in_req_s_or_percent():
 # --- the search, carried out on a fake engine (no Locust, no engine) -------------------------
 
 class FakeRuns:
-    """launch_command/read_runs for a made-up engine of `capacity` req/s."""
+    """run/read_runs for a made-up engine of `capacity` req/s."""
 
     def __init__(self, capacity: float) -> None:
         self.capacity = capacity
         self.rows: list[dict[str, str]] = []
 
-    def launch(self, cmd: list[str], _csv: Path, _log: Path, _timeout: float) -> Launched:
-        rate = float(cmd[cmd.index("--rate") + 1])
-        repeat = cmd[cmd.index("--repeat") + 1]
-        self.rows.append({"run_id": f"run{len(self.rows)}", "tag": cmd[cmd.index("--tag") + 1],
-                          "users": cmd[cmd.index("--users") + 1], "repeat": repeat,
+    def run(self, spec: RunSpec, _log: Path, _timeout: float) -> Launched:
+        rate = dict(spec.options)["rate"]
+        self.rows.append({"run_id": f"run{len(self.rows)}", "tag": spec.tag,
+                          "users": str(spec.users), "repeat": str(spec.repeat),
                           "rate": f"{rate:g}", "rig_version": "v1",
                           "slo_met_pct": "100" if rate <= self.capacity else "50"})
         return Launched(0, "", "", self.rows[-1])
@@ -118,7 +117,7 @@ class FakeRuns:
 
 
 def _fake(monkeypatch: pytest.MonkeyPatch, runs: FakeRuns) -> None:
-    monkeypatch.setattr(slo, "launch_command", runs.launch)
+    monkeypatch.setattr(slo, "run", runs.run)
     monkeypatch.setattr(slo, "run_ids_in", runs.run_ids)
     monkeypatch.setattr(slo, "read_runs", lambda _csv: runs.rows)
     monkeypatch.setattr(slo, "rig_version", lambda: "v1")

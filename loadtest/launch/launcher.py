@@ -11,12 +11,13 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from loadtest.launch.processes import stop_process_group
 from loadtest.launch.spec import RunSpec, command
 from loadtest.results.files import read_runs
 
-__all__ = ["Launched", "find_row", "launch_command", "run", "run_ids"]
+__all__ = ["Launched", "find_row", "run", "run_ids"]
 
 _STOP_GRACE_S = 15
 
@@ -29,28 +30,28 @@ class Launched:
     row: dict[str, str] | None  # the row the run added to runs.csv
 
 
-def run(spec: RunSpec, log_path: Path | None = None, timeout_s: float | None = None) -> Launched:
-    """Run `spec`, its output to `log_path` (headed by the command) or, without one, to this
-    process's stdout and stderr; stop it on timeout or interrupt."""
-    return launch_command(command(spec), spec.runs_csv, log_path, timeout_s)
-
-
-def launch_command(cmd: list[str], runs_csv: Path, log_path: Path | None = None,
-                   timeout_s: float | None = None) -> Launched:
-    """`run` of a command already built (by `command`)."""
+def run(spec: RunSpec, log_path: Path | None = None, timeout_s: float | None = None, *,
+        append: bool = False) -> Launched:
+    """Run `spec`, its output to `log_path` (headed by the command; after what it holds with
+    `append`) or, without one, to this process's stdout and stderr; stop it on timeout or
+    interrupt."""
+    cmd, runs_csv = command(spec), spec.runs_csv
     before = run_ids(runs_csv)
     if log_path is None:
-        code = _wait(cmd, timeout_s, stdout=None)
+        code = _wait(cmd, spec, timeout_s, stdout=None)
         return Launched(code, _timed_out(timeout_s) if code == -1 else "", "",
                         find_row(runs_csv, before))
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("w", encoding="utf-8") as log:
+    with log_path.open("a" if append else "w", encoding="utf-8") as log:
+        start = log.tell()
         log.write("+ " + " ".join(cmd) + "\n")
         log.flush()
-        code = _wait(cmd, timeout_s, stdout=log)
+        code = _wait(cmd, spec, timeout_s, stdout=log)
     if code == -1:
         return Launched(-1, _timed_out(timeout_s), "", None)
-    text = log_path.read_text(encoding="utf-8", errors="replace")
+    with log_path.open(encoding="utf-8", errors="replace") as log:
+        log.seek(start)
+        text = log.read()  # this run's output only
     errors = re.findall(r"^(?:\S+: )?error: (.+)$", text, re.MULTILINE)
     run_dirs = re.findall(r"\| results (\S+)\s*$", text, re.MULTILINE)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -73,10 +74,11 @@ def find_row(runs_csv: Path, before: set[str], run_id: str = "") -> dict[str, st
     return None
 
 
-def _wait(cmd: list[str], timeout_s: float | None, stdout: object) -> int:
+def _wait(cmd: list[str], spec: RunSpec, timeout_s: float | None, stdout: IO[str] | None) -> int:
     """Run `cmd` in its own process group; its exit code, or -1 when `timeout_s` passed."""
     process = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.STDOUT if stdout else None,
-                               start_new_session=True, env=_environ())
+                               start_new_session=True, cwd=spec.cwd,
+                               env={**_environ(), **dict(spec.environ)})
     try:
         return process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from loadtest.launch.command import locust_command
+from loadtest.launch.command import LOCUSTFILE, locust_command
 from loadtest.launch.options import changed_options, option_arguments, option_dests
 
 __all__ = ["RunSpec", "command"]
@@ -46,6 +46,9 @@ class RunSpec:
     cpus: str | None = None  # pin the client to this Linux CPU list
     python: str | None = None
     locust: tuple[str, ...] | None = None  # a command that runs Locust, for `PY -m locust`
+    locustfile: Path = LOCUSTFILE  # another checkout's, to run its rig
+    cwd: Path | None = None  # where Locust starts (default: here)
+    environ: tuple[tuple[str, str], ...] = ()  # variables set for the run, over this process's
 
     @classmethod
     def of(cls, **values: Any) -> RunSpec:
@@ -90,5 +93,6 @@ def command(spec: RunSpec) -> list[str]:
                           rig_options=[*own, *option_arguments(spec.rig_options()),
                                        *spec.locust_options],
                           processes=spec.processes, cpus=spec.cpus, python=spec.python,
-                          spawn_rate=spec.spawn_rate, locust=spec.locust)
+                          spawn_rate=spec.spawn_rate, locust=spec.locust,
+                          locustfile=spec.locustfile)
 
