@@ -51,12 +51,7 @@ def run(spec: RunSpec, log_path: Path | None = None, timeout_s: float | None = N
         return Launched(-1, _timed_out(timeout_s), "", None)
     with log_path.open(encoding="utf-8", errors="replace") as log:
         log.seek(start)
-        text = log.read()  # this run's output only
-    errors = re.findall(r"^(?:\S+: )?error: (.+)$", text, re.MULTILINE)
-    run_dirs = re.findall(r"\| results (\S+)\s*$", text, re.MULTILINE)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    error = errors[-1] if errors else (lines[-1] if code not in (0, 1) and lines else "")
-    run_dir = run_dirs[-1] if run_dirs else ""
+        error, run_dir = _read_output(log.read(), code)  # this run's output only
     return Launched(code, error, run_dir, find_row(runs_csv, before, Path(run_dir).name))
 
 
@@ -72,6 +67,16 @@ def find_row(runs_csv: Path, before: set[str], run_id: str = "") -> dict[str, st
         if row.get("run_id") not in before and (not run_id or row.get("run_id") == run_id):
             return row
     return None
+
+
+def _read_output(text: str, code: int) -> tuple[str, str]:
+    """The run's last `error:` line (or, when it could not run, its last line) and the folder
+    its summary line names."""
+    errors = re.findall(r"^(?:\S+: )?error: (.+)$", text, re.MULTILINE)
+    run_dirs = re.findall(r"\| results (\S+)\s*$", text, re.MULTILINE)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    error = errors[-1] if errors else (lines[-1] if code not in (0, 1) and lines else "")
+    return error, run_dirs[-1] if run_dirs else ""
 
 
 def _wait(cmd: list[str], spec: RunSpec, timeout_s: float | None, stdout: IO[str] | None) -> int:

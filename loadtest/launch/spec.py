@@ -69,7 +69,8 @@ class RunSpec:
         from their defaults, then `values` over them."""
         changed = changed_options(args)
         typed = {k: changed.pop(k) for k in _TYPED if k in changed}
-        return cls.of(**{"engine": args.engine, **typed, "options": tuple(changed.items()), **values})
+        return cls.of(**{"engine": args.engine, **typed, "options": tuple(changed.items()),
+                         **values})
 
     def with_(self, **values: Any) -> RunSpec:
         """This run with some fields, or locustfile options by dest, changed."""
@@ -77,7 +78,8 @@ class RunSpec:
 
     @property
     def runs_csv(self) -> Path:
-        return Path(self.out if self.out is not None else "results") / "runs.csv"
+        """The runs.csv the run adds its row to (a relative --out is Locust's, under `cwd`)."""
+        return (self.cwd or Path()) / (self.out if self.out is not None else "results") / "runs.csv"
 
     def rig_options(self) -> dict[str, Any]:
         """Every locustfile option this run sets, by dest."""
