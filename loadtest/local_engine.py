@@ -36,7 +36,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.processes import stop_process_group
+from loadtest.launch.processes import stop_process_group
 from loadtest.cli.types import cpu_list, port, positive_number
 from loadtest.cpus import allowed_cpus, checked_cpus, cpu_set, default_layout, format_cpus
 from servers.gpus import MULTI_GPU_ENV
@@ -190,7 +190,7 @@ def _cpu_list(cpus: str | None) -> str | None:
 
 def stop_group(pid: int) -> None:
     """SIGTERM the process group, then SIGKILL what is left after a grace period (the rig's one
-    way, loadtest/cli/processes.py; kept under this name for its callers)."""
+    way, loadtest/launch/processes.py; kept under this name for its callers)."""
     stop_process_group(pid, grace_s=_STOP_GRACE_S)
 
 

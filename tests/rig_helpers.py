@@ -27,8 +27,8 @@ from pathlib import Path
 import loadtest.engines as locustfile  # noqa: E402,I001 - Locust first: it monkey-patches
 from locust.argument_parser import get_parser
 
-from loadtest.cli.locust import locust_command
-from loadtest.cli.processes import free_port  # noqa: F401 - the tests import it from here
+from loadtest.launch.command import locust_command
+from loadtest.launch.processes import free_port  # noqa: F401 - the tests import it from here
 from loadtest.cli.run import check_run_options
 from loadtest.client.options import ConfigError
 from loadtest.workload import WorkloadError

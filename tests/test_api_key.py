@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.cli.locust import locust_command
+from loadtest.launch.command import locust_command
 from loadtest.local_engine import LocalEngine
 from rig_helpers import REPO, free_port
 from servers.local import LOCAL

@@ -358,13 +358,15 @@ print(json.dumps(sorted(full - bare)))
 
 
 def test_rig_run_passes_the_options_it_checked_to_locust():
-    from loadtest.cli.run import checked_args, rig_arguments
+    from loadtest.cli.run import checked_args
+    from loadtest.launch import RunSpec, command
 
     args, extra = checked_args(["--engine", "tgi", "--requests", "8", "--users", "2",
                                 "--flags=--max-batch 4", "--no-pin", "--", "--loglevel", "DEBUG"])
-    assert rig_arguments(args) == ["--engine=tgi", "--requests=8", "--flags=--max-batch 4",
-                                   "--no-pin"]
-    assert extra == ["--loglevel", "DEBUG"]
+    cmd = command(RunSpec.from_options(args, users=args.users, locust_options=tuple(extra)))
+    assert cmd[cmd.index("--users"):] == ["--users", "2", "--engine", "tgi", "--requests", "8",
+                                          "--flags=--max-batch 4", "--no-pin", "--loglevel",
+                                          "DEBUG"]
 
 
 def test_the_console_script_is_rig():

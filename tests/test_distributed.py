@@ -9,7 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from loadtest.cli.locust import locust_command
+from loadtest.launch.command import locust_command
 from rig_helpers import REPO, free_port, records_written, running_pacer, wait_for
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.cli.processes import free_port
+from loadtest.launch.processes import free_port
 from loadtest.client import runqueue
 from loadtest.client.runqueue import EngineRunQueueWait, process_tree, tree_waits_ns
 from loadtest.results.files import read_runs

@@ -24,7 +24,7 @@ from loadtest.sweep import flags, runner
 from loadtest.sweep.cells import expand_cells
 from loadtest.sweep.launch import EngineFailed, RunningEngine
 from loadtest.sweep.matrix import load_matrix, parse_matrix
-from loadtest.sweep.measure import Outcome
+from loadtest.launch import Launched
 from loadtest.sweep.runner import schedule
 from servers.local import LOCAL
 
@@ -194,7 +194,8 @@ def test_an_interleaved_configuration_keeps_an_earlier_failed_start_recorded(
                             "engines": [{"engine": "vllm-cpu", "launch": "local"}]}
     monkeypatch.setattr(runner, "make_launcher", _FailsFirstStart)
     monkeypatch.setattr(runner, "preflight", lambda *_: None)
-    monkeypatch.setattr(runner, "run_locust", lambda *_: Outcome(0, "", ""))
+    monkeypatch.setattr(runner, "run",
+                        lambda *_: Launched(0, "", "", {"run_id": "run-2", "rig_version": "v"}))
     monkeypatch.setattr(runner, "find_row", lambda *_: {"run_id": "run-2", "rig_version": "v"})
     monkeypatch.setattr(runner, "print_tables", lambda *_: 0)
     assert runner.run_sweep(parse_matrix(data, None), tmp_path, kind="flags") == 1

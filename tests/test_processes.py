@@ -1,4 +1,4 @@
-"""Stopping what the rig started (loadtest/cli/processes.py, loadtest/local_engine.py): a fake
+"""Stopping what the rig started (loadtest/launch/processes.py, loadtest/local_engine.py): a fake
 engine whose processes ignore SIGTERM, fork children, or leave its process group is gone after
 one stop, also when the stop is interrupted; an engine dies with the rig that started it."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from rig_helpers import REPO, wait_for
 
-from loadtest.cli.processes import stop_process_group
+from loadtest.launch.processes import stop_process_group
 
 # A fake engine: its first process forks a child (which leaves the group with --escape), both
 # ignore SIGTERM, and the child's pid is written once both are set up.
@@ -77,7 +77,7 @@ def test_an_interrupted_stop_kills_what_is_left_before_it_goes_on_up(fake_engine
     engine, child = fake_engine()
     script = textwrap.dedent(f"""
         import signal, sys
-        from loadtest.cli.processes import stop_process_group
+        from loadtest.launch.processes import stop_process_group
 
         def interrupt(_signum, _frame):
             raise KeyboardInterrupt
@@ -108,7 +108,7 @@ def test_an_engine_dies_with_the_rig_killed_before_it_could_stop_it(tmp_path: Pa
     rig = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import dataclasses, time
         from pathlib import Path
-        from loadtest.cli.processes import free_port
+        from loadtest.launch.processes import free_port
         from loadtest.local_engine import LocalEngine
         engine = LocalEngine(free_port(), engine="llamacpp-cpu", detached={detached},
                              log_path=Path({str(tmp_path / "log")!r}))

@@ -466,6 +466,7 @@ def test_a_given_count_that_ran_too_short_is_raised_and_the_race_says_so(
     """Issue 37: `rig race ... 8,32 64` kept vLLM's 4 s run at 32 users (REQUESTS given turned the
     catch-up off), so the heat had one ranked engine. Now the run is raised as a chosen count's
     would be, and the console says why. execute.py's legs on made-up runs (no engine, no Locust)."""
+    from loadtest.launch import Launched
     from loadtest.race import execute
 
     seconds_per_request = {"vllm-cpu": 0.01, "llamacpp-cpu": 0.1}
@@ -484,16 +485,17 @@ def test_a_given_count_that_ran_too_short_is_raised_and_the_race_says_so(
             pass
 
     def locust(args: object, engine: str, *, users: int, requests: int, warmup: bool = False,
-               warmup_log: object = None, extra: object = ()) -> int:
-        if not warmup:
-            seconds = requests * seconds_per_request[engine]
-            rows.append({"tag": "demo", "users": str(users), "engine": engine,
-                         "requests": str(requests), "failed": "0",
-                         "completion_time_s": f"{seconds:.3f}",
-                         "verdict": "invalid" if seconds < SHORT_S else "valid",
-                         "verdict_reasons": "short_run" if seconds < SHORT_S else "",
-                         "output_tok_per_s": f"{64 / seconds_per_request[engine]:.1f}"})
-        return 0
+               warmup_log: object = None, repeat: object = None) -> Launched:
+        if warmup:
+            return Launched(0, "", "", None)
+        seconds = requests * seconds_per_request[engine]
+        rows.append({"tag": "demo", "users": str(users), "engine": engine,
+                     "requests": str(requests), "failed": "0",
+                     "completion_time_s": f"{seconds:.3f}",
+                     "verdict": "invalid" if seconds < SHORT_S else "valid",
+                     "verdict_reasons": "short_run" if seconds < SHORT_S else "",
+                     "output_tok_per_s": f"{64 / seconds_per_request[engine]:.1f}"})
+        return Launched(0, "", "", rows[-1])
 
     monkeypatch.setattr(execute, "LocalEngine", Engine)
     monkeypatch.setattr(execute, "_locust", locust)

@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from loadtest.cli.locust import locust_command
+from loadtest.launch.command import locust_command
 from rig_helpers import REPO, running_pacer
 
 _KEY = "sk-MARKERkey0123456789"  # the engine API key, from the environment

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loadtest.sweep import slo
-from loadtest.sweep.measure import Outcome
+from loadtest.launch import Launched, RunSpec
 from loadtest.sweep.slo_search import Bracket, Rule, Run, Width, next_rate, probe_verdict, rounded
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,31 +98,26 @@ def test_width_in_req_s_or_percent():
 # --- the search, carried out on a fake engine (no Locust, no engine) -------------------------
 
 class FakeRuns:
-    """run_locust/find_row/read_runs for a made-up engine of `capacity` req/s."""
+    """run/read_runs for a made-up engine of `capacity` req/s."""
 
     def __init__(self, capacity: float) -> None:
         self.capacity = capacity
         self.rows: list[dict[str, str]] = []
 
-    def run_locust(self, cmd: list[str], _log: Path, _timeout: float) -> Outcome:
-        rate = float(cmd[cmd.index("--rate") + 1])
-        repeat = cmd[cmd.index("--repeat") + 1]
-        self.rows.append({"run_id": f"run{len(self.rows)}", "tag": cmd[cmd.index("--tag") + 1],
-                          "users": cmd[cmd.index("--users") + 1], "repeat": repeat,
+    def run(self, spec: RunSpec, _log: Path, _timeout: float) -> Launched:
+        rate = dict(spec.options)["rate"]
+        self.rows.append({"run_id": f"run{len(self.rows)}", "tag": spec.tag,
+                          "users": str(spec.users), "repeat": str(spec.repeat),
                           "rate": f"{rate:g}", "rig_version": "v1",
                           "slo_met_pct": "100" if rate <= self.capacity else "50"})
-        return Outcome(0, "", "")
-
-    def find_row(self, _csv: Path, before: set[str], *_args: object) -> dict[str, str] | None:
-        return next((r for r in self.rows if r["run_id"] not in before), None)
+        return Launched(0, "", "", self.rows[-1])
 
     def run_ids(self, _csv: Path) -> set[str]:
         return {r["run_id"] for r in self.rows}
 
 
 def _fake(monkeypatch: pytest.MonkeyPatch, runs: FakeRuns) -> None:
-    monkeypatch.setattr(slo, "run_locust", runs.run_locust)
-    monkeypatch.setattr(slo, "find_row", runs.find_row)
+    monkeypatch.setattr(slo, "run", runs.run)
     monkeypatch.setattr(slo, "run_ids_in", runs.run_ids)
     monkeypatch.setattr(slo, "read_runs", lambda _csv: runs.rows)
     monkeypatch.setattr(slo, "rig_version", lambda: "v1")

@@ -23,7 +23,7 @@ from loadtest.sweep import flags, runner
 from loadtest.sweep.cells import again, expand_cells
 from loadtest.sweep.launch import RunningEngine
 from loadtest.sweep.matrix import parse_matrix
-from loadtest.sweep.measure import Outcome
+from loadtest.launch import Launched, RunSpec
 from loadtest.sweep.repeats import UntilKnown, heat_samples, known_lines, next_pass
 from rig_helpers import free_port, requests_lasting
 from servers.local import LOCAL
@@ -149,22 +149,19 @@ class _Runs:
         self.rows: list[dict[str, str]] = []
         self.ran: list[str] = []
 
-    def run_locust(self, cmd: list[str], log: Path, _timeout: float) -> Outcome:
-        value = dict(zip(cmd, cmd[1:]))
-        flag = next(w for w in cmd if w.startswith("--flags=")).removeprefix("--flags=")
-        users, repeat = value["--users"], value["--repeat"]
+    def run(self, spec: RunSpec, log: Path, _timeout: float) -> Launched:
+        flag, users, repeat = spec.flags or "", str(spec.users), str(spec.repeat)
         self.ran.append(f"{flag} u{users}-r{repeat}")
         tok_s = next(self.figures[flag])
         self.rows.append({"run_id": f"run-{len(self.rows)}", "rig_version": runner.rig_version(),
-                          "tag": value["--tag"], "users": users, "repeat": repeat,
+                          "tag": spec.tag or "", "users": users, "repeat": repeat,
                           "failed": "0", "verdict": "valid", "output_tok_per_s": str(tok_s),
                           "completion_time_s": str(round(1000 / tok_s, 3)),
                           "workload_sha256": "w"})
-        return Outcome(0, "", "")
+        return Launched(0, "", "", self.rows[-1])
 
-    def find_row(self, _csv: Path, before: set[str], tag: str, users: int, repeat: int):
-        return next((r for r in reversed(self.rows) if r["run_id"] not in before
-                     and (r["users"], r["repeat"]) == (str(users), str(repeat))), None)
+    def find_row(self, _csv: Path, before: set[str], _run_id: str = ""):
+        return next((r for r in reversed(self.rows) if r["run_id"] not in before), None)
 
 
 @pytest.fixture
@@ -173,7 +170,7 @@ def stand_ins(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Runs]:
     monkeypatch.setattr(runner, "make_launcher", lambda *_: RunningEngine("http://127.0.0.1:9"))
     monkeypatch.setattr(runner, "preflight", lambda *_: None)
     monkeypatch.setattr(runner, "_report", lambda *_: None)
-    monkeypatch.setattr(runner, "run_locust", runs.run_locust)
+    monkeypatch.setattr(runner, "run", runs.run)
     monkeypatch.setattr(runner, "find_row", runs.find_row)
     monkeypatch.setattr(runner, "read_runs", lambda _: list(runs.rows))
     monkeypatch.setattr(runner, "run_ids_in", lambda _: {r["run_id"] for r in runs.rows})

@@ -44,14 +44,14 @@ def test_a_run_finished_before_the_interrupt_is_kept_and_not_run_again(
     monkeypatch.setattr(runner, "print_tables", lambda *_: 0)
     monkeypatch.setattr(runner, "run_ids_in", lambda *_: {"run-1"})
     monkeypatch.setattr(runner, "find_row", lambda *_: row)
-    monkeypatch.setattr(runner, "run_locust", _interrupted_after_the_row)
+    monkeypatch.setattr(runner, "run", _interrupted_after_the_row)
     matrix = parse_matrix(MATRIX, None)
     assert runner.run_sweep(matrix, tmp_path, kind="flags") == 130
     state = json.loads((tmp_path / "sweeps" / "late" / "sweep.json").read_text())
     [cell] = state["cells"].values()
     assert (cell["status"], cell["run_id"], cell["exit_code"]) == ("ok", "run-1", 0)
 
-    monkeypatch.setattr(runner, "run_locust", _must_not_run)
+    monkeypatch.setattr(runner, "run", _must_not_run)
     assert runner.run_sweep(matrix, tmp_path, kind="flags") == 0
     state = json.loads((tmp_path / "sweeps" / "late" / "sweep.json").read_text())
     [cell] = state["cells"].values()
@@ -63,7 +63,7 @@ def test_an_interrupted_run_without_a_row_runs_again(tmp_path: Path,
     monkeypatch.setattr(runner, "make_launcher", _no_engine)
     monkeypatch.setattr(runner, "preflight", lambda *_: None)
     monkeypatch.setattr(runner, "find_row", lambda *_: None)
-    monkeypatch.setattr(runner, "run_locust", _interrupted_after_the_row)
+    monkeypatch.setattr(runner, "run", _interrupted_after_the_row)
     assert runner.run_sweep(parse_matrix(MATRIX, None), tmp_path, kind="flags") == 130
     state = json.loads((tmp_path / "sweeps" / "late" / "sweep.json").read_text())
     [cell] = state["cells"].values()

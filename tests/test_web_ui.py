@@ -10,7 +10,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from loadtest.cli.locust import locust_command
+from loadtest.launch.command import locust_command
 from rig_helpers import REPO, free_port, running_pacer, wait_for
 
 

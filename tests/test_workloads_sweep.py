@@ -12,7 +12,8 @@ import yaml
 
 from loadtest.sweep.cells import expand_cells
 from loadtest.sweep.matrix import MatrixError, load_matrix, parse_matrix
-from loadtest.sweep.measure import cell_command
+from loadtest.launch import command
+from loadtest.sweep.measure import cell_spec
 from loadtest.sweep.runner import workload_sha256
 from rig_helpers import REPO
 
@@ -43,10 +44,10 @@ def test_the_workloads_sweep_races_three_engines_on_four_workloads_at_8_and_32_u
 def test_a_cells_command_carries_its_workload_options():
     m = load_matrix(SWEEP, gpu_count=None)
     prefix = next(w for w in m.workloads if w.label == "prefix")
-    cmd = cell_command(engine="vllm-cpu", url="http://127.0.0.1:1", users=8, workload=prefix,
-                       out=Path("out"), repeat=1, tag="w", flags="", gpu="")
-    assert {"--workload=prefix", "--prefix-len=1500", "--prefix-groups=8", "--input-len=64",
-            "--output-len=64"} <= set(cmd)
+    cmd = command(cell_spec(engine="vllm-cpu", url="http://127.0.0.1:1", users=8, workload=prefix,
+                            out=Path("out"), repeat=1, tag="w", flags="", gpu=""))
+    assert {("--workload", "prefix"), ("--prefix-len", "1500"), ("--prefix-groups", "8"),
+            ("--input-len", "64"), ("--output-len", "64")} <= set(zip(cmd, cmd[1:]))
 
 
 def test_a_matrix_without_workloads_keeps_its_cell_ids():

@@ -43,8 +43,8 @@ import math
 import os
 import shlex
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -55,8 +55,9 @@ import aiohttp
 import numpy as np
 
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.locust import LOCUSTFILE, REPO, locust_command
-from loadtest.cli.processes import free_port
+from loadtest.launch import RunSpec, run
+from loadtest.launch.command import REPO
+from loadtest.launch.processes import free_port
 from loadtest.cli.types import (cpu_list, non_negative_int, non_negative_number, one_of,
                                 positive_int, positive_int_list, positive_number, url,
                                 writable_folder)
@@ -70,7 +71,7 @@ from loadtest.client.runqueue import RunQueueWait
 from loadtest.client.protocols.openai import parse_line
 from loadtest.client.targets import TARGETS
 from loadtest.workload import build_workload
-from loadtest.results.files import read_records, read_runs
+from loadtest.results.files import read_records
 
 __all__ = ["main", "parser", "summarize"]
 
@@ -161,25 +162,22 @@ def rig(url: str, args: argparse.Namespace, users: int, telemetry_interval: str 
     its rows in OUT/baseline/)."""
     # absolute: the baseline's Locust runs in its own tree (cwd), where a relative OUT would land
     out = args.out.resolve() if tree is None else args.out.resolve() / "baseline"
-    options = ["--only-summary", "--engine", args.engine, "--requests", str(requests_for(args, users)),
-               "--max-tokens", str(args.max_tokens), "--out", str(out),
-               "--telemetry-interval", telemetry_interval or f"{args.rig_telemetry_interval:g}",
-               "--tag", "bench-client",
-               *(["--ignore-eos"] if args.ignore_eos else []), *(["--gpu", args.gpu] if args.gpu else []),
-               *(["--model", args.model] if args.model else []), *(["--api", args.api] if args.api else [])]
-    cmd = locust_command(host=url, users=users, rig_options=options, cpus=args.client_cpus or None,
-                         locust=shlex.split(args.locust) or None)
-    env = None
+    spec = RunSpec.of(
+        engine=args.engine, host=url, users=users, only_summary=True,
+        requests=requests_for(args, users), max_tokens=args.max_tokens, out=out,
+        telemetry_interval=telemetry_interval or f"{args.rig_telemetry_interval:g}",
+        tag="bench-client", ignore_eos=args.ignore_eos, gpu=args.gpu or None,
+        model=args.model or None, api=args.api or None, cpus=args.client_cpus or None,
+        locust=tuple(shlex.split(args.locust)) or None)
     if tree is not None:  # the same command, the other checkout's locustfile and package
-        cmd[cmd.index(str(LOCUSTFILE))] = str(locustfile_in(tree))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tree)
-    if done.returncode not in (0, 1):
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        spec = spec.with_(locustfile=locustfile_in(tree), cwd=tree, environ=(("PYTHONPATH", (
+            os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])]))),))
+    with tempfile.TemporaryDirectory() as folder:  # its output: only its last line is kept
+        done = run(spec, Path(folder) / "locust.log")
+    if done.exit_code not in (0, 1) or done.row is None:
         raise BaselineError(f"the rig{' of ' + str(tree) if tree else ''} failed at {users} users "
-                            f"(exit {done.returncode}): {last[:300]}")
-    row = read_runs(out / "runs.csv")[-1]
+                            f"(exit {done.exit_code}): {done.error[:300] or 'no output'}")
+    row = done.row
     keys = ("output_tok_per_s", "ttft_p50_ms", "ttft_mean_ms", "completion_time_s", "output_tokens",
             "completed", "client_cpu_mean_pct", "buffered_requests", "reconnects",
             "client_runqueue_wait_ms", "client_runqueue_wait_pct")

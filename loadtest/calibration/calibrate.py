@@ -46,13 +46,13 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.locust import locust_command
+from loadtest.launch import RunSpec, command, run
 from loadtest.cli.types import (cpu_list, duration, positive_int, positive_int_list,
                                 positive_number, writable_folder)
 from loadtest.cpus import cpu_set
 from loadtest.results.metadata import cpu_model
 from loadtest.results.record import RequestRecord
-from loadtest.results.files import read_records, read_runs, write_json
+from loadtest.results.files import read_records, write_json
 from loadtest.calibration.limits import calibration_path, events_per_s, faithful_limits, headline_limit
 from loadtest.calibration.pacer import _percentile
 from loadtest.calibration.server import CalibrationError, Pacer, pacer_env as _env
@@ -164,31 +164,28 @@ def run_setting(args: argparse.Namespace, pacer: Pacer, locust: list[str], clien
     prompts = raw / f"prompts-{tag}.jsonl"
     prompts.write_text("".join(json.dumps({"id": f"cal-{tag}-{i:06d}", "prompt": f"cal-{tag}-{i:06d}"})
                                + "\n" for i in range(total)))
-    engine = "tgi" if args.api == "generate" else "vllm"
-    rig = ["--only-summary", "--engine", engine, "--model", "pacer", "--api", args.api,
-           "--requests", str(total), "--max-tokens", str(args.tokens), "--prompts", str(prompts),
-           "--telemetry-interval", "0", "--out", str(raw), "--tag", tag]
-    if args.api != "generate":
-        rig.append("--ignore-eos")
-    cmd = locust_command(host=pacer.url, users=users, rig_options=rig, locust=locust,
-                         processes=processes if processes > 1 else None,
-                         cpus=_span(client_cores) if client_cores else None)
+    spec = RunSpec.of(
+        engine="tgi" if args.api == "generate" else "vllm", host=pacer.url, users=users,
+        only_summary=True, model="pacer", api=args.api, requests=total, max_tokens=args.tokens,
+        prompts=prompts, telemetry_interval=0, out=raw, tag=tag,
+        ignore_eos=args.api != "generate", locust=tuple(locust),
+        processes=processes if processes > 1 else None,
+        cpus=_span(client_cores) if client_cores else None, cwd=REPO,
+        environ=(("PYTHONPATH", _env()["PYTHONPATH"]),))
     pacer.get("/lateness/reset", method="POST")
     log = raw / f"locust-{tag}.log"
-    with log.open("w") as file:
-        try:
-            result = subprocess.run(cmd, cwd=REPO, env=_env(), stdout=file, stderr=subprocess.STDOUT,
-                                    timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            raise CalibrationError(f"setting {tag} ran past --timeout {args.timeout:g} s (log: {log})")
-        except FileNotFoundError as exc:
-            raise CalibrationError(f"cannot run Locust ({shlex.join(cmd[:3])}...): {exc.strerror}")
-    rows = [r for r in read_runs(raw / "runs.csv") if r.get("tag") == tag]
-    if result.returncode not in (0, 1) or not rows:
+    try:
+        launched = run(spec, log, args.timeout)
+    except FileNotFoundError as exc:
+        raise CalibrationError(f"cannot run Locust ({shlex.join(command(spec)[:3])}...): "
+                               f"{exc.strerror}") from None
+    if launched.exit_code == -1:
+        raise CalibrationError(f"setting {tag} ran past --timeout {args.timeout:g} s (log: {log})")
+    row = launched.row
+    if launched.exit_code not in (0, 1) or row is None:
         tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
-        raise CalibrationError(f"the rig failed at {tag} (exit {result.returncode}): {tail[-400:]} "
-                               f"(log: {log})")
-    row = rows[-1]
+        raise CalibrationError(f"the rig failed at {tag} (exit {launched.exit_code}): "
+                               f"{tail[-400:]} (log: {log})")
     lateness = pacer.get("/lateness")
     served = pacer.get("/requests")
     with gzip.open(raw / f"pacer-{tag}.json.gz", "wt") as file:

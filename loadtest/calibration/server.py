@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from loadtest.cli.processes import free_port, stop_process_group
+from loadtest.launch.processes import free_port, stop_process_group
 
 __all__ = ["CalibrationError", "Pacer", "pacer_env"]
 

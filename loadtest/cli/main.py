@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from loadtest.cli.args import fail, invoked_as
-from loadtest.cli.locust import REPO
+from loadtest.launch.command import REPO
 
 __all__ = ["COMMANDS", "Command", "main"]
 

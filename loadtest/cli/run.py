@@ -17,21 +17,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from loadtest.cli.args import RigParser, command_prog, refuse_argument
-from loadtest.cli.locust import locust_command
 from loadtest.cli.types import cpu_list, positive_int, positive_number, url
-from loadtest.client.arrivals import add_arrival_options
-from loadtest.client.bounds import add_bounds_options
-from loadtest.client.options import ConfigError, RunConfig, add_options, config_from_options
-from loadtest.client.progress import add_progress_option, progress_interval_s
-from loadtest.client.timing import add_timing_options, timing_from_options
-from loadtest.cpus import add_pin_option
+from loadtest.client.options import ConfigError, RunConfig, config_from_options
+from loadtest.client.progress import progress_interval_s
+from loadtest.client.timing import timing_from_options
+from loadtest.launch import RunSpec, command
+from loadtest.launch.options import add_locustfile_options, add_rig_options
 from loadtest.workload import WorkloadError, workload_options
-from loadtest.workload.options import add_workload_options
-from loadtest.results.equivalence import add_keep_outputs_option
-from loadtest.results.goodput import add_slo_option
 
 __all__ = ["LOCUST_TYPES", "add_locustfile_options", "add_rig_options", "check_locust_parser",
-           "check_run_options", "checked_args", "main", "parser", "rig_arguments"]
+           "check_run_options", "checked_args", "main", "parser"]
 
 # Locust's own options that a run takes, each with the one type that checks it: `rig run`'s
 # parser declares them with it, and the locustfile sets it on Locust's parser
@@ -40,26 +35,6 @@ __all__ = ["LOCUST_TYPES", "add_locustfile_options", "add_rig_options", "check_l
 LOCUST_TYPES: dict[str, Callable[[object], Any]] = {
     "--host": url, "--users": positive_int, "--spawn-rate": positive_number,
     "--processes": positive_int}
-
-def add_rig_options(parser: Any) -> None:
-    """The rig's run options (engine, workload, open loop, goodput, outputs, bounds)."""
-    add_options(parser)
-    add_arrival_options(parser)
-    add_slo_option(parser)
-    add_keep_outputs_option(parser)
-    add_workload_options(parser)
-    add_bounds_options(parser)
-    add_timing_options(parser)
-
-
-def add_locustfile_options(parser: Any) -> None:
-    """Every option the locustfile adds to Locust's parser, and `rig run` to its own: the run
-    options, the client's --no-pin (loadtest/cpus.py) and the console's --progress-interval
-    (loadtest/client/progress.py)."""
-    add_rig_options(parser)
-    add_pin_option(parser)
-    add_progress_option(parser)
-
 
 def check_locust_parser(locust_parser: Any) -> None:
     """Locust's parser (the locustfile's init_command_line_parser hook) made to check as `rig
@@ -101,21 +76,6 @@ def parser() -> RigParser:
     return p
 
 
-def rig_arguments(args: argparse.Namespace) -> list[str]:
-    """The rig's options of `args` that differ from their defaults, as Locust arguments."""
-    rig_only = argparse.ArgumentParser(add_help=False)
-    add_locustfile_options(rig_only)
-    out: list[str] = []
-    for action in rig_only._actions:
-        value = getattr(args, action.dest)
-        if value == action.default:
-            continue
-        flag = action.option_strings[-1]
-        values = value if isinstance(value, list) else [value]  # an "append" option, repeated
-        out += [flag] if action.nargs == 0 else [f"{flag}={v}" for v in values]  # "=": "-x" values
-    return out
-
-
 def check_run_options(options: Any, host: str | None) -> RunConfig:
     """Every check of the run's options that needs no engine (the locustfile makes the same
     ones before it asks the engine anything); ConfigError or WorkloadError, one line."""
@@ -149,9 +109,9 @@ def checked_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     args, locust_extra = checked_args(sys.argv[1:] if argv is None else argv)
-    cmd = locust_command(host=args.host or "", users=args.users,
-                         rig_options=rig_arguments(args) + locust_extra, processes=args.processes,
-                         cpus=args.client_cpus, spawn_rate=args.spawn_rate)
+    cmd = command(RunSpec.from_options(
+        args, host=args.host or "", users=args.users, spawn_rate=args.spawn_rate,
+        processes=args.processes, cpus=args.client_cpus, locust_options=tuple(locust_extra)))
     sys.stdout.flush()
     os.execvp(cmd[0], cmd)
     return 0  # not reached

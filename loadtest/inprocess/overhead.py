@@ -28,14 +28,13 @@ from __future__ import annotations
 import argparse
 import csv
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.locust import locust_command
+from loadtest.launch import RunSpec, command, run
 from loadtest.cli.types import (BadValue, cpu_list, one_of, port, positive_int, positive_int_list,
                                 writable_folder)
 from loadtest.cpus import complete_layout
@@ -79,15 +78,13 @@ def _server_runs(server: str, batches: list[int], args: argparse.Namespace, engi
     engine = LocalEngine(port=args.port, engine=server, cpus=engine_cpus or None,
                          log_path=args.out / f"engine-{server}.log")
 
-    def locust(users: int, *extra: str) -> int:
-        cmd = locust_command(
-            host=engine.url, users=users, cpus=client_cpus or None,
-            rig_options=["--only-summary", "--engine", server, "--prompts", args.prompts,
-                         "--max-tokens", str(args.max_tokens), "--ignore-eos", "--out", str(args.out),
-                         *([f"--flags=--cpus {engine_cpus}"] if engine_cpus else []), *extra])
-        print("+ " + " ".join(cmd), file=sys.stderr)
-        with (args.out / f"locust-{server}.log").open("a") as log:
-            return subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT).returncode
+    def locust(users: int, **values: object) -> int:
+        spec = RunSpec.of(
+            engine=server, host=engine.url, users=users, cpus=client_cpus or None, cwd=REPO,
+            only_summary=True, prompts=args.prompts, max_tokens=args.max_tokens, ignore_eos=True,
+            out=args.out, flags=f"--cpus {engine_cpus}" if engine_cpus else None, **values)
+        print("+ " + " ".join(command(spec)), file=sys.stderr)
+        return run(spec, args.out / f"locust-{server}.log", append=True).exit_code
 
     if not batches:
         return True
@@ -99,12 +96,11 @@ def _server_runs(server: str, batches: list[int], args: argparse.Namespace, engi
         return False
     ok = True
     try:
-        locust(max(batches), "--requests", str(2 * max(batches)), "--warmup")
+        locust(max(batches), requests=2 * max(batches), warmup=True)
         for batch in batches:
             for repeat in range(1, args.repeats + 1):
-                code = locust(batch, "--requests",
-                              str(_requests(args.requests, batch)), "--tag", TAG,
-                              "--repeat", str(repeat))
+                code = locust(batch, requests=_requests(args.requests, batch), tag=TAG,
+                              repeat=repeat)
                 if code != 0:
                     print(f"** {server}: a run at {batch} users ended with exit {code} "
                           f"(log: {args.out / f'locust-{server}.log'})", file=sys.stderr)

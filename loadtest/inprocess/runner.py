@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtest.cli.processes import stop_process_group
+from loadtest.launch.processes import stop_process_group
 from loadtest.workload import WorkloadError, WorkloadOptions, build_workload, load_prompts
 from loadtest.cpus import allowed_cpus, cpu_set, format_cpus
 from loadtest.inprocess.engines import REPO, InprocEngine

@@ -10,16 +10,16 @@ capped; each heat's line then says how many runs it took.
 
 from __future__ import annotations
 
+import csv
 import shlex
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from loadtest.cli.locust import locust_command
+from loadtest.launch import Launched, RunSpec, command, run
 from loadtest.local_engine import EngineStartError, LocalEngine
 from loadtest.race.args import RaceArgs
 from loadtest.known import more_runs, repeat_plan, standing
@@ -29,7 +29,7 @@ from loadtest.results.files import read_runs
 __all__ = ["EarlierRunsError", "TAG", "earlier_race_counts", "run_race"]
 
 TAG = "demo"  # every race run is tagged so; the report's race picks them by it
-WORKLOAD = ("--prompts", PROMPTS, "--max-tokens", str(MAX_TOKENS), "--ignore-eos")
+WORKLOAD = {"prompts": PROMPTS, "max_tokens": MAX_TOKENS, "ignore_eos": True}
 WARMUP = {"users": 8, "requests": 16}  # first requests pay one-off costs; never in runs.csv
 
 
@@ -174,20 +174,19 @@ def _run_leg(race: Race, leg: Leg, args: RaceArgs, first_row: int = 0) -> int:
 
 def _runs(race: Race, leg: Leg, args: RaceArgs, first_row: int = 0) -> int:
     warmup_log = args.out / f"warmup-{leg.engine}.log"
-    if _locust(args, leg.engine, warmup_log=warmup_log, warmup=True, **WARMUP) == 2:
+    if _locust(args, leg.engine, warmup_log=warmup_log, warmup=True, **WARMUP).exit_code == 2:
         why = next((line for line in _lines(warmup_log) if line.startswith("error:")),
                    f"see {warmup_log}")
         return _did_not_run(race, leg.engine, f"the warm-up could not run ({why})")
     status = 0
     for users in leg.users if leg.repeat else race.runs(leg):
-        rows = _rows(args.out)
-        before = len(rows)
         requests = race.counts[users]
-        repeat = []
+        repeat = None
         if leg.repeat:  # labelled after the engine's runs of this heat in this race
-            done = heat_samples(race, rows[first_row:])[users].get(leg.engine, [])
-            repeat = ["--repeat", str(len(done) + 1)]
-        code = _locust(args, leg.engine, users=users, requests=requests, extra=repeat)
+            done = heat_samples(race, _rows(args.out)[first_row:])[users].get(leg.engine, [])
+            repeat = len(done) + 1
+        launched = _locust(args, leg.engine, users=users, requests=requests, repeat=repeat)
+        code = launched.exit_code
         if code == 1:
             print(f"** {leg.engine}: some requests failed at {_users([users])} (counted in its "
                   "row)", file=sys.stderr)
@@ -197,7 +196,7 @@ def _runs(race: Race, leg: Leg, args: RaceArgs, first_row: int = 0) -> int:
                                 f"its run at {_users([users])} could not run (exit {code})")
         if leg.repeat:  # never raises a count: the heat's runs must stay alike
             continue
-        raised = race.record(leg.engine, users, _rows(args.out)[before:])
+        raised = race.record(leg.engine, users, [launched.row] if launched.row else [])
         if raised:
             given = (f" (REQUESTS {args.requests} was given, but a run under 5 s cannot be "
                      "ranked)" if args.requests is not None else "")
@@ -208,22 +207,19 @@ def _runs(race: Race, leg: Leg, args: RaceArgs, first_row: int = 0) -> int:
 
 
 def _locust(args: RaceArgs, engine: str, *, users: int, requests: int, warmup: bool = False,
-            warmup_log: Path | None = None, extra: Sequence[str] = ()) -> int:
-    """One run of the locustfile against the engine on args.port; its exit code. A warm-up's
-    output goes to its log, a run's to this process's stdout and stderr."""
-    options = ["--only-summary", "--engine", engine, *WORKLOAD, "--out", str(args.out)]
-    if args.engine_cpus:
-        options.append(f"--flags=--cpus {args.engine_cpus}")
-    options += [*args.run_options, "--requests", str(requests)]
-    options += ["--warmup"] if warmup else ["--tag", TAG, *extra]
-    command = locust_command(host=f"http://127.0.0.1:{args.port}", users=users,
-                             rig_options=options, cpus=args.client_cpus or None)
-    print(f"+ {shlex.join(command)}", file=sys.stderr)
-    if warmup_log is None:
-        return subprocess.run(command, check=False).returncode
-    with warmup_log.open("w") as log:
-        return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
-                              check=False).returncode
+            warmup_log: Path | None = None, repeat: int | None = None) -> Launched:
+    """One run of the locustfile against the engine on args.port. A warm-up's output goes to
+    its log, a run's to this process's stdout and stderr."""
+    spec = RunSpec.of(
+        engine=engine, host=f"http://127.0.0.1:{args.port}", users=users, only_summary=True,
+        out=args.out, flags=f"--cpus {args.engine_cpus}" if args.engine_cpus else None,
+        requests=requests, warmup=warmup, tag=None if warmup else TAG, repeat=repeat,
+        cpus=args.client_cpus or None, locust_options=tuple(args.run_options), **WORKLOAD)
+    print(f"+ {shlex.join(command(spec))}", file=sys.stderr)
+    try:
+        return run(spec, warmup_log)
+    except (UnicodeDecodeError, csv.Error) as exc:  # runs.csv, read for the run's row
+        raise EarlierRunsError(f"cannot read {spec.runs_csv}: {exc}") from None
 
 
 def _did_not_run(race: Race, engine: str, reason: str) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from loadtest.cli.locust import REPO
+from loadtest.launch.command import REPO
 
 __all__ = ["PEER_RESULTS", "PeerError", "peer_command", "peer_prompts", "peer_program",
            "read_peer_result"]

@@ -32,8 +32,10 @@ from typing import Literal
 import numpy as np
 
 from loadtest.cli.args import RigParser, command_prog, fail
-from loadtest.cli.locust import REPO
-from loadtest.cli.processes import free_port
+from loadtest.launch import RunSpec, run
+from loadtest.launch import command as locust_command_of
+from loadtest.launch.command import REPO
+from loadtest.launch.processes import free_port
 from loadtest.cli.types import non_negative_int, one_of, positive_int, url, writable_folder
 from loadtest.cpus import add_pin_option, allowed_cpus, default_layout, format_cpus
 from loadtest.local_engine import TINY_MODEL, EngineStartError, LocalEngine, pin_client_beside
@@ -172,25 +174,21 @@ def _rig_run(args: argparse.Namespace, host: str, out: Path, number: int,
              warmup: bool = False) -> Path:
     """One rig run of the workload (a warm-up: in --out/warmup, no runs.csv row); its folder."""
     name = "warmup" if warmup else "rig"
-    rig_out = out / name
-    before = _folders(rig_out / "runs")
-    command = [sys.executable, "-m", "loadtest.cli.main", "run", "--engine", args.engine,
-               "--host", host, "--users", str(args.users), "--requests", str(args.requests),
-               "--max-tokens", str(args.max_tokens), "--ignore-eos", "--prompts", args.prompts,
-               "--out", str(rig_out), "--tag", f"peers-{args.peer}", "--repeat", str(number),
-               *(["--warmup"] if warmup else []), *(["--no-pin"] if args.no_pin else [])]
+    spec = RunSpec.of(engine=args.engine, host=host, users=args.users, requests=args.requests,
+                      max_tokens=args.max_tokens, ignore_eos=True, prompts=args.prompts,
+                      out=out / name, tag=f"peers-{args.peer}", repeat=number, warmup=warmup,
+                      no_pin=args.no_pin, cwd=REPO)
     log = out / f"{name}-{number}.log"
-    _call(command, log, f"rig {name} run")
-    new = sorted(_folders(rig_out / "runs") - before)
-    status = _status(new[-1]) if new else "missing"
-    if status != "complete":
+    print("+ " + " ".join(locust_command_of(spec)), file=sys.stderr)
+    launched = run(spec, log)
+    if launched.exit_code not in (0, 1):  # 1: some requests failed, still a result
+        raise RuntimeError(f"rig {name} run failed (exit {launched.exit_code}); see {log}")
+    run_dir = REPO / launched.run_dir if launched.run_dir else None  # relative: to REPO
+    status = _status(run_dir) if run_dir else "missing"
+    if run_dir is None or status != "complete":
         raise RuntimeError(f"rig {name} run {number} did not complete (run.json status: "
                            f"{status}); see {log}")
-    return new[-1]
-
-
-def _folders(folder: Path) -> set[Path]:
-    return {p for p in folder.iterdir() if p.is_dir()} if folder.is_dir() else set()
+    return run_dir
 
 
 def _status(run_dir: Path) -> str:

@@ -28,7 +28,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Protocol
 
-from loadtest.cli.processes import free_port, stop_process_groups
+from loadtest.launch.processes import free_port, stop_process_groups
 from loadtest.cpus import default_layout
 from loadtest.local_engine import EngineStartError, LocalEngine
 from servers.balancer import gpu_groups, local_nginx_conf, nginx_binary, nginx_missing, replica_name

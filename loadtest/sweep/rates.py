@@ -31,12 +31,11 @@ from loadtest.cpus import complete_layout
 from loadtest.client.targets import TARGETS
 from loadtest.results.goodput import DEFAULT_SLO_SHARE_PCT, parse_slo
 from loadtest.cli.args import RigParser, command_prog, fail
-from loadtest.cli.locust import locust_command
-from loadtest.cli.processes import free_port
+from loadtest.launch.processes import free_port
 from loadtest.cli.types import (BadValue, cpu_list, duration, one_of, percent, positive_int,
                                 positive_number, positive_number_list, seed, url,
                                 writable_folder)
-from loadtest.sweep.measure import run_locust
+from loadtest.launch import RunSpec, command, run
 
 __all__ = ["main", "parser"]
 
@@ -107,15 +106,13 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError("--burstiness shapes --arrival gamma's gaps: add --arrival gamma")
 
 
-def _command(args: argparse.Namespace, url: str, tag: str, users: int, *extra: str,
-             requests: int = 0) -> list[str]:
-    rig = ["--only-summary", "--engine", args.engine, "--requests", str(requests or args.requests),
-           "--max-tokens", str(args.max_tokens), "--prompts", args.prompts, "--out", str(args.out),
-           "--tag", tag, f"--flags={args.flags}", *extra]
-    if args.ignore_eos:
-        rig.append("--ignore-eos")
-    return locust_command(host=url, users=users, rig_options=rig, cpus=args.client_cpus,
-                          python=sys.executable)
+def _spec(args: argparse.Namespace, url: str, tag: str, users: int, **values: object) -> RunSpec:
+    """One run of the sweep; `values`: fields and run options over the sweep's own."""
+    return RunSpec.of(**{
+        "engine": args.engine, "host": url, "users": users, "only_summary": True,
+        "requests": args.requests, "max_tokens": args.max_tokens, "prompts": args.prompts,
+        "out": args.out, "tag": tag, "flags": args.flags, "ignore_eos": args.ignore_eos,
+        "cpus": args.client_cpus, "python": sys.executable, **values})
 
 
 def _sweep(args: argparse.Namespace, url: str, rates: list[float], users: int, repeats: int,
@@ -123,46 +120,33 @@ def _sweep(args: argparse.Namespace, url: str, rates: list[float], users: int, r
     from loadtest.report.goodput import saturated
     work = args.out / "sweeps" / tag
     work.mkdir(parents=True, exist_ok=True)
-    keep = ["--keep-outputs"]  # every sweep keeps the answers, to compare configurations
-    warm = _command(args, url, tag, min(users, 8), "--warmup", requests=16)
-    print(f"+ warm-up: {' '.join(warm)}", file=sys.stderr, flush=True)
-    run_locust(warm, work / "warmup.log", float(args.run_timeout))
+    warm = _spec(args, url, tag, min(users, 8), warmup=True, requests=16)
+    print(f"+ warm-up: {' '.join(command(warm))}", file=sys.stderr, flush=True)
+    run(warm, work / "warmup.log", float(args.run_timeout))
     worst = 0
     for rate in rates:
         past_knee = False
         for repeat in range(1, repeats + 1):
-            cmd = _command(args, url, tag, users, "--rate", f"{rate:g}", "--arrival", args.arrival,
-                           "--arrival-seed", str(args.arrival_seed), "--repeat", str(repeat),
-                           *(["--burstiness", f"{args.burstiness:g}"] if args.burstiness else []),
-                           *(["--slo", args.slo] if args.slo else []), *keep)
-            print(f"+ rate {rate:g} req/s, repeat {repeat}: {' '.join(cmd)}", file=sys.stderr,
-                  flush=True)
-            outcome = run_locust(cmd, work / f"rate{rate:g}-r{repeat}.log", float(args.run_timeout))
+            # every sweep keeps the answers, to compare configurations
+            spec = _spec(args, url, tag, users, rate=rate, arrival=args.arrival,
+                         arrival_seed=args.arrival_seed, repeat=repeat,
+                         burstiness=args.burstiness or None, slo=args.slo or None,
+                         keep_outputs=True)
+            print(f"+ rate {rate:g} req/s, repeat {repeat}: {' '.join(command(spec))}",
+                  file=sys.stderr, flush=True)
+            outcome = run(spec, work / f"rate{rate:g}-r{repeat}.log", float(args.run_timeout))
             if outcome.exit_code not in (0, 1):
                 print(f"error: the run at {rate:g} req/s failed: {outcome.error}", file=sys.stderr)
                 worst = max(worst, 1)
                 continue
             worst = max(worst, outcome.exit_code)
-            row = _last_row(args.out, tag, rate, repeat)
-            if row is not None and saturated(row):
+            if outcome.row is not None and saturated(outcome.row):
                 past_knee = True
         if past_knee and not args.all_rates:
             print(f"saturated at {rate:g} req/s: higher rates skipped (--all-rates runs them)",
                   file=sys.stderr)
             break
     return worst
-
-
-def _last_row(out: Path, tag: str, rate: float, repeat: int) -> dict | None:
-    from loadtest.report.runset import load_runs
-    try:
-        runs = load_runs(out)
-    except ValueError:  # changed during the sweep: its end says so, in one line
-        return None
-    if runs.empty or "rate" not in runs:
-        return None
-    rows = runs[(runs["tag"] == tag) & (runs["rate"] == rate) & (runs["repeat"] == repeat)]
-    return rows.iloc[-1].to_dict() if not rows.empty else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,7 +36,8 @@ from loadtest.sweep.cells import Cell, again, config_hash, expand_cells, flags_t
 from loadtest.sweep.launch import EngineFailed, Launcher, make_launcher
 from loadtest.sweep.matrix import EngineConfig, Matrix, MatrixError, WorkloadOptions, source_namespace
 from loadtest.workload import workload_options
-from loadtest.sweep.measure import cell_command, find_row, run_locust
+from loadtest.launch import command, find_row, run
+from loadtest.sweep.measure import cell_spec
 from loadtest.sweep.repeats import (Plan, UntilKnown, heat_of, heat_samples, known_lines,
                                     known_rows, next_pass)
 from loadtest.sweep.state import MEASURED, SweepState, run_ids_in
@@ -290,12 +291,12 @@ def _warm_up(matrix: Matrix, config: EngineConfig, slug: str, launcher: Launcher
         state.set_config(slug, warmup={"requests": 0})
         return
     users = max(matrix.users)
-    cmd = cell_command(engine=config.engine, url=launcher.url, users=users, workload=matrix.workload,
-                         out=out, repeat=1, tag=matrix.name, flags=flags_text(config), gpu=config.gpus,
-                         warmup_requests=matrix.warmup_requests)
+    spec = cell_spec(engine=config.engine, url=launcher.url, users=users, workload=matrix.workload,
+                     out=out, repeat=1, tag=matrix.name, flags=flags_text(config), gpu=config.gpus,
+                     warmup_requests=matrix.warmup_requests)
     say(f"warm-up {slug}: {matrix.warmup_requests} requests at {users} users (not in runs.csv)")
     log = sweep_dir(out, matrix.name) / slug / "warmup.log"
-    outcome = run_locust(cmd, log, matrix.run_timeout_s)
+    outcome = run(spec, log, matrix.run_timeout_s)
     state.set_config(slug, warmup={"requests": matrix.warmup_requests, "users": users,
                                    "exit_code": outcome.exit_code, "run_dir": outcome.run_dir,
                                    "log": str(log)})
@@ -308,23 +309,22 @@ def _measure(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path, state: S
     config = cell.config
     runs_csv = out / "runs.csv"
     before = run_ids_in(runs_csv)
-    cmd = cell_command(engine=config.engine, url=launcher.url, users=cell.users,
-                         workload=cell.workload or matrix.workload, out=out, repeat=cell.repeat,
-                         tag=matrix.name, flags=flags_text(config), gpu=config.gpus)
+    spec = cell_spec(engine=config.engine, url=launcher.url, users=cell.users,
+                     workload=cell.workload or matrix.workload, out=out, repeat=cell.repeat,
+                     tag=matrix.name, flags=flags_text(config), gpu=config.gpus)
     say(f"run {cell.path}")
     log = sweep_dir(out, matrix.name) / cell.path / "locust.log"
     try:
-        outcome = run_locust(cmd, log, matrix.run_timeout_s)
+        outcome = run(spec, log, matrix.run_timeout_s)
     except KeyboardInterrupt:
         # An interrupted run adds no row; one that has a row had finished before the interrupt
         # reached the sweep: it is kept, so that a resumed sweep does not run it a second time.
-        row = find_row(runs_csv, before, matrix.name, cell.users, cell.repeat)
+        row = find_row(runs_csv, before)
         if row is not None:
             _record_ok(state, cell, row, exit_code=None, log=log)
         raise
     dead = launcher.failure()  # an engine that died mid-run fails the cell, whatever Locust saved
-    row = find_row(runs_csv, before, matrix.name, cell.users, cell.repeat) \
-        if outcome.exit_code in (0, 1) and not dead else None
+    row = outcome.row if outcome.exit_code in (0, 1) and not dead else None
     if row is not None:
         _record_ok(state, cell, row, exit_code=outcome.exit_code, log=log)
         return
@@ -410,16 +410,16 @@ def _print_plan(matrix: Matrix, plan: Plan, out: Path, until: UntilKnown | None)
         print(f"\n== {slug}  [{flags_text(config) or 'engine defaults'}]  hash {config_hash(config)}")
         print(f"start: {launcher.describe(matrix.health_timeout_s)}")
         if matrix.warmup_requests:
-            warm = cell_command(engine=config.engine, url=launcher.url, users=max(matrix.users),
-                                  workload=matrix.workload, out=out, repeat=1, tag=matrix.name,
-                                  flags=flags_text(config), gpu=config.gpus,
-                                  warmup_requests=matrix.warmup_requests)
-            print(f"warm-up: {_show(warm)}")
+            warm = cell_spec(engine=config.engine, url=launcher.url, users=max(matrix.users),
+                             workload=matrix.workload, out=out, repeat=1, tag=matrix.name,
+                             flags=flags_text(config), gpu=config.gpus,
+                             warmup_requests=matrix.warmup_requests)
+            print(f"warm-up: {_show(command(warm))}")
         for cell in cells:
-            cmd = cell_command(engine=config.engine, url=launcher.url, users=cell.users,
-                                 workload=cell.workload or matrix.workload, out=out, repeat=cell.repeat,
-                                 tag=matrix.name, flags=flags_text(config), gpu=config.gpus)
-            print(f"{cell.name} [{cell.cell_id}]: {_show(cmd)}")
+            spec = cell_spec(engine=config.engine, url=launcher.url, users=cell.users,
+                             workload=cell.workload or matrix.workload, out=out, repeat=cell.repeat,
+                             tag=matrix.name, flags=flags_text(config), gpu=config.gpus)
+            print(f"{cell.name} [{cell.cell_id}]: {_show(command(spec))}")
         print("stop" + ("" if config.launch != "running" else ": (not started here)"))
 
 

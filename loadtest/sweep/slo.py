@@ -29,8 +29,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.locust import locust_command
-from loadtest.cli.processes import free_port
+from loadtest.launch.processes import free_port
 from loadtest.cli.types import (BadValue, cpu_list, duration, non_negative_number, percent,
                                 positive_int, positive_number, seed, writable_folder)
 from loadtest.client.arrivals import ARRIVALS
@@ -41,7 +40,7 @@ from loadtest.results.goodput import parse_slo
 from loadtest.results.version import rig_version
 from loadtest.sweep.cells import Cell
 from loadtest.sweep.matrix import EngineConfig
-from loadtest.sweep.measure import find_row, run_locust
+from loadtest.launch import RunSpec, run
 from loadtest.sweep.slo_search import Bracket, Rule, Run, Width, next_rate, probe_verdict
 from loadtest.sweep.state import SweepState, run_ids_in
 
@@ -193,11 +192,11 @@ class Search:
             return next(r for r in read_runs(runs_csv) if r.get("run_id") == run_id)
         self._start()
         before = run_ids_in(runs_csv)
-        cmd = self._command(rate, repeat)
         print(f"+ {self.engine} at {rate:g} req/s, run {repeat}", file=sys.stderr, flush=True)
         folder = self.args.out / "sweeps" / self.args.name / self.engine
-        outcome = run_locust(cmd, folder / f"rate{rate:g}-r{repeat}.log", self.args.run_timeout)
-        row = find_row(runs_csv, before, self.args.name, self.args.users, repeat)
+        outcome = run(self._probe(rate, repeat), folder / f"rate{rate:g}-r{repeat}.log",
+                      self.args.run_timeout)
+        row = outcome.row
         if outcome.exit_code not in (0, 1) or row is None:
             self.state.set_cell(cell, status="failed", reason=outcome.error)
             self.worst = max(self.worst, 1)
@@ -219,26 +218,22 @@ class Search:
                              cpus=self.args.engine_cpus or None)
         self.stack.enter_context(engine)
         self.url = engine.url
-        warm = self._locust(min(self.args.users, 8), ["--requests", "16", "--warmup"])
-        run_locust(warm, folder / "warmup.log", self.args.run_timeout)
+        warm = self._spec(min(self.args.users, 8), requests=16, warmup=True)
+        run(warm, folder / "warmup.log", self.args.run_timeout)
 
-    def _command(self, rate: float, repeat: int) -> list[str]:
+    def _probe(self, rate: float, repeat: int) -> RunSpec:
         a = self.args
-        return self._locust(a.users, ["--requests", str(a.requests), "--rate", f"{rate:g}",
-                                      "--arrival", a.arrival, "--arrival-seed", str(a.arrival_seed),
-                                      "--repeat", str(repeat), "--tag", a.name, "--slo", a.slo,
-                                      "--keep-outputs"])
+        return self._spec(a.users, requests=a.requests, rate=rate, arrival=a.arrival,
+                          arrival_seed=a.arrival_seed, repeat=repeat, tag=a.name, slo=a.slo,
+                          keep_outputs=True)
 
-    def _locust(self, users: int, extra: list[str]) -> list[str]:
+    def _spec(self, users: int, **values: object) -> RunSpec:
         a = self.args
-        rig = ["--only-summary", "--engine", self.engine, "--max-tokens", str(a.max_tokens),
-               "--prompts", a.prompts, "--out", str(a.out), *extra]
-        if a.ignore_eos:
-            rig.append("--ignore-eos")
-        if a.engine_cpus:
-            rig.append(f"--flags=--cpus {a.engine_cpus}")
-        return locust_command(host=self.url, users=users, rig_options=rig,
-                              cpus=a.client_cpus or None, python=sys.executable)
+        return RunSpec.of(engine=self.engine, host=self.url, users=users, only_summary=True,
+                          max_tokens=a.max_tokens, prompts=a.prompts, out=a.out,
+                          ignore_eos=a.ignore_eos,
+                          flags=f"--cpus {a.engine_cpus}" if a.engine_cpus else None,
+                          cpus=a.client_cpus or None, python=sys.executable, **values)
 
 
 class RunFailed(RuntimeError):

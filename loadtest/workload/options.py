@@ -23,7 +23,7 @@ from loadtest.workload.lengths import Lengths, parse_lengths
 from loadtest.workload.spec import WorkloadError
 
 __all__ = ["DATASET_FORMATS", "DATASET_MODES", "OPTION_FLAGS", "SOURCES", "WorkloadOptions",
-           "add_workload_options", "option_args", "workload_options"]
+           "add_workload_options", "workload_options"]
 
 SOURCES = ("prompts", "synthetic", "dataset", "prefix", "trace", "conversation")
 DATASET_FORMATS = ("sharegpt", "openai", "prompts", "csv", "parquet")
@@ -147,16 +147,6 @@ def _check_source(o: WorkloadOptions) -> None:
         raise WorkloadError(f"--min-input-len {o.min_input_len} is over --max-input-len {o.max_input_len}")
     if o.columns and o.dataset_format not in ("", "csv", "parquet"):
         raise WorkloadError("--columns is for CSV and Parquet datasets")
-
-
-def option_args(mapping: dict[str, Any]) -> list[str]:
-    """Command-line words for a mapping of option attributes (a sweep's workload options)."""
-    words: list[str] = []
-    for name, value in mapping.items():
-        if name not in OPTION_FLAGS:
-            raise WorkloadError(f"unknown workload option {name!r}; known: {', '.join(OPTION_FLAGS)}")
-        words.append(f"{OPTION_FLAGS[name]}={value}")
-    return words
 
 
 def _choice(value: str, choices: tuple[str, ...], option: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from loadtest.cli.locust import locust_command
+from loadtest.launch.command import locust_command
 from rig_helpers import VLLM_QUICK_ENV
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from docker_helpers import ROOT, compose, ensure_images, ensure_tiny_model, log_excerpt, require_free_port
 
-from loadtest.cli.locust import locust_command
+from loadtest.launch.command import locust_command
 from servers import translate
 
 PORT = int(os.environ.get("TRANSFORMERS_TEST_PORT", "8190"))

@@ -27,17 +27,18 @@ def default_python() -> str:
 def locust_command(*, host: str, users: int, rig_options: Sequence[str] = (),
                    processes: int | None = None, headless: bool = True, cpus: str | None = None,
                    python: str | None = None, spawn_rate: float | None = None,
-                   locust: Sequence[str] | None = None) -> list[str]:
+                   locust: Sequence[str] | None = None, locustfile: Path = LOCUSTFILE) -> list[str]:
     """`[taskset -c CPUS] PY -m locust -f loadtest/engines.py [--headless] --host H --users N
     [--spawn-rate R] [--processes P] ...rig_options`.
 
     `rig_options` are the locustfile's own options (`--engine`, `--requests`, ...), passed as
     given; an empty `host` leaves `--host` out (the locustfile then uses the engine's default
     URL); `cpus` pins the client (and every worker Locust forks) to a Linux CPU list; `locust`,
-    a command that runs Locust, replaces `PY -m locust` (calibration's $LOCUST).
+    a command that runs Locust, replaces `PY -m locust` (calibration's $LOCUST); `locustfile`
+    another checkout's (the client bench's baseline).
     """
     cmd = ["taskset", "-c", cpus] if cpus else []
-    cmd += [*(locust or [python or default_python(), "-m", "locust"]), "-f", str(LOCUSTFILE)]
+    cmd += [*(locust or [python or default_python(), "-m", "locust"]), "-f", str(locustfile)]
     if headless:
         cmd.append("--headless")
     if host:  # "": the locustfile picks the engine's default URL
