@@ -22,7 +22,7 @@ from loadtest.client.timing import DEFAULT_TIMESLICE_S, Timing, timing_from_opti
 from loadtest.local_engine import LocalEngine
 from loadtest.results import window
 from loadtest.results.record import RequestRecord
-from loadtest.cli.locust import locust_command
+from loadtest.launch.command import locust_command
 from rig_helpers import REPO, run_locust
 from servers.local import LOCAL
 

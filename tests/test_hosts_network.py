@@ -18,7 +18,7 @@ import pytest
 
 from loadtest.calibration.server import pacer_env
 from loadtest.client.arrivals import send_offsets_ns
-from loadtest.cli.locust import locust_command
+from loadtest.launch.command import locust_command
 from net_hosts import Hosts
 from rig_helpers import REPO
 

@@ -27,7 +27,8 @@ from loadtest.cli.args import command_prog
 from loadtest.cli.types import BadValue, non_negative_int, positive_int
 from loadtest.client.options import ConfigError
 from loadtest.client.targets import TARGETS
-from loadtest.deploy.kubernetes import INPUTS_DIR, Deployment, render
+from loadtest.deploy.kubernetes import INPUTS_DIR, LOCUSTFILE, Deployment, render
+from loadtest.launch import RunSpec, command
 from loadtest.workload import WorkloadError
 from servers.images import RIG_IMAGE
 
@@ -144,10 +145,12 @@ def _key_in_secret(name: str, secret: str | None):  # type: ignore[no-untyped-de
 
 def main(argv: list[str] | None = None) -> int:
     args = checked_args(sys.argv[1:] if argv is None else list(argv))
+    # the run as `rig run` would launch it, with the image's Locust and locustfile
+    spec = RunSpec.from_options(args, host=args.host or "", users=args.users,
+                                spawn_rate=args.spawn_rate, locust=("locust",),
+                                locustfile=Path(LOCUSTFILE))
     try:
-        host = ["--host", args.host] if args.host else []  # none: a hosted engine's own URL
-        locust_args, inputs = _carried(["--headless", *host, "--users", str(args.users),
-                                        *_spawn_rate(args), *run.rig_arguments(args)])
+        locust_args, inputs = _carried(command(spec)[3:])  # after `locust -f LOCUSTFILE`
     except ValueError as exc:
         parser().error(str(exc))
     deployment = Deployment(name=args.name, image=args.image, workers=args.workers,
@@ -167,32 +170,41 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _spawn_rate(args: argparse.Namespace) -> list[str]:
-    return [] if args.spawn_rate is None else ["--spawn-rate", f"{args.spawn_rate:g}"]
-
-
 def _carried(arguments: list[str]) -> tuple[list[str], dict[str, bytes]]:
-    """The arguments with every file they name moved to INPUTS_DIR, and those files' contents;
-    ValueError for a folder (a tokenizer's: mount it in the image) or too much for a ConfigMap."""
-    out, inputs = [], {}
-    for argument in arguments:
+    """The arguments with every file an option names moved to INPUTS_DIR (`--opt FILE`,
+    `--opt=FILE`, `hist:FILE`), and those files' contents; ValueError for a folder (a
+    tokenizer's: build it into the image) or too much for a ConfigMap."""
+    out: list[str] = []
+    inputs: dict[str, bytes] = {}
+    for index, argument in enumerate(arguments):
         flag, eq, value = argument.partition("=")
-        prefix, _, path_text = value.rpartition(":") if value.startswith("hist:") else ("", "", value)
-        path = Path(path_text)
-        if eq and path_text and path.is_dir():
-            raise ValueError(f"{flag} names a folder ({path_text}): build it into the image, "
-                             "then give its path there")
-        if eq and path_text and path.is_file():
-            key = f"{len(inputs)}-{path.name}"
-            inputs[key] = path.read_bytes()
-            value = f"{prefix}:" * bool(prefix) + f"{INPUTS_DIR}/{key}"
-            argument = f"{flag}={value}"
-        out.append(argument)
+        if not eq:  # `--opt VALUE`: this is VALUE when an option comes before it
+            if argument.startswith("-") or index == 0 or not arguments[index - 1].startswith("--"):
+                out.append(argument)
+                continue
+            flag, value = arguments[index - 1], argument
+        out.append((f"{flag}=" if eq else "") + _carry(flag, value, inputs))
     size = sum(len(content) for content in inputs.values())
     if size > CONFIGMAP_LIMIT:
         raise ValueError(f"the input files hold {size:,} bytes, more than a ConfigMap's "
                          f"{CONFIGMAP_LIMIT:,}: build them into the image and give their paths there")
     return out, inputs
+
+
+def _carry(flag: str, value: str, inputs: dict[str, bytes]) -> str:
+    """VALUE, or where it names a file, that file's path in the pods (its content in INPUTS)."""
+    prefix, _, path_text = value.partition(":") if value.startswith("hist:") else ("", "", value)
+    path = Path(path_text)
+    if not path_text or flag == "--host":
+        return value
+    if path.is_dir():
+        raise ValueError(f"{flag} names a folder ({path_text}): build it into the image, then "
+                         "give its path there")
+    if not path.is_file():
+        return value
+    key = f"{len(inputs)}-{path.name}"
+    inputs[key] = path.read_bytes()
+    return f"{prefix}:" * bool(prefix) + f"{INPUTS_DIR}/{key}"
 
 
 def _is_loopback(host: str) -> bool:

@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["INPUTS_DIR", "LOCUST_PORT", "RESULTS_DIR", "Deployment", "render"]
+__all__ = ["INPUTS_DIR", "LOCUSTFILE", "LOCUST_PORT", "RESULTS_DIR", "Deployment", "render"]
 
 LOCUST_PORT = 5557  # Locust's master port (--master-bind-port's default)
 RESULTS_DIR = "/results"
