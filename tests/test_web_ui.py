@@ -1,5 +1,6 @@
 """Locust's web UI, driven through its HTTP API as the page does: each Start runs the fixed
-workload again as a new run with its own row."""
+workload again as a new run with its own row; the LLM tab, the run's page (/llm) and /metrics
+speak of the run going on (loadtest/client/webui.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from loadtest.cli.locust import locust_command
-from rig_helpers import REPO, free_port, running_pacer, wait_for
+from rig_helpers import REPO, free_port, running_pacer, running_web_ui, wait_for
 
 
 def _rows(out: Path) -> list[dict[str, str]]:
@@ -53,9 +56,61 @@ def test_each_start_in_the_web_ui_is_a_new_complete_run(tmp_path: Path):
                     assert json.loads(answer.read())["success"]
                 wait_for(lambda: len(_rows(out)) == start, f"Start {start}'s row", timeout_s=30)
                 wait_for(lambda: state() == "stopped", "the run stopped", timeout_s=30)
+                live = json.loads(_get(ui + "/llm/live.json"))  # the LLM tab's figures: this run's
+                assert (live["run_id"], live["done"]) == (_rows(out)[-1]["run_id"], 8)
         finally:
             locust.terminate()
             log = locust.communicate(timeout=30)[0]
     rows = _rows(out)
     assert len({r["run_id"] for r in rows}) == 2, log[-2000:]
     assert all(r["completed"] == "8" and r["failed"] == "0" for r in rows)
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return answer.read()
+
+
+def _start(ui: str, engine_url: str, users: int = 2) -> None:
+    form = urllib.parse.urlencode({"user_count": users, "spawn_rate": users,
+                                   "host": engine_url}).encode()
+    with urllib.request.urlopen(ui + "/swarm", data=form, timeout=10) as answer:
+        assert json.loads(answer.read())["success"]
+
+
+def test_the_web_ui_speaks_llm_in_its_tab_its_page_and_metrics(tmp_path: Path):
+    """The LLM tab's rows ride on Locust's own poll (/stats/requests), the page's JSON and
+    /metrics give the same figures, and at the end the verdict and the run's files."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = tmp_path / "results"
+    with running_pacer("--ttft-ms", "20", "--gap-ms", "5") as engine_url, \
+            running_web_ui(engine_url, out, "--requests", "12", "--max-tokens", "8",
+                           "--ignore-eos") as ui:
+        before = json.loads(_get(ui + "/llm/live.json"))
+        assert before["state"] == "starting" and before["run_id"] == ""  # the form not sent
+        _start(ui, engine_url)
+        wait_for(lambda: json.loads(_get(ui + "/llm/live.json"))["state"] == "finished",
+                 "the run finished", timeout_s=60)
+        live = json.loads(_get(ui + "/llm/live.json"))
+        tab = json.loads(_get(ui + "/stats/requests"))["extended_stats"]
+        scraped = _get(ui + "/metrics").decode()
+        metrics = {m.name: m for m in text_string_to_metric_families(scraped)}
+        run_json = json.loads(_get(ui + live["files"]["run.json"]))
+        records = _get(ui + live["files"]["requests.jsonl"]).decode().splitlines()
+    row = _rows(out)[0]
+    assert live["run_id"] == row["run_id"] == run_json["run_id"] and len(records) == 12
+    assert (live["done"], live["total"], live["failed"], live["output_tokens"]) == (12, 12, 0, 96)
+    assert live["ttft_ms"]["p50"] == pytest.approx(float(row["ttft_p50_ms"]), abs=1e-3)  # rounded
+    assert live["itl_ms"]["p99"] == pytest.approx(float(row["itl_p99_ms"]), abs=1e-3)
+    assert live["verdict"]["verdict"] == row["verdict"] == run_json["verdict"]
+    values = {r["figure"]: r["value"] for r in tab[0]["data"]}
+    assert tab[0]["key"] == "llm" and values["Progress"].startswith("12/12 requests 100%")
+    assert values["Output tokens"].startswith("96 tokens | ")
+    assert values["TTFT"].startswith("p50 ") and values["Verdict"] == row["verdict"].upper()
+    done = metrics["llm_rig_requests_done"].samples[0]
+    assert done.value == 12 and done.labels["run_id"] == row["run_id"]
+    assert metrics["llm_rig_output_tokens"].samples[0].value == 96
+    ttft = {s.labels["quantile"]: s.value for s in metrics["llm_rig_ttft_seconds"].samples}
+    assert ttft["0.5"] == pytest.approx(float(row["ttft_p50_ms"]) / 1000, abs=1e-6)
+    assert metrics["llm_rig_run_finished"].samples[0].value == 1
