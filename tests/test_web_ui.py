@@ -88,7 +88,8 @@ def test_the_web_ui_speaks_llm_in_its_tab_its_page_and_metrics(tmp_path: Path):
             running_web_ui(engine_url, out, "--requests", "12", "--max-tokens", "8",
                            "--ignore-eos") as ui:
         before = json.loads(_get(ui + "/llm/live.json"))
-        assert before["state"] == "starting" and before["run_id"] == ""  # the form not sent
+        assert before["state"] == "ready" and before["run_id"] == ""  # the form not sent
+        assert _get(ui + "/metrics") == b""  # no run: no series
         _start(ui, engine_url)
         wait_for(lambda: json.loads(_get(ui + "/llm/live.json"))["state"] == "finished",
                  "the run finished", timeout_s=60)
@@ -114,3 +115,22 @@ def test_the_web_ui_speaks_llm_in_its_tab_its_page_and_metrics(tmp_path: Path):
     ttft = {s.labels["quantile"]: s.value for s in metrics["llm_rig_ttft_seconds"].samples}
     assert ttft["0.5"] == pytest.approx(float(row["ttft_p50_ms"]) / 1000, abs=1e-6)
     assert metrics["llm_rig_run_finished"].samples[0].value == 1
+
+
+def test_with_worker_processes_the_tab_shows_the_masters_merged_records(tmp_path: Path):
+    out = tmp_path / "results"
+    port = str(free_port())  # not Locust's 5557: other runs on this host may hold it
+    with running_pacer("--ttft-ms", "5", "--gap-ms", "5") as engine_url, \
+            running_web_ui(engine_url, out, "--requests", "16", "--max-tokens", "8",
+                           "--ignore-eos", "--processes", "2", "--master-bind-port", port,
+                           "--master-port", port) as ui:
+        wait_for(lambda: json.loads(_get(ui + "/stats/requests"))["worker_count"] == 2,
+                 "both workers connected", timeout_s=60)
+        _start(ui, engine_url)
+        wait_for(lambda: json.loads(_get(ui + "/llm/live.json"))["state"] == "finished",
+                 "the run finished", timeout_s=60)
+        live = json.loads(_get(ui + "/llm/live.json"))
+    row = _rows(out)[0]
+    assert (live["run_id"], live["done"], live["output_tokens"]) == (row["run_id"], 16, 128)
+    assert row["processes"] == "2"
+    assert live["ttft_ms"]["p50"] == pytest.approx(float(row["ttft_p50_ms"]), abs=1e-3)

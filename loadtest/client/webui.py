@@ -84,8 +84,7 @@ class Live:
         return {
             "run_id": run.run_id, "engine": run.config.engine,
             "model": run.config.model or run.info.model, "users": _users(run),
-            "state": "finished" if run.row is not None else "starting" if s.elapsed_s is None
-            else "running",
+            "state": _state(run, s),
             "line": format_line(s), "unit": s.unit, "done": s.done, "total": s.total,
             "elapsed_s": s.elapsed_s, "duration_s": s.duration_s, "left_s": _left_s(s),
             "output_tokens": s.output_tokens, "output_tok_per_s": _tok_per_s(s),
@@ -94,6 +93,15 @@ class Live:
             "failed": sum(s.errors.values()), "errors": s.errors, "cpu_pct": s.cpu_pct,
             "verdict": _verdict(run.row), "files": _links(run),
         }
+
+
+def _state(run: Run, s: Snapshot) -> str:
+    """ready (no Start yet), starting (users connecting), running or finished."""
+    if run.row is not None:
+        return "finished"
+    if not run.started:
+        return "ready"
+    return "starting" if s.elapsed_s is None else "running"
 
 
 def _ended(s: Snapshot, row: dict[str, Any] | None) -> Snapshot:
