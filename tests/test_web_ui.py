@@ -1,6 +1,7 @@
 """Locust's web UI, driven through its HTTP API as the page does: each Start runs the fixed
 workload again as a new run with its own row; the LLM tab, the run's page (/llm) and /metrics
-speak of the run going on (loadtest/client/webui.py)."""
+speak of the run going on (loadtest/client/webui.py). tests/test_web_ui_browser.py drives the
+page itself in Chromium."""
 
 from __future__ import annotations
 
