@@ -9,9 +9,10 @@ and --users caps the requests in flight. A conversation workload hands out sessi
 each user sending a session's turns one after another (loadtest/client/conversation.py).
 Each stream is read line by line and stamped on arrival (loadtest/client/transport.py); percentiles
 come from those raw records (loadtest/results/summary.py), not from Locust's rounded buckets, though
-Locust's own stats and web UI still show every request (response time = end-to-end). Headless,
-the console shows the run's progress line every 5 s instead of Locust's periodic tables
-(loadtest/client/progress.py; --print-stats brings them back).
+Locust's own stats and web UI still show every request (response time = end-to-end); the web
+UI also gets an LLM tab, a page of the run's own (/llm) and Prometheus text at /metrics
+(loadtest/client/webui.py). Headless, the console shows the run's progress line every 5 s
+instead of Locust's periodic tables (loadtest/client/progress.py; --print-stats brings them back).
 Results: OUT/runs.csv and OUT/runs/RUN_ID/{run.json,requests.jsonl} (loadtest/results/files.py).
 Exit codes: 0 all requests ok, 1 some failed (recorded) or the engine answered some wrongly
 (flawed_requests), 2 the rig could not run.
@@ -40,6 +41,7 @@ from loadtest.results.files import ResultsError, check_runs_file
 from loadtest.client.run import Run
 from loadtest.client.conversation import Conversation, run_session
 from loadtest.client.progress import Progress, take_over_console
+from loadtest.client import webui
 from loadtest.cli.run import add_locustfile_options, check_locust_parser, check_run_options
 from loadtest.client.transport import new_client, open_connection, send
 from loadtest.workload import WorkloadError
@@ -97,6 +99,7 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
         options.spawn_rate = max(options.num_users or 1, 1)
     if _run.timing.stages:
         _use_stages(environment, runner, _run)
+    webui.install(environment, lambda: _run)  # the LLM tab, /llm and /metrics (web UI runs)
 
 
 def _use_stages(environment: Any, runner: Any, run: Run) -> None:

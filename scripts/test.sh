@@ -67,6 +67,16 @@ install_ccache() {
   _apt_install ccache || echo "warning: no ccache; llama.cpp compiles without it" >&2
 }
 
+# Debian's chromium and chromium-driver: tests/test_web_ui_browser.py drives the web UI in them
+# (without them it skips, saying so).
+install_chromium() {
+  command -v chromium >/dev/null && command -v chromedriver >/dev/null && return 0
+  if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then return 0; fi
+  apt-cache show chromium-driver >/dev/null 2>&1 || { echo "+ apt-get update" >&2; apt-get update -qq || true; }
+  echo "+ apt-get install -y chromium chromium-driver" >&2
+  _apt_install chromium chromium-driver || echo "warning: no chromium; the browser test skips" >&2
+}
+
 # The fast tests wait on subprocesses much of their time: two pytest processes, every other test
 # file each, keep both cores busy. (pytest-xdist cannot: Locust's gevent patching, done as the
 # tests' helpers import it (tests/rig_helpers.py), breaks xdist's worker channel.) Where
@@ -119,6 +129,7 @@ install_ccache  # before the background apt job below, and before install.sh's C
 # here on. A Docker engine that cannot start leaves its tests to skip.
 (
   install_nginx  # first: it sets (and clears) an EXIT trap of its own
+  install_chromium
   if scripts/docker_setup.sh && scripts/build_images.sh base nginx vllm-cpu transformers-cpu
   then touch build/.docker-ready
   else echo "warning: no Docker engine could start here; container tests will be skipped" >&2; fi

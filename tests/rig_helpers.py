@@ -230,3 +230,39 @@ def markdown_tables(markdown: str) -> list[list[dict[str, str]]]:
                 rows.append(dict(zip(header, [c.strip() for c in body.strip()[1:-1].split(" | ")])))
             tables.append(rows)
     return tables
+
+
+@contextmanager
+def running_web_ui(engine_url: str, out: Path, *rig_options: str,
+                   users: int = 2) -> Iterator[str]:
+    """`locust -f loadtest/engines.py` with its web UI (not headless) on a free port, against
+    `engine_url`, results in `out`, its output in `out`/../locust.log; yields the UI's URL once
+    it answers, and stops Locust at the end."""
+    import urllib.request
+
+    port = free_port()
+    ui = f"http://127.0.0.1:{port}"
+    log = out.parent / "locust.log"
+    with log.open("w") as output:
+        process = subprocess.Popen(
+            locust_command(host=engine_url, users=users, headless=False, rig_options=[
+                "--web-host", "127.0.0.1", "--web-port", str(port), "--engine", "vllm",
+                "--model", "pacer", "--telemetry-interval", "0", "--out", str(out),
+                *rig_options]),
+            cwd=REPO, stdout=output, stderr=subprocess.STDOUT, text=True)
+
+    def up() -> bool:
+        try:
+            urllib.request.urlopen(ui + "/", timeout=1).close()
+            return True
+        except OSError:
+            assert process.poll() is None, log.read_text()[-3000:]
+            return False
+
+    try:
+        wait_for(up, "the web UI up", timeout_s=60)
+        yield ui
+    finally:
+        if process.poll() is None:
+            process.terminate()
+        process.wait(timeout=30)

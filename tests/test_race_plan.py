@@ -285,7 +285,8 @@ def _pair(option: str, values: st.SearchStrategy[str]) -> st.SearchStrategy[list
 
 
 _NOT_A_PORT = st.one_of(st.integers(max_value=0), st.integers(min_value=65536)).map(str) | \
-    st.text(min_size=1).filter(lambda t: not t.strip().isdigit() and not t.startswith("-"))
+    st.text(min_size=1).filter(  # "+1" is port 1, as for every whole-number option
+        lambda t: not t.strip().lstrip("+").isdigit() and not t.startswith("-"))
 _NOT_CORES = st.integers(min_value=64).map(str) | st.sampled_from(["a", "3-1", "0,", "x-2", ""])
 _NOT_ENGINES = st.text(min_size=1).filter(
     lambda t: not t.startswith("-") and bool(set(t.split(",")) - {"vllm-cpu", "transformers"}))

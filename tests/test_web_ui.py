@@ -1,5 +1,7 @@
 """Locust's web UI, driven through its HTTP API as the page does: each Start runs the fixed
-workload again as a new run with its own row."""
+workload again as a new run with its own row; the LLM tab, the run's page (/llm) and /metrics
+speak of the run going on (loadtest/client/webui.py). tests/test_web_ui_browser.py drives the
+page itself in Chromium."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from loadtest.launch.command import locust_command
-from rig_helpers import REPO, free_port, running_pacer, wait_for
+from rig_helpers import REPO, free_port, running_pacer, running_web_ui, wait_for
 
 
 def _rows(out: Path) -> list[dict[str, str]]:
@@ -53,9 +57,108 @@ def test_each_start_in_the_web_ui_is_a_new_complete_run(tmp_path: Path):
                     assert json.loads(answer.read())["success"]
                 wait_for(lambda: len(_rows(out)) == start, f"Start {start}'s row", timeout_s=30)
                 wait_for(lambda: state() == "stopped", "the run stopped", timeout_s=30)
+                live = json.loads(_get(ui + "/llm/live.json"))  # the LLM tab's figures: this run's
+                assert (live["run_id"], live["done"]) == (_rows(out)[-1]["run_id"], 8)
         finally:
             locust.terminate()
             log = locust.communicate(timeout=30)[0]
     rows = _rows(out)
     assert len({r["run_id"] for r in rows}) == 2, log[-2000:]
     assert all(r["completed"] == "8" and r["failed"] == "0" for r in rows)
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return answer.read()
+
+
+def _start(ui: str, engine_url: str, users: int = 2) -> None:
+    form = urllib.parse.urlencode({"user_count": users, "spawn_rate": users,
+                                   "host": engine_url}).encode()
+    with urllib.request.urlopen(ui + "/swarm", data=form, timeout=10) as answer:
+        assert json.loads(answer.read())["success"]
+
+
+def test_the_web_ui_speaks_llm_in_its_tab_its_page_and_metrics(tmp_path: Path):
+    """The LLM tab's rows ride on Locust's own poll (/stats/requests), the page's JSON and
+    /metrics give the same figures, and at the end the verdict and the run's files."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = tmp_path / "results"
+    with running_pacer("--ttft-ms", "20", "--gap-ms", "5") as engine_url, \
+            running_web_ui(engine_url, out, "--requests", "12", "--max-tokens", "8",
+                           "--ignore-eos") as ui:
+        before = json.loads(_get(ui + "/llm/live.json"))
+        assert before["state"] == "ready" and before["run_id"] == ""  # the form not sent
+        assert _get(ui + "/metrics") == b""  # no run: no series
+        _start(ui, engine_url)
+        wait_for(lambda: json.loads(_get(ui + "/llm/live.json"))["state"] == "finished",
+                 "the run finished", timeout_s=60)
+        live = json.loads(_get(ui + "/llm/live.json"))
+        tab = json.loads(_get(ui + "/stats/requests"))["extended_stats"]
+        scraped = _get(ui + "/metrics").decode()
+        metrics = {m.name: m for m in text_string_to_metric_families(scraped)}
+        run_json = json.loads(_get(ui + live["files"]["run.json"]))
+        records = _get(ui + live["files"]["requests.jsonl"]).decode().splitlines()
+    row = _rows(out)[0]
+    assert live["run_id"] == row["run_id"] == run_json["run_id"] and len(records) == 12
+    assert (live["done"], live["total"], live["failed"], live["output_tokens"]) == (12, 12, 0, 96)
+    assert live["ttft_ms"]["p50"] == pytest.approx(float(row["ttft_p50_ms"]), abs=1e-3)  # rounded
+    assert live["itl_ms"]["p99"] == pytest.approx(float(row["itl_p99_ms"]), abs=0.0051)  # bins
+    assert live["verdict"]["verdict"] == row["verdict"] == run_json["verdict"]
+    values = {r["figure"]: r["value"] for r in tab[0]["data"]}
+    assert tab[0]["key"] == "llm" and values["Progress"].startswith("12/12 requests 100%")
+    assert values["Output tokens"].startswith("96 tokens | ")
+    assert values["TTFT"].startswith("p50 ") and values["Verdict"] == row["verdict"].upper()
+    done = metrics["llm_rig_requests_done"].samples[0]
+    assert done.value == 12 and done.labels["run_id"] == row["run_id"]
+    assert metrics["llm_rig_output_tokens"].samples[0].value == 96
+    ttft = {s.labels["quantile"]: s.value for s in metrics["llm_rig_ttft_seconds"].samples}
+    assert ttft["0.5"] == pytest.approx(float(row["ttft_p50_ms"]) / 1000, abs=1e-6)
+    assert metrics["llm_rig_run_finished"].samples[0].value == 1
+
+
+def test_with_worker_processes_the_tab_shows_the_masters_merged_records(tmp_path: Path):
+    out = tmp_path / "results"
+    port = str(free_port())  # not Locust's 5557: other runs on this host may hold it
+    with running_pacer("--ttft-ms", "5", "--gap-ms", "5") as engine_url, \
+            running_web_ui(engine_url, out, "--requests", "16", "--max-tokens", "8",
+                           "--ignore-eos", "--processes", "2", "--master-bind-port", port,
+                           "--master-port", port) as ui:
+        wait_for(lambda: json.loads(_get(ui + "/stats/requests"))["worker_count"] == 2,
+                 "both workers connected", timeout_s=60)
+        _start(ui, engine_url)
+        wait_for(lambda: json.loads(_get(ui + "/llm/live.json"))["state"] == "finished",
+                 "the run finished", timeout_s=60)
+        live = json.loads(_get(ui + "/llm/live.json"))
+    row = _rows(out)[0]
+    assert (live["run_id"], live["done"], live["output_tokens"]) == (row["run_id"], 16, 128)
+    assert row["processes"] == "2"
+    assert live["ttft_ms"]["p50"] == pytest.approx(float(row["ttft_p50_ms"]), abs=1e-3)
+
+
+def test_the_tabs_itl_percentiles_are_the_summarys_within_half_a_bin():
+    """ITL so far comes from 0.01 ms bins (gaps past 1 s exact), read in two batches."""
+    import random
+
+    from loadtest.client.webui import ITL_BIN_MS, LiveTally
+    from loadtest.results.record import RequestRecord
+    from loadtest.results.summary import summarize
+
+    rng = random.Random(36)
+    records = []
+    for i in range(300):
+        gaps = [int(rng.lognormvariate(16.5, 1.0)) for _ in range(rng.randrange(0, 40))]
+        gaps += [1_500_000_000] if i % 97 == 0 else []  # a stall of 1.5 s, past the bins
+        records.append(RequestRecord(
+            request_id=i, prompt_id="p", sent_at=1.0, sent_ns=0, first_chunk_ns=1_000_000,
+            done_ns=1_000_000 + sum(gaps), chunk_gaps_ns=gaps, output_chunks=len(gaps) + 1,
+            output_tokens=len(gaps) + 1, error_kind="timeout" if i % 50 == 1 else None))
+    tally = LiveTally()
+    tally.update(records[:120])
+    tally.update(records)
+    row = summarize(records)
+    for q in (50, 90, 99):
+        assert tally.itl_ms(q) == pytest.approx(row[f"itl_p{q}_ms"], abs=ITL_BIN_MS / 2 + 1e-4)
+    assert tally.itl_ms(100) == pytest.approx(1500.0)
+    assert LiveTally().itl_ms(50) is None

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from loadtest.client.run import Run
 
 __all__ = ["DEFAULT_INTERVAL_S", "Progress", "Snapshot", "Tally", "add_progress_option",
-           "format_line", "progress_interval_s", "take_over_console"]
+           "format_line", "merge_sorted", "progress_interval_s", "sorted_percentile",
+           "take_over_console"]
 
 DEFAULT_INTERVAL_S = 5.0
 
@@ -112,19 +113,29 @@ class Tally:
             elif not r.context_refused:
                 self.done += 1
                 self.errors[r.error_kind] += 1
-        if ttfts:  # merged into the sorted array in C: one copy of it, not a sort of it all
-            batch = np.sort(np.array(ttfts))
-            self._ttfts = np.insert(self._ttfts, np.searchsorted(self._ttfts, batch), batch)
+        self._ttfts = merge_sorted(self._ttfts, ttfts)
 
     def ttft_ms(self, q: float) -> float | None:
         """The q-th percentile of the TTFTs so far, numpy's default (linear) method."""
-        values = self._ttfts
-        if not len(values):
-            return None
-        rank = q / 100 * (len(values) - 1)
-        low = math.floor(rank)
-        high = min(low + 1, len(values) - 1)
-        return float(values[low] + (values[high] - values[low]) * (rank - low))
+        return sorted_percentile(self._ttfts, q)
+
+
+def merge_sorted(values: np.ndarray, new: list[float]) -> np.ndarray:
+    """`values` (sorted) with `new` merged in, in C: one copy of it, not a sort of it all."""
+    if not new:
+        return values
+    batch = np.sort(np.array(new))
+    return np.insert(values, np.searchsorted(values, batch), batch)
+
+
+def sorted_percentile(values: np.ndarray, q: float) -> float | None:
+    """The q-th percentile of sorted `values`, numpy's default (linear) method; None if empty."""
+    if not len(values):
+        return None
+    rank = q / 100 * (len(values) - 1)
+    low = math.floor(rank)
+    high = min(low + 1, len(values) - 1)
+    return float(values[low] + (values[high] - values[low]) * (rank - low))
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,7 @@ class Run:
         self.prefix_cache_reset = ""  # what start() did to the engine's prefix cache
         self.engine_runqueue: EngineRunQueueWait | None = None  # an engine the rig started here
         self.progress: Progress | None = None  # the console's progress line (headless runs)
+        self.row: dict[str, Any] | None = None  # the row and its status, once finished
 
     def _sessions(self) -> Sessions | None:
         """A conversation workload's sessions as the dispatcher hands them out; None otherwise."""
@@ -321,6 +322,7 @@ class Run:
         _print_summary(row, status)
         print_window(row, time_sections.get("stages", []))
         self._save(row, status, time_sections)
+        self.row = {**row, "status": status}
 
     def _save(self, row: dict[str, Any], status: str, sections: dict[str, Any]) -> None:
         """run.json, then the runs.csv row. A write that fails (a full disk, a runs.csv changed

@@ -1,0 +1,126 @@
+"""The web UI as a person uses it, in Debian's headless Chromium (driven by its chromium-driver):
+start a run from Locust's form against the pacing server, open the LLM tab and watch the
+progress reach the total, read the TTFT and the verdict there and on the run's page (/llm),
+follow its links to run.json and the report. Screenshots are kept beside the test's results
+(tmp_path/shots).
+
+In the engine tier: a browser takes several seconds to start and a core while it runs.
+scripts/test.sh installs chromium and chromium-driver for the whole suite; without them, or
+without selenium, this test skips saying so.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from rig_helpers import running_pacer, running_web_ui
+
+pytestmark = pytest.mark.engine
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+REQUESTS = 60  # about 10 s at 2 users: the tab (polled every 2 s) shows it running
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    webdriver = pytest.importorskip("selenium.webdriver")
+    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()):
+        pytest.skip("no Debian chromium and chromium-driver (apt-get install chromium "
+                    "chromium-driver; scripts/test.sh installs them)")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                 "--window-size=1400,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)  # never a download
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _until(what: str, condition: Callable[[], object], timeout_s: float = 90) -> object:
+    deadline = time.monotonic() + timeout_s
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s:g} s"
+        time.sleep(0.25)
+    return value
+
+
+def _tab_rows(driver: object) -> dict[str, str]:
+    """The LLM tab's table as the page shows it, figure -> value, read in one script (React
+    redraws it between two of the driver's calls)."""
+    rows = driver.execute_script(
+        "return [...document.querySelectorAll('table tbody tr')]"
+        ".map((row) => [...row.cells].map((cell) => cell.innerText));")
+    return {cells[0]: cells[1] for cells in rows if len(cells) == 2}
+
+
+def test_a_run_started_from_the_form_shows_its_progress_ttft_and_verdict(
+        browser: object, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    driver = browser
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    out = tmp_path / "results"
+    with running_pacer("--ttft-ms", "20", "--gap-ms", "20") as engine_url, \
+            running_web_ui(engine_url, out, "--requests", str(REQUESTS), "--max-tokens", "16",
+                           "--ignore-eos") as ui:
+        driver.get(ui + "/")
+        users = _until("the form", lambda: driver.find_elements(By.NAME, "userCount"))[0]
+        users.send_keys(Keys.CONTROL, "a")  # the form's own field: clear() leaves React's value
+        users.send_keys("2")
+        driver.save_screenshot(str(shots / "1-form.png"))
+        driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        tab = _until("the LLM tab", lambda: [t for t in driver.find_elements(
+            By.CSS_SELECTOR, "[role=tab]") if t.text.strip().upper() == "LLM"])[0]
+        tab.click()
+        during = _until("the run under way", lambda: (
+            rows := _tab_rows(driver)).get("Run", "").endswith(("running", "finished")) and rows)
+        driver.save_screenshot(str(shots / "2-llm-tab-running.png"))
+        end = _until("the verdict in the tab", lambda: (
+            rows := _tab_rows(driver)).get("Verdict", "").isupper() and rows)
+        driver.save_screenshot(str(shots / "3-llm-tab-done.png"))
+
+        driver.get(ui + "/llm")
+        verdict = _until("the page's verdict", lambda: driver.find_element(
+            By.ID, "verdict").text if driver.find_element(By.ID, "verdict").text.isupper()
+            else "")
+        page_ttft = driver.find_element(By.ID, "ttft-p50").text
+        page_progress = driver.find_element(By.ID, "progress").text
+        driver.save_screenshot(str(shots / "4-run-page.png"))
+        driver.find_element(By.ID, "file-run-json").click()
+        run_json = json.loads(_until("run.json", lambda: driver.find_element(
+            By.TAG_NAME, "body").text))
+        driver.back()
+        _until("the report's link", lambda: driver.find_elements(By.ID, "file-report"))[0].click()
+        report_title = _until("the report", lambda: driver.find_elements(By.TAG_NAME, "h1"),
+                              timeout_s=180)[0].text
+        driver.save_screenshot(str(shots / "5-report.png"))
+    with (out / "runs.csv").open(newline="") as file:
+        row = next(csv.DictReader(file))
+    done, _, rest = during["Progress"].partition(f"/{REQUESTS} requests ")
+    assert done.isdigit() and int(done) <= REQUESTS and rest, during
+    assert end["Progress"].startswith(f"{REQUESTS}/{REQUESTS} requests 100%"), end
+    assert end["Output tokens"].startswith(f"{REQUESTS * 16:,} tokens"), end
+    assert verdict == end["Verdict"] == row["verdict"].upper() == run_json["verdict"].upper()
+    assert page_progress == f"{REQUESTS} of {REQUESTS} requests"
+    # TTFT as shown (whole ms from 10 ms up) is the row's p50, exact from the same records
+    assert page_ttft == f"{float(row['ttft_p50_ms']):,.0f}"
+    assert end["TTFT"].startswith(f"p50 {page_ttft} · ")
+    assert run_json["run_id"] == row["run_id"] and row["users"] == "2"
+    assert report_title and (out / "runs" / row["run_id"] / "report" / "report.html").exists()
+    assert all((shots / name).stat().st_size > 10_000 for name in (
+        "1-form.png", "2-llm-tab-running.png", "3-llm-tab-done.png", "4-run-page.png"))
