@@ -116,6 +116,11 @@ def test_the_web_ui_speaks_llm_in_its_tab_its_page_and_metrics(tmp_path: Path):
     ttft = {s.labels["quantile"]: s.value for s in metrics["llm_rig_ttft_seconds"].samples}
     assert ttft["0.5"] == pytest.approx(float(row["ttft_p50_ms"]) / 1000, abs=1e-6)
     assert metrics["llm_rig_run_finished"].samples[0].value == 1
+    # over time: every token in one interval or another, a TTFT where requests were sent
+    timeline = live["timeline"]
+    assert sum(p["output_tok_per_s"] * p["width_s"] for p in timeline) == 96
+    assert any(p["ttft_p50_ms"] is not None for p in timeline)
+    assert sum(p["failed"] for p in timeline) == 0
 
 
 def test_with_worker_processes_the_tab_shows_the_masters_merged_records(tmp_path: Path):
@@ -162,3 +167,33 @@ def test_the_tabs_itl_percentiles_are_the_summarys_within_half_a_bin():
         assert tally.itl_ms(q) == pytest.approx(row[f"itl_p{q}_ms"], abs=ITL_BIN_MS / 2 + 1e-4)
     assert tally.itl_ms(100) == pytest.approx(1500.0)
     assert LiveTally().itl_ms(50) is None
+
+
+def test_the_timeline_is_per_second_then_wider_and_telemetry_is_the_latest_sample(tmp_path: Path):
+    """live_series: a long run's points widen to stay at most MAX_POINTS; the telemetry read is
+    the newest sample of each GPU and of the engine, a half-written line left for later."""
+    from loadtest.client.live_series import MAX_POINTS, TelemetryTail, Timeline
+    from loadtest.results.record import RequestRecord
+
+    second = 1_000_000_000
+    records = [RequestRecord(request_id=i, prompt_id="p", sent_at=0.0, sent_ns=i * second,
+                             first_chunk_ns=i * second + 50_000_000, done_ns=i * second + second // 2,
+                             output_tokens=10) for i in range(300)]
+    timeline = Timeline()
+    timeline.update(records[:100])
+    timeline.update(records)  # only the new ones are read
+    points = timeline.points()
+    assert len(points) <= MAX_POINTS and points[0]["width_s"] == 3
+    assert sum(p["output_tok_per_s"] * p["width_s"] for p in points) == 3000
+    assert points[0]["ttft_p50_ms"] == pytest.approx(50.0)
+    path = tmp_path / "telemetry.jsonl"
+    path.write_text('{"t": 1, "source": "gpu", "gpu": 0, "util_pct": 10, "mem_used_mib": 5}\n'
+                    '{"t": 1, "source": "engine", "running": 3, "waiting": 1, "kv_cache_pct": 9}\n')
+    tail = TelemetryTail(path)
+    assert tail.latest()["gpus"][0]["util_pct"] == 10
+    with path.open("a") as file:
+        file.write('{"t": 2, "source": "gpu", "gpu": 0, "util_pct": 80, "mem_used_mib": 6}\n{"t": 3, "sou')
+    latest = tail.latest()
+    assert latest["gpus"] == [{"gpu": 0, "util_pct": 80, "mem_used_mib": 6, "mem_total_mib": None,
+                               "power_w": None}]
+    assert latest["engine"] == {"running": 3, "waiting": 1, "kv_cache_pct": 9}

@@ -100,6 +100,8 @@ def test_a_run_started_from_the_form_shows_its_progress_ttft_and_verdict(
             else "")
         page_ttft = driver.find_element(By.ID, "ttft-p50").text
         page_progress = driver.find_element(By.ID, "progress").text
+        line = driver.find_element(By.CSS_SELECTOR, "#chart-tok-s polyline").get_attribute("points")
+        scale = driver.find_element(By.ID, "chart-tok-s-scale").text
         driver.save_screenshot(str(shots / "4-run-page.png"))
         driver.find_element(By.ID, "file-run-json").click()
         run_json = json.loads(_until("run.json", lambda: driver.find_element(
@@ -117,6 +119,7 @@ def test_a_run_started_from_the_form_shows_its_progress_ttft_and_verdict(
     assert end["Output tokens"].startswith(f"{REQUESTS * 16:,} tokens"), end
     assert verdict == end["Verdict"] == row["verdict"].upper() == run_json["verdict"].upper()
     assert page_progress == f"{REQUESTS} of {REQUESTS} requests"
+    assert len(line.split()) >= 2 and "peak" in scale, (line, scale)  # tok/s drawn over time
     # TTFT as shown (whole ms from 10 ms up) is the row's p50, exact from the same records
     assert page_ttft == f"{float(row['ttft_p50_ms']):,.0f}"
     assert end["TTFT"].startswith(f"p50 {page_ttft} · ")

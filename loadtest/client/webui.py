@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from loadtest.client.live_series import TelemetryTail, Timeline
 from loadtest.client.progress import Progress, Snapshot, Tally, format_line, merge_sorted
 from loadtest.results.checks import WARNINGS
 from loadtest.results.record import RequestRecord
@@ -104,6 +105,8 @@ class Live:
         self._progress = Progress(run, 0.0)  # never started: its snapshot() alone is used
         self.tally = LiveTally()
         self._progress.tally = self.tally
+        self.timeline = Timeline()
+        self._telemetry: TelemetryTail | None = None  # once the run has its folder
 
     def figures(self) -> dict[str, Any]:
         """What the tab, the page and /metrics show, as JSON."""
@@ -120,7 +123,19 @@ class Live:
             "itl_ms": {f"p{q}": self.tally.itl_ms(q) for q in QUANTILES},
             "failed": sum(s.errors.values()), "errors": s.errors, "cpu_pct": s.cpu_pct,
             "verdict": _verdict(run.row), "files": _links(run),
+            "timeline": self._timeline(), "telemetry": self._latest_telemetry(),
         }
+
+    def _latest_telemetry(self) -> dict[str, Any] | None:
+        if not self.run.run_id:
+            return None
+        if self._telemetry is None:
+            self._telemetry = TelemetryTail(self.run.run_dir / "telemetry.jsonl")
+        return self._telemetry.latest()
+
+    def _timeline(self) -> list[dict[str, Any]]:
+        self.timeline.update(self.run.records)
+        return self.timeline.points()
 
 
 def _state(run: Run, s: Snapshot) -> str:
@@ -198,10 +213,30 @@ def figures_table(f: dict[str, Any]) -> list[dict[str, str]]:
         ("ITL", _percentiles(f["itl_ms"])),
         ("Failed", f"{f['failed']:,}" + (f" ({errors})" if errors else "")),
         ("Client CPU", "-" if f["cpu_pct"] is None else f"{f['cpu_pct']:.0f}%"),
+        *_telemetry_rows(f.get("telemetry")),
     ]
     rows += _verdict_rows(f["verdict"])
     rows.append(("Files", "run.json, requests.jsonl and the report: this run's page, /llm"))
     return [{"figure": k, "value": v} for k, v in rows]
+
+
+def _telemetry_rows(telemetry: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The latest GPU and engine samples, where the run samples them."""
+    if telemetry is None:
+        return []
+    rows = [(f"GPU {g['gpu']}", telemetry_text(g)) for g in telemetry["gpus"]]
+    if telemetry["engine"] is not None:
+        rows.append(("Engine", telemetry_text(telemetry["engine"])))
+    return rows
+
+
+def telemetry_text(sample: dict[str, Any]) -> str:
+    """One GPU's or the engine's latest sample in words (the tab's and the page's)."""
+    parts = {"util_pct": "{:.0f}% busy", "mem_used_mib": "{:,.0f} MiB used",
+             "power_w": "{:.0f} W", "running": "{:.0f} running", "waiting": "{:.0f} waiting",
+             "kv_cache_pct": "KV cache {:.0f}%"}
+    return " | ".join(form.format(sample[k]) for k, form in parts.items()
+                      if sample.get(k) is not None) or "-"
 
 
 def _verdict_rows(verdict: dict[str, Any] | None) -> list[tuple[str, str]]:
