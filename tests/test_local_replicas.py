@@ -97,6 +97,9 @@ def test_two_local_replicas_behind_nginx_serve_a_real_sweep(tmp_path: Path) -> N
         assert row["requests"] == "12" and row["completed"] == "12" and row["failed"] == "0", row
         assert row["flags"] == "MAX_CONCURRENT_REQUESTS=4 MAX_TOTAL_TOKENS=512 REPLICAS=2"
         assert row["verdict"] == "valid" or row["verdict_reasons"], row
+        # each replica's own /metrics (nginx serves none), read and merged as one engine's
+        assert row["telemetry_engine"] == "sampled", row
+        assert row["prefix_cache_reset"].endswith("(each of 2 replicas)"), row
     state = json.loads((out / "sweeps" / "replicas" / "sweep.json").read_text())
     assert state["configs"]["llamacpp-cpu-replicas2"]["status"] == "ok"
     assert {c["status"] for c in state["cells"].values()} == {"ok"}

@@ -22,6 +22,7 @@ from loadtest.telemetry import (
 )
 from loadtest.telemetry.engine import (
     engine_sample,
+    merged_samples,
     metric_names_for,
     parse_prometheus,
     scrape,
@@ -63,6 +64,14 @@ def test_vllm_gauges_are_summed_and_kv_cache_is_the_fullest_rank():
 ])
 def test_each_engine_maps_to_the_same_fields(engine: str, expected: dict[str, float]):
     assert engine_sample(parse_prometheus(_TEXT), metric_names_for(engine)) == expected
+
+
+def test_replicas_behind_a_balancer_read_as_one_engine():
+    """Two llama-servers' /metrics: requests add up, KV cache is the fullest replica's."""
+    first = "llamacpp:requests_processing 2\nllamacpp:requests_deferred 5\nllamacpp:kv_cache_usage_ratio 0.75\n"
+    second = "llamacpp:requests_processing 3\nllamacpp:requests_deferred 0\nllamacpp:kv_cache_usage_ratio 0.5\n"
+    row = engine_sample(merged_samples([first, second]), metric_names_for("llamacpp"))
+    assert row == {"running": 5.0, "waiting": 5.0, "kv_cache_pct": 75.0}
 
 
 def test_older_vllm_cache_name_is_read():

@@ -47,6 +47,10 @@ def add_options(parser: Any) -> None:
                        help="seconds a stream may stay silent before the request fails")
     group.add_argument("--repeat", type=str, default="1", help="repeat number, recorded (sweeps)")
     group.add_argument("--tag", default="", help="free label recorded with the run (sweeps)")
+    group.add_argument("--engine-urls", default="",
+                       help="the engine's own base URLs behind a balancer at --host (its "
+                            "replicas), comma-separated: their /metrics and token counters are "
+                            "read and summed, each prefix cache emptied (default: --host's)")
     group.add_argument("--telemetry-interval", type=str, default="2",
                        help="seconds between GPU and engine-metrics samples during the run (0 = "
                             "off); each engine scrape costs the engine CPU, so not too often")
@@ -82,6 +86,12 @@ class RunConfig:
     telemetry_interval_s: float
     api_key: str | None
     recount: bool = False
+    engine_urls: tuple[str, ...] = ()  # the engine's own endpoints (replicas); () : url's
+
+    @property
+    def engine_endpoints(self) -> tuple[str, ...]:
+        """Where the engine itself answers: its replicas behind a balancer, else `url`."""
+        return self.engine_urls or (self.url,)
 
     def headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
@@ -129,7 +139,23 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
         telemetry_interval_s=_number("--telemetry-interval", options.telemetry_interval, 0.0),
         api_key=api_key,
         recount=bool(getattr(options, "recount", False)),
+        engine_urls=_engine_urls(getattr(options, "engine_urls", "")),
     )
+
+
+def _engine_urls(text: str) -> tuple[str, ...]:
+    """--engine-urls: comma-separated base URLs, each checked as --host is."""
+    urls = []
+    for part in (p.strip() for p in str(text or "").split(",")):
+        if not part:
+            continue
+        try:
+            urls.append(checked_url(part).removesuffix("/v1"))
+        except BadValue as exc:
+            raise ConfigError(f"--engine-urls {exc}") from None
+    if str(text or "").strip() and not urls:
+        raise ConfigError(f"--engine-urls must list base URLs, got {text!r}")
+    return tuple(urls)
 
 
 def _default_api(options: Any, target: Target) -> str:

@@ -192,8 +192,7 @@ class Run:
             return
         # Before the run's clock: its prefix-cache hits are then its own. A failed reset is
         # said in the row (and warned about), never a reason to stop.
-        self.prefix_cache_reset = reset_prefix_cache(self.config.url, SPECS[self.config.engine],
-                                                     self.headers)
+        self.prefix_cache_reset = self._reset_prefix_caches()
         if self.prefix_cache_reset.startswith("failed"):
             log.warning("warning: the engine's prefix cache was not emptied (%s)",
                         self.prefix_cache_reset)
@@ -211,10 +210,11 @@ class Run:
             self._finished = True  # nothing to save at the end
             raise ResultsError(f"cannot write the run's files in {self.run_dir} "
                                f"({exc.strerror or exc})") from None
-        self.output_counter_before = read_output_counter(self.config.url, self.config.target)
+        self.output_counter_before = self._engine_output_tokens()
         if self.config.telemetry_interval_s > 0:
             self.telemetry = start_telemetry(self.run_dir, self.config.engine, self.config.url,
-                                             self.config.gpu, self.config.telemetry_interval_s)
+                                             self.config.gpu, self.config.telemetry_interval_s,
+                                             engine_urls=self.config.engine_urls)
             self.telemetry.wait_ready()  # test_start waits, so users spawn after this
         self.engine_runqueue = engine_runqueue_at(self.config.url)
         if self.engine_runqueue is not None:
@@ -223,6 +223,23 @@ class Run:
                   else f"{self.config.requests} requests")
         log.info("run %s: %s to %s, results in %s", self.run_id, amount,
                  redact_url(self.config.url), self.run_dir)
+
+    def _reset_prefix_caches(self) -> str:
+        """Empty the engine's prefix cache (each replica's behind a balancer): what was done, or
+        the first failure, which the row and a warning then say."""
+        spec, endpoints = SPECS[self.config.engine], self.config.engine_endpoints
+        said = [reset_prefix_cache(url, spec, self.headers) for url in endpoints]
+        if len(said) == 1:
+            return said[0]
+        failed = [s for s in said if s.startswith("failed")]
+        return (f"{failed[0]} (on one of {len(said)} replicas)" if failed
+                else f"{said[0]} (each of {len(said)} replicas)")
+
+    def _engine_output_tokens(self) -> float | None:
+        """The engine's generated-token counter now, summed over its replicas; None where one
+        cannot be read."""
+        counts = [read_output_counter(url, self.config.target) for url in self.config.engine_endpoints]
+        return None if any(c is None for c in counts) else sum(counts)  # type: ignore[arg-type]
 
     def _metadata(self, users: int, stamp: str) -> dict[str, Any]:
         c = self.config
@@ -299,7 +316,7 @@ class Run:
         row = {**self._meta, **summarize(self.records), **client,
                **recount(self.records, self.model_dir, self.config.recount)}
         row.update(counted_by_engine(row, self.output_counter_before,
-                                     read_output_counter(self.config.url, self.config.target)))
+                                     self._engine_output_tokens()))
         row.update(prompt_token_columns(self.workload, self.records, self.config.api))
         row.update(goodput(self.records, row["completion_time_s"], self.options.slo))
         if self.telemetry is not None:

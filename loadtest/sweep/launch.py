@@ -66,7 +66,8 @@ class EngineFailed(RuntimeError):
 
 
 class Launcher(Protocol):
-    url: str
+    url: str  # what the client sends to
+    engine_urls: tuple[str, ...]  # the engine's own endpoints behind a balancer; () : url
 
     def describe(self, timeout_s: float) -> str: ...
     def start(self, timeout_s: float) -> None: ...
@@ -86,6 +87,8 @@ def make_launcher(config: EngineConfig, workdir: Path, project: str) -> Launcher
 
 
 class RunningEngine:
+    engine_urls: tuple[str, ...] = ()
+
     def __init__(self, url: str) -> None:
         self.url = url
 
@@ -139,6 +142,7 @@ def _shown(env: dict[str, str], argv: list[str]) -> str:
 
 
 class LocalProcess:
+    engine_urls: tuple[str, ...] = ()
     """One local engine, on every core but the first like every engine the rig starts (the run's
     client then pins itself to the core left: loadtest/cpus.py), so neither starves the other."""
 
@@ -196,6 +200,7 @@ class LocalReplicas:
                               log_path=self.workdir / f"engine-{name}.log", env=gpu_env(config, gpu),
                               cpus=self.cpus or None)
             for (name, gpu), replica_port in zip(names, ports)}
+        self.engine_urls = tuple(replica.url for replica in self.replicas.values())
         self.nginx: subprocess.Popen[bytes] | None = None
         self._logs_saved = False
 
@@ -309,6 +314,7 @@ def _tail(path: Path) -> str:
 
 
 class ComposeService:
+    engine_urls: tuple[str, ...] = ()  # Compose's replicas answer inside its network only
     def __init__(self, config: EngineConfig, port: int, workdir: Path, project: str) -> None:
         self.config = config
         self.port = port

@@ -291,7 +291,8 @@ def _warm_up(matrix: Matrix, config: EngineConfig, slug: str, launcher: Launcher
         state.set_config(slug, warmup={"requests": 0})
         return
     users = max(matrix.users)
-    spec = cell_spec(engine=config.engine, url=launcher.url, users=users, workload=matrix.workload,
+    spec = cell_spec(engine=config.engine, url=launcher.url, engine_urls=launcher.engine_urls,
+                     users=users, workload=matrix.workload,
                      out=out, repeat=1, tag=matrix.name, flags=flags_text(config), gpu=config.gpus,
                      warmup_requests=matrix.warmup_requests)
     say(f"warm-up {slug}: {matrix.warmup_requests} requests at {users} users (not in runs.csv)")
@@ -309,7 +310,8 @@ def _measure(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path, state: S
     config = cell.config
     runs_csv = out / "runs.csv"
     before = run_ids_in(runs_csv)
-    spec = cell_spec(engine=config.engine, url=launcher.url, users=cell.users,
+    spec = cell_spec(engine=config.engine, url=launcher.url, engine_urls=launcher.engine_urls,
+                     users=cell.users,
                      workload=cell.workload or matrix.workload, out=out, repeat=cell.repeat,
                      tag=matrix.name, flags=flags_text(config), gpu=config.gpus)
     say(f"run {cell.path}")
@@ -410,13 +412,15 @@ def _print_plan(matrix: Matrix, plan: Plan, out: Path, until: UntilKnown | None)
         print(f"\n== {slug}  [{flags_text(config) or 'engine defaults'}]  hash {config_hash(config)}")
         print(f"start: {launcher.describe(matrix.health_timeout_s)}")
         if matrix.warmup_requests:
-            warm = cell_spec(engine=config.engine, url=launcher.url, users=max(matrix.users),
+            warm = cell_spec(engine=config.engine, url=launcher.url,
+                             engine_urls=launcher.engine_urls, users=max(matrix.users),
                              workload=matrix.workload, out=out, repeat=1, tag=matrix.name,
                              flags=flags_text(config), gpu=config.gpus,
                              warmup_requests=matrix.warmup_requests)
             print(f"warm-up: {_show(command(warm))}")
         for cell in cells:
-            spec = cell_spec(engine=config.engine, url=launcher.url, users=cell.users,
+            spec = cell_spec(engine=config.engine, url=launcher.url, engine_urls=launcher.engine_urls,
+                     users=cell.users,
                              workload=cell.workload or matrix.workload, out=out, repeat=cell.repeat,
                              tag=matrix.name, flags=flags_text(config), gpu=config.gpus)
             print(f"{cell.name} [{cell.cell_id}]: {_show(command(spec))}")

@@ -22,6 +22,9 @@ def parser() -> RigParser:
     p.add_argument("--run-dir", required=True, type=writable_folder)
     p.add_argument("--engine", required=True, help="engine slug, picks the metric names")
     p.add_argument("--url", required=True, type=url, help="engine base URL; /metrics is scraped")
+    p.add_argument("--metrics-url", action="append", type=url, default=None,
+                   help="an engine base URL whose /metrics is scraped instead of --url's, once "
+                        "per replica behind a balancer (their samples merged)")
     p.add_argument("--gpus", default="all", help="NVML indices (0,1), all, or none")
     p.add_argument("--interval", type=positive_number, default=0.5,
                    help="seconds between samples")
@@ -44,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: --gpus {args.gpus!r}: give NVML indices (0,1), all or none",
                   file=sys.stderr)
             return 2
-    summary = Sampler(args.run_dir, args.engine, args.url, gpus, args.interval).run(
+    summary = Sampler(args.run_dir, args.engine, args.metrics_url or [args.url], gpus,
+                      args.interval).run(
         args.parent_pid)
     print(json.dumps(summary, indent=2))
     return 0

@@ -17,12 +17,13 @@ too.
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Iterable
 from typing import Any
 
 from servers.registry import SPECS
 
-__all__ = ["ENGINE_METRICS", "HISTOGRAMS", "PREFIX_COUNTERS", "SPEC_COUNTERS", "engine_sample", "metric_names_for",
-           "parse_prometheus", "scrape"]
+__all__ = ["ENGINE_METRICS", "HISTOGRAMS", "PREFIX_COUNTERS", "SPEC_COUNTERS", "engine_sample",
+           "merged_samples", "metric_names_for", "parse_prometheus", "scrape"]
 
 HISTOGRAMS = ("queue_time", "ttft", "e2e")
 # canonical counter -> the sample field holding its running total (prompt tokens)
@@ -40,6 +41,17 @@ _TIMEOUT_S = 2.0
 def metric_names_for(engine: str) -> dict[str, list[str]] | None:
     """The metric names of `engine`, or None for an engine with no Prometheus endpoint."""
     return ENGINE_METRICS.get(engine)
+
+
+def merged_samples(texts: Iterable[str]) -> dict[str, list[float]]:
+    """Several endpoints' Prometheus text (an engine's replicas behind a balancer) as one
+    engine's samples: each replica's value of a metric is one more label set, so counts and
+    counters add up and KV cache is the fullest replica's, as engine_sample treats label sets."""
+    merged: dict[str, list[float]] = {}
+    for text in texts:
+        for name, values in parse_prometheus(text).items():
+            merged.setdefault(name, []).extend(values)
+    return merged
 
 
 def parse_prometheus(text: str) -> dict[str, list[float]]:

@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -92,10 +93,14 @@ class Telemetry:
 
 
 def start_telemetry(run_dir: Path, engine: str, url: str, gpu: str,
-                    interval_s: float = 0.5) -> Telemetry:
+                    interval_s: float = 0.5, engine_urls: Sequence[str] = ()) -> Telemetry:
+    """`engine_urls`: the engine's own endpoints behind the balancer at `url` (its replicas),
+    whose /metrics are read and merged; none: `url`'s."""
     cmd = [sys.executable, "-m", "loadtest.telemetry", "--run-dir", str(run_dir),
            "--engine", engine, "--url", url, "--gpus", gpu_selection(gpu, url),
            "--interval", str(interval_s), "--parent-pid", str(os.getpid())]
+    for engine_url in engine_urls:
+        cmd += ["--metrics-url", engine_url]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(_REPO), os.environ.get("PYTHONPATH", "")) if p)}
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.results.files import write_json
-from loadtest.telemetry.engine import engine_sample, metric_names_for, parse_prometheus, scrape
+from loadtest.telemetry.engine import engine_sample, merged_samples, metric_names_for, scrape
 from loadtest.telemetry.gpu import Gpu, close_gpus, open_gpus
 from loadtest.telemetry.summary import per_gpu_summary, summarize_telemetry
 from servers.registry import SPECS
@@ -26,11 +26,13 @@ _GIVE_UP_AFTER = 3  # failed scrapes before any success: the endpoint is off, st
 
 
 class Sampler:
-    def __init__(self, run_dir: Path, engine: str, url: str, gpus: list[int] | None | str,
+    def __init__(self, run_dir: Path, engine: str, urls: list[str], gpus: list[int] | None | str,
                  interval_s: float = 0.5) -> None:
-        """`gpus`: NVML indices, None for every visible GPU, or a reason string for none."""
+        """`urls`: the engine's base URLs whose /metrics are read (several: replicas behind a
+        balancer, their samples merged as one engine's label sets are); `gpus`: NVML indices,
+        None for every visible GPU, or a reason string for none."""
         self.run_dir = run_dir
-        self.url = url
+        self.urls = urls
         self.interval_s = interval_s
         self.names = metric_names_for(engine)
         self.state = {"gpu": "absent", "engine": "absent"}
@@ -99,11 +101,12 @@ class Sampler:
         if self.names is None or (not self._scraped and self._scrape_failures >= _GIVE_UP_AFTER):
             return None
         try:
-            fields = engine_sample(parse_prometheus(scrape(self.url)), self.names)
+            fields = engine_sample(merged_samples(scrape(url) for url in self.urls), self.names)
         except OSError as exc:
             self._scrape_failures += 1
             if not self._scraped and self._scrape_failures == _GIVE_UP_AFTER:
-                self.notes.append(f"engine: no metrics at {self.url}/metrics ({exc})")
+                where = ", ".join(f"{url}/metrics" for url in self.urls)
+                self.notes.append(f"engine: no metrics at {where} ({exc})")
             return None
         self._scraped = True
         self.state["engine"] = "sampled"
