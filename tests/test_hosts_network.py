@@ -54,11 +54,7 @@ def test_a_run_from_workers_on_two_hosts_crosses_the_network(hosts: Hosts, tmp_p
     out = tmp_path / "results"
     master = _master(hosts, out, tmp_path)
     workers = [_worker(hosts, "w1", tmp_path), _worker(hosts, "w2", tmp_path, clock_ahead_s)]
-    try:
-        assert master.wait(timeout=300) == 0, (tmp_path / "master.log").read_text()[-3000:]
-    finally:
-        _stop(workers)
-    (row,) = list(csv.DictReader((out / "runs.csv").open(newline="")))
+    row = _finished_row(master, workers, out, tmp_path)
     assert (row["completed"], row["failed"], row["processes"]) == (str(REQUESTS), "0", "2")
     assert row["host"] == _pacer_url(hosts)
     (records,) = out.glob("runs/*/requests.jsonl")
@@ -78,11 +74,7 @@ def test_an_open_loop_schedule_holds_on_a_worker_whose_clock_is_a_day_ahead(host
     out = tmp_path / "results"
     master = _master(hosts, out, tmp_path, requests=128, extra=["--rate", "40"])
     workers = [_worker(hosts, "w1", tmp_path), _worker(hosts, "w2", tmp_path, 86_400)]
-    try:
-        assert master.wait(timeout=300) == 0, (tmp_path / "master.log").read_text()[-3000:]
-    finally:
-        _stop(workers)
-    (row,) = list(csv.DictReader((out / "runs.csv").open(newline="")))
+    row = _finished_row(master, workers, out, tmp_path)
     assert row["completed"] == "128"
     # sent on schedule (40/s for 3.2 s), not all at once as if a day late, nor a day early
     assert 3.0 < float(row["completion_time_s"]) < 60, row["completion_time_s"]
@@ -103,10 +95,7 @@ def test_a_bursty_schedule_reaches_the_engine_as_bursty_from_several_hosts(hosts
                      extra=["--rate", f"{rate:g}", "--arrival", "gamma",
                             "--burstiness", f"{burstiness:g}", "--users", "64"])
     started = [_worker(hosts, name, tmp_path) for name in ("w1", "w2", "w3", "w4")[:workers]]
-    try:
-        assert master.wait(timeout=300) == 0, (tmp_path / "master.log").read_text()[-3000:]
-    finally:
-        _stop(started)
+    _finished_row(master, started, out, tmp_path)
     read_ns = sorted(r["read_ns"] for r in _get(f"{_pacer_url(hosts)}/requests")["requests"])
     assert len(read_ns) == requests
     schedule = send_offsets_ns(requests, rate, "gamma", 0, burstiness)
@@ -127,11 +116,7 @@ def test_a_time_bounded_run_across_hosts_sends_for_its_duration(hosts: Hosts, tm
     master = _master(hosts, out, tmp_path, requests=64,
                      extra=["--duration", "6", "--warmup-s", "1", "--cooldown-s", "1"])
     workers = [_worker(hosts, "w1", tmp_path), _worker(hosts, "w2", tmp_path, 86_400)]
-    try:
-        assert master.wait(timeout=300) == 0, (tmp_path / "master.log").read_text()[-3000:]
-    finally:
-        _stop(workers)
-    (row,) = list(csv.DictReader((out / "runs.csv").open(newline="")))
+    row = _finished_row(master, workers, out, tmp_path)
     assert (row["duration_s"], row["failed"], row["processes"]) == ("6", "0", "2")
     (records,) = out.glob("runs/*/requests.jsonl")
     sends = [json.loads(line) for line in records.read_text().splitlines()]
@@ -162,6 +147,17 @@ def test_a_worker_host_lost_mid_run_stops_the_run_with_its_records(hosts: Hosts,
     assert not (out / "runs.csv").exists() or len((out / "runs.csv").read_text().splitlines()) <= 1
     kept = list(out.glob("runs/*/requests.jsonl"))
     assert kept and kept[0].read_text().count("\n") >= 1, log[-3000:]
+
+
+def _finished_row(master: subprocess.Popen[bytes], workers: list[subprocess.Popen[bytes]],
+                  out: Path, tmp_path: Path) -> dict[str, str]:
+    """The run's one row once the master has ended with 0 (its workers stopped in any case)."""
+    try:
+        assert master.wait(timeout=300) == 0, (tmp_path / "master.log").read_text()[-3000:]
+    finally:
+        _stop(workers)
+    (row,) = list(csv.DictReader((out / "runs.csv").open(newline="")))
+    return row
 
 
 def _master(hosts: Hosts, out: Path, tmp_path: Path, requests: int = REQUESTS,

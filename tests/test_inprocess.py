@@ -211,7 +211,6 @@ def test_install_script_rerun_only_checks() -> None:
 @pytest.mark.engine
 def test_sigterm_mid_run_stops_the_worker_and_adds_no_row(tmp_path: Path) -> None:
     import signal
-    import time
 
     import psutil
 

@@ -19,7 +19,7 @@ from loadtest.cpus import default_layout, format_cpus
 from loadtest.reconcile import DEFINITIONS, aiperf, guidellm, llmperf, mlperf, rig, vllm
 from loadtest.reconcile.figures import linear, nearest_rank
 from loadtest.reconcile.peers import PeerError, peer_program, read_peer_result
-from loadtest.reconcile.run import ReconcileError, read_run
+from loadtest.reconcile.run import read_run
 from loadtest.reconcile.side_by_side import plan
 from loadtest.results.files import RecordWriter
 from loadtest.results.record import RequestRecord

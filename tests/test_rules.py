@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.results import checks, rules, verdict
+from loadtest.results import checks, verdict
 from loadtest.results.docs import block, found, main as docs_main
 from loadtest.results.rules import REASON_RULES, WARNING_RULES, Rule
 from loadtest.results.schema import BY_NAME

@@ -16,7 +16,7 @@ import yaml
 from loadtest.client.shape import StagesShape
 from loadtest.client.stages import Stage, StageError, load_stages, parse_stages, stage_bounds, stage_offsets_ns
 from loadtest.local_engine import LocalEngine
-from rig_helpers import REPO, run_locust
+from rig_helpers import run_locust
 from servers.local import LOCAL
 from test_cli import BY_NAME, check  # rig run's checks, in-process
 

@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from loadtest.local_engine import EngineStartError, LocalEngine
-from rig_helpers import REPO, crash_under_run, free_port, run_locust, wait_for
+from rig_helpers import REPO, crash_under_run, free_port, run_locust
 from servers.llamacpp_cpu import LLAMA_SERVER
 from servers import SettingError, translate
 from servers.textgen import ENGINE as TEXTGEN_GPU

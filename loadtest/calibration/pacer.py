@@ -554,8 +554,8 @@ def _serve_control(sock: socket.socket, pipes: list[Any], workers: int) -> None:
     class Control:
         def handle(self, conn: _Connection, method: str, path: str, body: bytes, _: int) -> None:
             if (method, path) not in _CONTROL_PATHS and (method, path) != ("GET", "/health"):
-                conn.respond(404, {"error": f"the control port serves /lateness, /requests and "
-                                            f"POST /lateness/reset; streams are on the other port"})
+                conn.respond(404, {"error": "the control port serves /lateness, /requests and "
+                                            "POST /lateness/reset; streams are on the other port"})
                 return
             if path == "/health":
                 conn.respond(200, {})

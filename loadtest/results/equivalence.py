@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 
-from loadtest.results.files import write_json
 from loadtest.results.record import RequestRecord
 
 __all__ = ["EquivalenceError", "OUTPUTS_FILE", "add_keep_outputs_option", "compare_outputs",

@@ -191,7 +191,6 @@ class Search:
             run_id = self.state.cell(cell)["run_id"]
             return next(r for r in read_runs(runs_csv) if r.get("run_id") == run_id)
         self._start()
-        before = run_ids_in(runs_csv)
         print(f"+ {self.engine} at {rate:g} req/s, run {repeat}", file=sys.stderr, flush=True)
         folder = self.args.out / "sweeps" / self.args.name / self.engine
         outcome = run(self._probe(rate, repeat), folder / f"rate{rate:g}-r{repeat}.log",
