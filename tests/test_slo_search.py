@@ -118,7 +118,7 @@ class FakeRuns:
 
 def _fake(monkeypatch: pytest.MonkeyPatch, runs: FakeRuns) -> None:
     monkeypatch.setattr(slo, "run", runs.run)
-    monkeypatch.setattr(slo, "run_ids_in", runs.run_ids)
+    monkeypatch.setattr(slo, "run_ids", runs.run_ids)
     monkeypatch.setattr(slo, "read_runs", lambda _csv: runs.rows)
     monkeypatch.setattr(slo, "rig_version", lambda: "v1")
     monkeypatch.setattr(slo.Search, "_start", lambda self: setattr(self, "url", "http://x"))

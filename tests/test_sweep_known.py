@@ -173,7 +173,7 @@ def stand_ins(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Runs]:
     monkeypatch.setattr(runner, "run", runs.run)
     monkeypatch.setattr(runner, "find_row", runs.find_row)
     monkeypatch.setattr(runner, "read_runs", lambda _: list(runs.rows))
-    monkeypatch.setattr(runner, "run_ids_in", lambda _: {r["run_id"] for r in runs.rows})
+    monkeypatch.setattr(runner, "run_ids", lambda _: {r["run_id"] for r in runs.rows})
     yield runs
 
 

@@ -42,7 +42,7 @@ def test_a_run_finished_before_the_interrupt_is_kept_and_not_run_again(
     monkeypatch.setattr(runner, "make_launcher", _no_engine)
     monkeypatch.setattr(runner, "preflight", lambda *_: None)
     monkeypatch.setattr(runner, "print_tables", lambda *_: 0)
-    monkeypatch.setattr(runner, "run_ids_in", lambda *_: {"run-1"})
+    monkeypatch.setattr(runner, "run_ids", lambda *_: {"run-1"})
     monkeypatch.setattr(runner, "find_row", lambda *_: row)
     monkeypatch.setattr(runner, "run", _interrupted_after_the_row)
     matrix = parse_matrix(MATRIX, None)

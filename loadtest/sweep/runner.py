@@ -36,11 +36,11 @@ from loadtest.sweep.cells import Cell, again, config_hash, expand_cells, flags_t
 from loadtest.sweep.launch import EngineFailed, Launcher, make_launcher
 from loadtest.sweep.matrix import EngineConfig, Matrix, MatrixError, WorkloadOptions, source_namespace
 from loadtest.workload import workload_options
-from loadtest.launch import command, find_row, run
+from loadtest.launch import command, find_row, run, run_ids
 from loadtest.sweep.measure import cell_spec
 from loadtest.sweep.repeats import (Plan, UntilKnown, heat_of, heat_samples, known_lines,
                                     known_rows, next_pass)
-from loadtest.sweep.state import MEASURED, SweepState, run_ids_in
+from loadtest.sweep.state import MEASURED, SweepState
 from loadtest.sweep.table import RULES, cell_frame, comparison_table, config_table
 
 __all__ = ["preflight", "print_tables", "run_sweep", "schedule", "sweep_dir"]
@@ -231,7 +231,7 @@ def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cel
     """Start, measure ``cells``, stop; the configuration's status. ``earlier``: its status from
     an earlier start in this sweep (interleaved repeats start it once per repeat): a failure
     then stays recorded, and a start with nothing to do leaves that status as it was."""
-    done = run_ids_in(out / "runs.csv")
+    done = run_ids(out / "runs.csv")
     todo = []
     for cell in cells:
         skip, reason = state.resume_check(cell, version, done)
@@ -309,7 +309,7 @@ def _warm_up(matrix: Matrix, config: EngineConfig, slug: str, launcher: Launcher
 def _measure(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path, state: SweepState) -> None:
     config = cell.config
     runs_csv = out / "runs.csv"
-    before = run_ids_in(runs_csv)
+    before = run_ids(runs_csv)
     spec = cell_spec(engine=config.engine, url=launcher.url, engine_urls=launcher.engine_urls,
                      users=cell.users,
                      workload=cell.workload or matrix.workload, out=out, repeat=cell.repeat,

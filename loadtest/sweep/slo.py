@@ -40,9 +40,9 @@ from loadtest.results.goodput import parse_slo
 from loadtest.results.version import rig_version
 from loadtest.sweep.cells import Cell
 from loadtest.sweep.matrix import EngineConfig
-from loadtest.launch import RunSpec, run
+from loadtest.launch import RunSpec, run, run_ids
 from loadtest.sweep.slo_search import Bracket, Rule, Run, Width, next_rate, probe_verdict
-from loadtest.sweep.state import SweepState, run_ids_in
+from loadtest.sweep.state import SweepState
 
 __all__ = ["main", "parse_args", "parser", "width"]
 
@@ -186,7 +186,7 @@ class Search:
         cell = probe_cell(self.args, self.engine, rate, repeat)
         runs_csv = self.args.out / "runs.csv"
         version = rig_version()
-        skip, _ = self.state.resume_check(cell, version, run_ids_in(runs_csv))
+        skip, _ = self.state.resume_check(cell, version, run_ids(runs_csv))
         if skip:
             run_id = self.state.cell(cell)["run_id"]
             return next(r for r in read_runs(runs_csv) if r.get("run_id") == run_id)

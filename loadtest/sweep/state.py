@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loadtest.results.files import read_runs, write_json
+from loadtest.results.files import write_json
 
 from loadtest.sweep.cells import Cell
 
-__all__ = ["MEASURED", "SweepState", "run_ids_in"]
+__all__ = ["MEASURED", "SweepState"]
 
 SCHEMA_VERSION = 1
 MEASURED = ("ok", "skipped")
@@ -88,10 +88,6 @@ class SweepState:
 
     def cell(self, cell: Cell) -> dict[str, Any]:
         return self.data["cells"].get(cell.cell_id, {})
-
-
-def run_ids_in(runs_csv: Path) -> set[str]:
-    return {row.get("run_id", "") for row in read_runs(runs_csv)}
 
 
 def _now() -> str:
