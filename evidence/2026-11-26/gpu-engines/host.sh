@@ -8,7 +8,8 @@
 #                         (textgen: and its source, scripts/install_textgen.sh --into)
 #   binout / binin        the CUDA llama-server, xz'd into $OUT in 15 MiB pieces / restored from
 #                         them (a later lease skips the 6-minute build)
-#   model                 the Llama-3-8B-shaped model (and the TinyLlama shape), in the background
+#   model [SHAPE...]      the Llama-3-8B-shaped model, then each SHAPE (tinyllama-1.1b), in the background
+#                         (VLLM_MODEL/APHRODITE_MODEL and their served names, if set, pick another)
 #   llamacpp              the CUDA llama-server (unless binin restored it) and the 8B GGUF, in the background
 #   rig ARGS...           rig ARGS with the engines' settings below
 #   bg NAME rig ARGS...   the same in the background (its log: /tmp/rig/NAME.log)
@@ -19,8 +20,8 @@ export W=/tmp/rig B=/tmp/rig/bundles T=/tmp/rig/engines M=/tmp/rig/models
 mkdir -p $B $T $M
 # the engines' settings, as the local recipes read them (servers/vllm.py gpu_recipe, llamacpp)
 export RIG_VLLM_PYTHON=$T/vllm/python RIG_APHRODITE_PYTHON=$T/aphrodite/python
-export VLLM_MODEL=$M/llama3-8b VLLM_SERVED_MODEL_NAME=llama3-8b
-export APHRODITE_MODEL=$M/llama3-8b APHRODITE_SERVED_MODEL_NAME=llama3-8b
+export VLLM_MODEL=${VLLM_MODEL:-$M/llama3-8b} VLLM_SERVED_MODEL_NAME=${VLLM_SERVED_MODEL_NAME:-llama3-8b}
+export APHRODITE_MODEL=${APHRODITE_MODEL:-$M/llama3-8b} APHRODITE_SERVED_MODEL_NAME=${APHRODITE_SERVED_MODEL_NAME:-llama3-8b}
 export RIG_LLAMACPP_MODEL=$M/llama3-8b.gguf
 export RIG_TRANSFORMERS_PYTHON=$T/transformers/python RIG_TRANSFORMERS_DEVICE=cuda RIG_TRANSFORMERS_MODEL=$M/llama3-8b
 export RIG_TEXTGEN_PYTHON=$T/textgen/python
@@ -46,9 +47,11 @@ case ${1:?step} in
   binin)
     mkdir -p "$(dirname $LLAMA_BIN)" && cat $B/llama-server.xz.* | xz -d > $LLAMA_BIN && chmod +x $LLAMA_BIN
     ls -la $LLAMA_BIN ;;
-  model)
+  model)  # model [SHAPE...]: the 8B shape, then each SHAPE (tinyllama-1.1b) into $M/SHAPE
+    shift; more=""
+    for shape in "$@"; do more+=" && python3 servers/vllm-cpu/tiny_model.py --shape $shape $M/$shape && echo MODEL-$shape-DONE"; done
     setsid nohup bash -c "python3 servers/vllm-cpu/tiny_model.py --shape llama3-8b $M/llama3-8b &&
-      echo MODEL-DONE" > $W/model.log 2>&1 < /dev/null & ;;
+      echo MODEL-DONE$more" > $W/model.log 2>&1 < /dev/null & ;;
   llamacpp)
     setsid nohup bash -c "{ [[ -x $LLAMA_BIN ]] || scripts/build_llamacpp.sh --source $W/llama-src/llama.cpp --cuda 90; } &&
       while [[ ! -f $M/llama3-8b/config.json ]]; do sleep 5; done &&
