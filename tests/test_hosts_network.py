@@ -79,6 +79,15 @@ def test_an_open_loop_schedule_holds_on_a_worker_whose_clock_is_a_day_ahead(host
     # sent on schedule (40/s for 3.2 s), not all at once as if a day late, nor a day early
     assert 3.0 < float(row["completion_time_s"]) < 60, row["completion_time_s"]
     assert float(row["send_lag_p50_ms"]) < 1000, row["send_lag_p50_ms"]
+    # each worker's own lateness, and the offset it measured: the one a day ahead says so
+    assert float(row["send_lag_worst_worker_p99_ms"]) >= float(row["send_lag_p50_ms"])
+    (run_json,) = out.glob("runs/*/run.json")
+    workers = json.loads(run_json.read_text())["workers"]
+    offsets = sorted(w["clock_offset_ms"] for w in workers)
+    assert offsets[0] == pytest.approx(-86_400_000, abs=1000) and abs(offsets[1]) < 1000
+    assert sum(w["records"] for w in workers) == 128
+    assert all(w["send_lag_p99_ms"] is not None and w["clock_sync_error_ms"] is not None
+               for w in workers)
 
 
 @pytest.mark.parametrize("workers", [1, 2, 4])

@@ -289,10 +289,14 @@ class Dispatcher:
         self._clock_reply.set()
 
     def clock_report(self) -> dict[str, Any]:
-        """A worker's word on its clock, for the master's row (empty where not measured)."""
+        """A worker's word on its clock, for the master's row and run.json's `workers`: its
+        index, the offset it measured (the master's clock minus its own) and that offset's
+        error bound (no clock figures where not measured)."""
+        report: dict[str, Any] = {"worker": max(getattr(self.runner, "worker_index", 0), 0)}
         if self._clock_error_ns is None or self._clock_error_ns < 0:
-            return {}
-        return {"clock_sync_error_ms": self._clock_error_ns / 1e6}
+            return report
+        return {**report, "clock_offset_ms": self._clock_offset_ns / 1e6,
+                "clock_sync_error_ms": self._clock_error_ns / 1e6}
 
     def _on_work(self, msg: Any, **_: Any) -> None:
         ids = msg.data["ids"]

@@ -214,9 +214,11 @@ REASON_RULES: tuple[Rule, ...] = (
          "open loop: sends lagged their scheduled times by over {send_lag_ms:g} ms at p99 "
          "(send_lag_p99_ms), so the rate asked was not the rate sent: the --users cap was full "
          "(capped_requests) or the client fell behind; latency from the schedule "
-         "(ttft_sched_*) shows the queueing", "raise --users or lower --rate",
+         "(ttft_sched_*) shows the queueing; with workers, any one worker's own p99 "
+         "(send_lag_worst_worker_p99_ms) counts", "raise --users or lower --rate, or add workers",
          {"send_lag_ms": SEND_LAG_LIMIT_MS},
-         lambda row, lim: (row.get("send_lag_p99_ms") or 0) > lim["send_lag_ms"]),
+         lambda row, lim: max(row.get("send_lag_p99_ms") or 0,
+                              row.get("send_lag_worst_worker_p99_ms") or 0) > lim["send_lag_ms"]),
     Rule("front_end_lag",
          "the client's mean TTFT is over {gap_ms:g} ms and {gap_pct:g}% above the engine's own "
          "(its /metrics over the run): requests waited in the engine's API server or the host, "
