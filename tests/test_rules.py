@@ -46,9 +46,15 @@ _ABOVE = [  # (rule, the column held to the limit, the limit's name): fires only
     (REASON["client_overloaded"], "client_cpu_max_pct", "cpu_pct"),
     (REASON["client_overloaded"], "loop_lag_p99_ms", "loop_lag_ms"),
     (REASON["behind_schedule"], "send_lag_p99_ms", "send_lag_ms"),
-    (REASON["behind_schedule"], "send_lag_worst_worker_p99_ms", "send_lag_ms"),
     (WARNING["clock_sync_loose"], "clock_sync_error_ms", "ms"),
 ]
+
+
+def test_behind_schedule_counts_a_workers_clock_only_in_open_loop():
+    rule, limit = REASON["behind_schedule"], REASON["behind_schedule"].limits["send_lag_ms"]
+    assert not rule.applies({"clock_sync_error_ms": limit + 1})  # closed loop: no schedule
+    assert not rule.applies({"send_lag_p99_ms": 1.0, "clock_sync_error_ms": limit})
+    assert rule.applies({"send_lag_p99_ms": 1.0, "clock_sync_error_ms": limit + 0.001})
 
 
 @pytest.mark.parametrize(("rule", "column", "limit"), _ABOVE,
