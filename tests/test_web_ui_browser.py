@@ -109,6 +109,8 @@ def test_a_run_started_from_the_form_shows_its_progress_ttft_and_verdict(
         page_progress = driver.find_element(By.ID, "progress").text
         line = driver.find_element(By.CSS_SELECTOR, "#chart-tok-s polyline").get_attribute("points")
         scale = driver.find_element(By.ID, "chart-tok-s-scale").text
+        failed_line = driver.find_element(By.CSS_SELECTOR, "#chart-failed polyline"
+                                          ).get_attribute("points")
         driver.save_screenshot(str(shots / "4-run-page.png"))
         driver_urls = {"run.json": driver.find_element(By.ID, "file-run-json").get_attribute(
             "href")}
@@ -129,6 +131,7 @@ def test_a_run_started_from_the_form_shows_its_progress_ttft_and_verdict(
     assert verdict == end["Verdict"] == row["verdict"].upper() == run_json["verdict"].upper()
     assert page_progress == f"{REQUESTS} of {REQUESTS} requests"
     assert len(line.split()) >= 2 and "peak" in scale, (line, scale)  # tok/s drawn over time
+    assert {p.split(",")[1] for p in failed_line.split()} == {"100.00"}  # none failed, any time
     # TTFT as shown (whole ms from 10 ms up) is the row's p50, exact from the same records
     assert page_ttft == f"{float(row['ttft_p50_ms']):,.0f}"
     assert end["TTFT"].startswith(f"p50 {page_ttft} · ")
