@@ -161,7 +161,8 @@ def test_under_a_web_base_path_the_rigs_routes_and_links_follow_it(tmp_path: Pat
         tab = json.loads(_get(ui + "/stats/requests"))["extended_stats"]
         page = _get(ui + "/llm").decode()
         metrics = _get(ui + "/metrics").decode()
-        files = {name: _get(root + href) for name, href in live["files"].items()}
+        files = {name: _get(root + href) for name, href in live["files"].items()
+                 if name != "report"}  # building it takes seconds: the browser test follows it
         misses = []
         for path in ("/llm", "/llm/live.json", "/metrics", "/llm/files/run.json"):
             try:
@@ -172,7 +173,7 @@ def test_under_a_web_base_path_the_rigs_routes_and_links_follow_it(tmp_path: Pat
     assert set(live["files"]) == {"run.json", "requests.jsonl", "report"}
     assert all(href.startswith(base + "/llm/") for href in live["files"].values())
     assert json.loads(files["run.json"])["run_id"] == row["run_id"]
-    assert len(files["requests.jsonl"].splitlines()) == 6 and b"<html" in files["report"][:500]
+    assert len(files["requests.jsonl"].splitlines()) == 6
     assert tab[0]["key"] == "llm" and any(r["figure"] == "Verdict" for r in tab[0]["data"])
     assert f'llm_rig_requests_done_total{{engine="vllm"' in metrics
     assert 'fetch("llm/live.json"' in page and 'href="metrics"' in page  # relative: BASE/...
