@@ -234,14 +234,17 @@ def markdown_tables(markdown: str) -> list[list[dict[str, str]]]:
 
 @contextmanager
 def running_web_ui(engine_url: str, out: Path, *rig_options: str,
-                   users: int = 2) -> Iterator[str]:
+                   users: int = 2, base_path: str = "") -> Iterator[str]:
     """`locust -f loadtest/engines.py` with its web UI (not headless) on a free port, against
     `engine_url`, results in `out`, its output in `out`/../locust.log; yields the UI's URL once
-    it answers, and stops Locust at the end."""
+    it answers (under Locust's --web-base-path `base_path` if given), and stops Locust at the
+    end."""
     import urllib.request
 
     port = free_port()
-    ui = f"http://127.0.0.1:{port}"
+    ui = f"http://127.0.0.1:{port}{base_path.rstrip('/')}"
+    if base_path:
+        rig_options = ("--web-base-path", base_path, *rig_options)
     log = out.parent / "locust.log"
     with log.open("w") as output:
         process = subprocess.Popen(

@@ -385,13 +385,57 @@ def test_a_failed_export_leaves_the_last_one_whole_and_no_part(tmp_path: Path,
     assert len(pd.read_parquet(out / "runs.parquet")) == len(_runs_csv_rows([_RACE]))
 
 
+# An export killed after its first rename: Python's own os.replace, then SIGKILL at the second
+_KILLED_MID_SWAP = """
+import os, signal, sys
+from loadtest.export import cli, store
+renames = []
+def replace(src, dst, _replace=os.replace):
+    if renames and not str(dst).endswith(store.MANIFEST):
+        os.kill(os.getpid(), signal.SIGKILL)
+    renames.append(dst)
+    _replace(src, dst)
+store.os.replace = replace
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_an_export_killed_between_two_renames_is_refused_whole_until_written_again(
+        tmp_path: Path):
+    out = tmp_path / "e"
+    assert _call(export_cli.main, str(_LAYOUTS), "--out", str(out))[0] == 0
+    old = {p.name: p.read_bytes() for p in out.iterdir()}
+    killed = subprocess.run([sys.executable, "-c", _KILLED_MID_SWAP, str(_RACE), "--out",
+                             str(out)], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert killed.returncode == -9, killed.stderr
+    now = {p.name: p.read_bytes() for p in out.iterdir() if not p.name.startswith(".")}
+    mixed = [name for name in now if now[name] != old.get(name)]
+    assert store.MANIFEST not in now and len(mixed) == 1  # one file new, the rest old
+    with pytest.raises(store.ExportError, match="cut short"):
+        store.read_export(out)
+    code, _, err = _call(report_main, str(out), "--out", str(tmp_path / "r"))
+    _one_error_line(code, err)
+    assert "cut short" in err and not (tmp_path / "r").exists()
+    assert _call(export_cli.main, str(_RACE), "--out", str(out))[0] == 0  # written again: whole
+    assert len(store.read_export(out).runs) == len(_runs_csv_rows([_RACE]))
+
+
+def test_an_export_whose_file_was_swapped_since_is_refused(tmp_path: Path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    for source, out in ((_LAYOUTS, first), (_RACE, second)):
+        assert _call(export_cli.main, str(source), "--out", str(out))[0] == 0
+    shutil.copy(second / store.PARQUET["requests"], first / store.PARQUET["requests"])
+    with pytest.raises(store.ExportError, match="requests.parquet is not the file"):
+        store.read_export(first)
+
+
 def test_rig_export_runs_as_a_user_runs_it(tmp_path: Path):
     done = subprocess.run([sys.executable, "-m", "loadtest.cli.main", "export", str(_LAYOUTS),
                            "--out", str(tmp_path / "e")], capture_output=True, text=True,
                           timeout=120, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "e").iterdir()) == sorted(
-        [*store.PARQUET.values(), store.DATABASE])
+        [*store.PARQUET.values(), store.DATABASE, store.MANIFEST])
     done = subprocess.run([sys.executable, "-m", "loadtest.cli.main", "export",
                            str(tmp_path / "nope")], capture_output=True, text=True, timeout=120,
                           cwd=tmp_path)

@@ -79,6 +79,15 @@ def test_an_open_loop_schedule_holds_on_a_worker_whose_clock_is_a_day_ahead(host
     # sent on schedule (40/s for 3.2 s), not all at once as if a day late, nor a day early
     assert 3.0 < float(row["completion_time_s"]) < 60, row["completion_time_s"]
     assert float(row["send_lag_p50_ms"]) < 1000, row["send_lag_p50_ms"]
+    # each worker's own lateness, and the offset it measured: the one a day ahead says so
+    assert float(row["send_lag_worst_worker_p99_ms"]) >= float(row["send_lag_p50_ms"])
+    (run_json,) = out.glob("runs/*/run.json")
+    workers = json.loads(run_json.read_text())["workers"]
+    offsets = sorted(w["clock_offset_ms"] for w in workers)
+    assert offsets[0] == pytest.approx(-86_400_000, abs=1000) and abs(offsets[1]) < 1000
+    assert sum(w["records"] for w in workers) == 128
+    assert all(w["send_lag_p99_ms"] is not None and w["clock_sync_error_ms"] is not None
+               for w in workers)
 
 
 @pytest.mark.parametrize("workers", [1, 2, 4])
@@ -126,6 +135,38 @@ def test_a_time_bounded_run_across_hosts_sends_for_its_duration(hosts: Hosts, tm
     assert max(r["sent_ns"] for r in sends) - first < 6e9 + 1e9  # none handed out after 6 s
     assert 6 <= float(row["completion_time_s"]) < 60
     assert int(row["window_sent"]) > 0 and float(row["window_output_tok_per_s"]) > 0
+
+
+def test_conversations_across_hosts_keep_each_session_on_one_worker_on_the_masters_clock(
+        hosts: Hosts, tmp_path: Path):
+    """Sessions are the unit the master hands out: each session's turns come from one worker,
+    in order, each later turn due its think time after the answer before it; with a worker a
+    day ahead every time is still on the master's clock (sessions start on its one schedule)."""
+    out = tmp_path / "results"
+    master = _master(hosts, out, tmp_path, requests=8, extra=[
+        "--api", "chat", "--workload", "conversation", "--turns", "3", "--input-len", "30",
+        "--think-time", "0.2", "--rate", "4", "--users", "4",
+        "--tokenizer", str(REPO / "models" / "tiny-llama")])  # 2 users a worker: both get sessions
+    workers = [_worker(hosts, "w1", tmp_path), _worker(hosts, "w2", tmp_path, 86_400)]
+    row = _finished_row(master, workers, out, tmp_path)
+    assert (row["sessions_complete"], row["turns_sent"], row["failed"]) == ("8", "24", "0")
+    (records_file,) = out.glob("runs/*/requests.jsonl")
+    records = [json.loads(line) for line in records_file.read_text().splitlines()]
+    assert sorted(r["request_id"] for r in records) == list(range(24))  # every turn once
+    sessions: dict[int, list[dict]] = {}
+    for r in records:
+        sessions.setdefault(r["session_id"], []).append(r)
+    assert sorted(sessions) == list(range(8))
+    assert {r["worker"] for r in records} == {0, 1}
+    for turns in sessions.values():
+        turns.sort(key=lambda r: r["turn"])
+        assert len({r["worker"] for r in turns}) == 1 and [r["turn"] for r in turns] == [1, 2, 3]
+        for before, after in zip(turns, turns[1:]):  # on one clock: not a day apart
+            assert 0.19e9 <= after["scheduled_ns"] - before["done_ns"] < 1e9
+    firsts = sorted(t[0]["scheduled_ns"] for t in sessions.values())
+    assert firsts[-1] - firsts[0] < 10e9  # 8 sessions at 4/s from one origin
+    workers_json = json.loads(next(records_file.parent.glob("run.json")).read_text())["workers"]
+    assert len(workers_json) == 2 and all(w["records"] > 0 for w in workers_json)
 
 
 def test_a_worker_host_lost_mid_run_stops_the_run_with_its_records(hosts: Hosts, tmp_path: Path):

@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 
 from loadtest.client.arrivals import send_offsets_ns
+from loadtest.client.run import workers_section
+from loadtest.results.record import RequestRecord
+from loadtest.results.summary import summarize, worker_send_lags
 from loadtest.results.verdict import judge
 from rig_helpers import REPO, first_through_the_process, run_locust
 
@@ -59,6 +62,40 @@ def test_behind_schedule_is_a_verdict_reason_only_in_open_loop():
            "send_lag_p99_ms": 12.0}
     assert judge(row) == ("valid", [])  # 64 requests at a cap of 64 users: not too few in open loop
     assert judge({**row, "send_lag_p99_ms": 400.0}) == ("invalid", ["behind_schedule"])
+
+
+def _sends(worker: int, lags_ms: list[float]) -> list[RequestRecord]:
+    return [RequestRecord(request_id=i, prompt_id="p", sent_at=0.0, sent_ns=10**9 * i + round(
+        lag * 1e6), scheduled_ns=10**9 * i, worker=worker) for i, lag in enumerate(lags_ms)]
+
+
+def test_one_worker_behind_its_schedule_makes_the_run_invalid_where_the_pool_hides_it():
+    """Three workers on time, one 200 ms late on 3% of its sends: the pooled p99 stays under
+    the limit (the late sends are 0.75% of all), that worker's own p99 does not."""
+    on_time = [_sends(w, [1.0] * 100) for w in range(3)]
+    late = _sends(3, [1.0] * 97 + [200.0] * 3)
+    records = [r for sends in (*on_time, late) for r in sends]
+    row = summarize(records)
+    assert row["send_lag_p99_ms"] < 50 < row["send_lag_worst_worker_p99_ms"]
+    workers = worker_send_lags(records)
+    assert [w["worker"] for w in workers] == [0, 1, 2, 3]
+    assert [w["sends"] for w in workers] == [100] * 4
+    assert workers[0]["send_lag_p99_ms"] == pytest.approx(1.0)
+    verdict = judge({"requests": 400, "users": 64, "completion_time_s": 100.0, "rate": 4.0,
+                     **{k: v for k, v in row.items() if k.startswith("send_lag")}})
+    assert verdict == ("invalid", ["behind_schedule"])
+    assert "send_lag_worst_worker_p99_ms" not in summarize(on_time[0])  # one process
+
+
+def test_run_json_lists_each_workers_clock_offset_and_lateness():
+    records = _sends(0, [1.0] * 10) + _sends(1, [3.0] * 10)
+    reports = [{"worker": 1, "clock_offset_ms": -86_400_000.5, "clock_sync_error_ms": 0.1},
+               {"worker": 0, "clock_offset_ms": 0.02, "clock_sync_error_ms": 0.1}]
+    section = workers_section(records, reports)
+    assert [(w["worker"], w["records"], w["clock_offset_ms"]) for w in section] == [
+        (0, 10, 0.02), (1, 10, -86_400_000.5)]
+    assert section[1]["send_lag_p50_ms"] == pytest.approx(3.0)
+    assert workers_section(records, []) == []  # one process: no section
 
 
 @pytest.fixture(scope="module")

@@ -50,6 +50,13 @@ _ABOVE = [  # (rule, the column held to the limit, the limit's name): fires only
 ]
 
 
+def test_behind_schedule_counts_a_workers_clock_only_in_open_loop():
+    rule, limit = REASON["behind_schedule"], REASON["behind_schedule"].limits["send_lag_ms"]
+    assert not rule.applies({"clock_sync_error_ms": limit + 1})  # closed loop: no schedule
+    assert not rule.applies({"send_lag_p99_ms": 1.0, "clock_sync_error_ms": limit})
+    assert rule.applies({"send_lag_p99_ms": 1.0, "clock_sync_error_ms": limit + 0.001})
+
+
 @pytest.mark.parametrize(("rule", "column", "limit"), _ABOVE,
                          ids=[f"{r.code}-{c}" for r, c, _ in _ABOVE])
 def test_a_check_fires_just_past_the_limit_its_table_row_holds(rule: Rule, column: str, limit: str):

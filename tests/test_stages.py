@@ -16,7 +16,7 @@ import yaml
 from loadtest.client.shape import StagesShape
 from loadtest.client.stages import Stage, StageError, load_stages, parse_stages, stage_bounds, stage_offsets_ns
 from loadtest.local_engine import LocalEngine
-from rig_helpers import run_locust
+from rig_helpers import run_locust, running_pacer
 from servers.local import LOCAL
 from test_cli import BY_NAME, check  # rig run's checks, in-process
 
@@ -195,3 +195,73 @@ def test_a_staged_run_steps_users_up_and_down_and_reports_each_stage(engine: Loc
     sent = {name: stage["sent"] for name, stage in by_name.items()}
     assert peaks == {"one": 1, "ramp": 6, "down": 2}, \
         f"most requests in flight at once per stage: {peaks}; sent per stage: {sent}"
+
+
+# --- staged load across worker processes --------------------------------------------------------
+
+def _row_and_records(out: Path) -> tuple[dict[str, str], dict, list[dict]]:
+    with (out / "runs.csv").open(newline="") as file:
+        (row,) = list(csv.DictReader(file))
+    (run_json,) = (out / "runs").glob("*/run.json")
+    records = [json.loads(line) for line in
+               (run_json.parent / "requests.jsonl").read_text().splitlines()]
+    return row, json.loads(run_json.read_text()), records
+
+
+@pytest.mark.engine  # a master and two workers: several Python processes
+def test_stages_across_worker_processes_follow_the_masters_one_shape(tmp_path: Path):
+    """The master runs the shape and numbers the sends; Locust spreads each stage's users over
+    the two workers. The last stage's one user leaves one worker with none: that worker still
+    hears the end (the master's empty hand-out) and the run ends with one row."""
+    stages = tmp_path / "stages.yaml"
+    stages.write_text("- {users: 2, duration: 3s, name: two}\n"
+                      "- {users: 6, duration: 3s, name: six}\n"
+                      "- {users: 1, duration: 3s, name: one}\n")
+    with running_pacer("--ttft-ms", "50", "--gap-ms", "10", "--tokens", "8") as url:
+        result = run_locust("--engine", "vllm", "--model", "pacer", "--host", url,
+                            "--max-tokens", "8", "--requests", "8", "--stages", str(stages),
+                            "--processes", "2", "--telemetry-interval", "0",
+                            "--out", str(tmp_path / "out"), timeout_s=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    row, run, records = _row_and_records(tmp_path / "out")
+    assert (row["users"], row["stages"], row["duration_s"], row["processes"]) == (
+        "6", "3", "9", "2")
+    assert int(row["failed"]) == 0 and len(records) == int(row["requests_sent"])
+    assert sorted(r["request_id"] for r in records) == list(range(len(records)))  # numbered once
+    assert {r["worker"] for r in records} == {0, 1}
+    assert [s["stage"] for s in run["stages"]] == ["two", "six", "one"]
+    assert sum(s["sent"] for s in run["stages"]) == len(records)
+    peaks = {"two": _peak_in_flight(records, 0, 2), "six": _peak_in_flight(records, 4, 5.5),
+             "one": _peak_in_flight(records, 7.5, 9)}
+    assert peaks == {"two": 2, "six": 6, "one": 1}, peaks
+    assert {w["worker"] for w in run["workers"]} == {0, 1}
+
+
+@pytest.mark.engine
+def test_open_loop_stages_across_worker_processes_keep_the_masters_schedule(tmp_path: Path):
+    """Each stage's rate, drawn once (the same on every process: the workers' schedules are
+    checked against the master's), sent by whichever worker is handed each send."""
+    stages = tmp_path / "stages.yaml"
+    stages.write_text("- {rate: 5, duration: 3s, arrival: constant, name: slow}\n"
+                      "- {rate: 20, duration: 3s, arrival: constant, name: fast}\n")
+    with running_pacer("--ttft-ms", "20", "--gap-ms", "5", "--tokens", "4") as url:
+        result = run_locust("--engine", "vllm", "--model", "pacer", "--host", url,
+                            "--max-tokens", "4", "--requests", "8", "--stages", str(stages),
+                            "--users", "8", "--processes", "2", "--telemetry-interval", "0",
+                            "--out", str(tmp_path / "out"), timeout_s=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    row, run, records = _row_and_records(tmp_path / "out")
+    assert len(records) == 15 + 60 and {r["worker"] for r in records} == {0, 1}
+    sent = {s["stage"]: s["sent"] for s in run["stages"]}
+    assert sent == {"slow": 15, "fast": 60}, sent
+    assert float(row["send_lag_p99_ms"]) < 50, row["send_lag_p99_ms"]
+    assert "behind_schedule" not in row["verdict_reasons"]
+    assert float(row["send_lag_worst_worker_p99_ms"]) < 50
+
+
+def test_a_constant_stage_sends_its_rate_times_its_duration():
+    stages = parse_stages([{"rate": 5, "duration": 2, "arrival": "constant"},
+                           {"rate": 20, "duration": 2, "arrival": "constant"},
+                           {"rate": 10, "duration": 3, "arrival": "constant"}])
+    offsets = stage_offsets_ns(stages)
+    assert len(offsets) == 10 + 40 + 30 and len(set(offsets)) == len(offsets)

@@ -142,6 +142,46 @@ def test_with_worker_processes_the_tab_shows_the_masters_merged_records(tmp_path
     assert live["ttft_ms"]["p50"] == pytest.approx(float(row["ttft_p50_ms"]), abs=1e-3)
 
 
+def test_under_a_web_base_path_the_rigs_routes_and_links_follow_it(tmp_path: Path):
+    """Locust's --web-base-path moves its own routes; the rig's page, JSON, files, /metrics and
+    the tab's rows move with them, and the Download Data tab links to the run's files."""
+    import urllib.error
+
+    out = tmp_path / "results"
+    base = "/rig/load"
+    with running_pacer("--ttft-ms", "5", "--gap-ms", "5") as engine_url, \
+            running_web_ui(engine_url, out, "--requests", "6", "--max-tokens", "4",
+                           base_path=base + "/") as ui:
+        root = ui.removesuffix(base)
+        index = _get(ui + "/").decode()
+        _start(ui, engine_url)
+        wait_for(lambda: json.loads(_get(ui + "/llm/live.json"))["state"] == "finished",
+                 "the run finished", timeout_s=60)
+        live = json.loads(_get(ui + "/llm/live.json"))
+        tab = json.loads(_get(ui + "/stats/requests"))["extended_stats"]
+        page = _get(ui + "/llm").decode()
+        metrics = _get(ui + "/metrics").decode()
+        files = {name: _get(root + href) for name, href in live["files"].items()
+                 if name != "report"}  # building it takes seconds: the browser test follows it
+        misses = []
+        for path in ("/llm", "/llm/live.json", "/metrics", "/llm/files/run.json"):
+            try:
+                _get(root + path)
+            except urllib.error.HTTPError as exc:
+                misses.append(exc.code)
+    row = _rows(out)[0]
+    assert set(live["files"]) == {"run.json", "requests.jsonl", "report"}
+    assert all(href.startswith(base + "/llm/") for href in live["files"].values())
+    assert json.loads(files["run.json"])["run_id"] == row["run_id"]
+    assert len(files["requests.jsonl"].splitlines()) == 6
+    assert tab[0]["key"] == "llm" and any(r["figure"] == "Verdict" for r in tab[0]["data"])
+    assert f'llm_rig_requests_done_total{{engine="vllm"' in metrics
+    assert 'fetch("llm/live.json"' in page and 'href="metrics"' in page  # relative: BASE/...
+    assert misses == [404] * 4  # nothing of the rig's left at the root
+    for href in ("/llm", "/llm/files/run.json", "/llm/files/requests.jsonl", "/llm/report"):
+        assert f'"href": "{base}{href}"' in index or f'"href":"{base}{href}"' in index
+
+
 def test_the_tabs_itl_percentiles_are_the_summarys_within_half_a_bin():
     """ITL so far comes from 0.01 ms bins (gaps past 1 s exact), read in two batches."""
     import random

@@ -1,8 +1,9 @@
 """The web UI as a person uses it, in Debian's headless Chromium (driven by its chromium-driver):
 start a run from Locust's form against the pacing server, open the LLM tab and watch the
 progress reach the total, read the TTFT and the verdict there and on the run's page (/llm),
-follow its links to run.json and the report. Screenshots are kept beside the test's results
-(tmp_path/shots).
+follow its links to run.json and the report, and find them in Locust's Download Data tab too.
+Locust runs under a --web-base-path, as behind a proxy, so every link is seen to follow it.
+Screenshots are kept beside the test's results (tmp_path/shots).
 
 In the engine tier: a browser takes several seconds to start and a core while it runs.
 scripts/test.sh installs chromium and chromium-driver for the whole suite; without them, or
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.engine
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 REQUESTS = 60  # about 10 s at 2 users: the tab (polled every 2 s) shows it running
+BASE = "/rig"  # Locust's --web-base-path
 
 
 @pytest.fixture
@@ -77,7 +79,7 @@ def test_a_run_started_from_the_form_shows_its_progress_ttft_and_verdict(
     out = tmp_path / "results"
     with running_pacer("--ttft-ms", "20", "--gap-ms", "20") as engine_url, \
             running_web_ui(engine_url, out, "--requests", str(REQUESTS), "--max-tokens", "16",
-                           "--ignore-eos") as ui:
+                           "--ignore-eos", base_path=BASE) as ui:
         driver.get(ui + "/")
         users = _until("the form", lambda: driver.find_elements(By.NAME, "userCount"))[0]
         users.send_keys(Keys.CONTROL, "a")  # the form's own field: clear() leaves React's value
@@ -93,6 +95,11 @@ def test_a_run_started_from_the_form_shows_its_progress_ttft_and_verdict(
         end = _until("the verdict in the tab", lambda: (
             rows := _tab_rows(driver)).get("Verdict", "").isupper() and rows)
         driver.save_screenshot(str(shots / "3-llm-tab-done.png"))
+        [t for t in driver.find_elements(By.CSS_SELECTOR, "[role=tab]")
+         if "DOWNLOAD" in t.text.strip().upper()][0].click()
+        downloads = {a.text: a.get_attribute("href") for a in _until(
+            "the Download Data tab's links", lambda: driver.find_elements(
+                By.PARTIAL_LINK_TEXT, "LLM: "))}
 
         driver.get(ui + "/llm")
         verdict = _until("the page's verdict", lambda: driver.find_element(
@@ -102,7 +109,11 @@ def test_a_run_started_from_the_form_shows_its_progress_ttft_and_verdict(
         page_progress = driver.find_element(By.ID, "progress").text
         line = driver.find_element(By.CSS_SELECTOR, "#chart-tok-s polyline").get_attribute("points")
         scale = driver.find_element(By.ID, "chart-tok-s-scale").text
+        failed_line = driver.find_element(By.CSS_SELECTOR, "#chart-failed polyline"
+                                          ).get_attribute("points")
         driver.save_screenshot(str(shots / "4-run-page.png"))
+        driver_urls = {"run.json": driver.find_element(By.ID, "file-run-json").get_attribute(
+            "href")}
         driver.find_element(By.ID, "file-run-json").click()
         run_json = json.loads(_until("run.json", lambda: driver.find_element(
             By.TAG_NAME, "body").text))
@@ -120,10 +131,13 @@ def test_a_run_started_from_the_form_shows_its_progress_ttft_and_verdict(
     assert verdict == end["Verdict"] == row["verdict"].upper() == run_json["verdict"].upper()
     assert page_progress == f"{REQUESTS} of {REQUESTS} requests"
     assert len(line.split()) >= 2 and "peak" in scale, (line, scale)  # tok/s drawn over time
+    assert {p.split(",")[1] for p in failed_line.split()} == {"100.00"}  # none failed, any time
     # TTFT as shown (whole ms from 10 ms up) is the row's p50, exact from the same records
     assert page_ttft == f"{float(row['ttft_p50_ms']):,.0f}"
     assert end["TTFT"].startswith(f"p50 {page_ttft} · ")
     assert run_json["run_id"] == row["run_id"] and row["users"] == "2"
+    assert downloads["LLM: this run's run.json"] == f"{ui}/llm/files/run.json"
+    assert driver_urls["run.json"] == f"{ui}/llm/files/run.json"  # BASE kept by the page's link
     assert report_title and (out / "runs" / row["run_id"] / "report" / "report.html").exists()
     assert all((shots / name).stat().st_size > 10_000 for name in (
         "1-form.png", "2-llm-tab-running.png", "3-llm-tab-done.png", "4-run-page.png"))

@@ -125,7 +125,7 @@ def checked_args(argv: list[str]) -> argparse.Namespace:
         with _key_in_secret(args.api_key_env, args.api_key_secret):
             run.check_run_options(args, args.host)
     except (ConfigError, WorkloadError) as exc:
-        p.error(str(exc).replace("drop --processes", "not across workers yet"))
+        p.error(str(exc))
     return args
 
 

@@ -28,10 +28,14 @@ session's start (its first turn). Across processes the same, with session indice
 Time-bounded runs (--duration, --stages: loadtest/client/timing.py): the queue cycles through
 the workload, each send numbered anew (its record's request_id), and take() hands out nothing once
 the duration from the origin has passed; the run ends when the last request in flight is done.
-Across processes (--duration; --stages stays in one) the master numbers the sends and owns the
+Across processes (--duration and --stages alike) the master numbers the sends and owns the
 duration from its first hand-out: a worker sends what it is handed (send n is the workload's
-request n modulo its length, due at the schedule's offset n in open loop) until handed nothing. Staged load opens dispatch with the first ready user (a ramp spawns the rest
-while it runs) and leaves the quitting to its shape (loadtest/client/shape.py).
+request n modulo its length, due at the schedule's offset n in open loop) until handed nothing.
+Once the duration is over the master tells every worker that got work so (an empty hand-out),
+so one whose users a stage has stopped, and that asks for nothing, still reports done.
+Staged load opens dispatch with the first ready user (a ramp spawns the rest while it runs) and
+leaves the quitting to its shape (loadtest/client/shape.py); across processes the shape runs on
+the master, which spreads each stage's users over the workers (Locust's own distribution).
 """
 
 from __future__ import annotations
@@ -106,6 +110,7 @@ class Dispatcher:
         self.run_origin_ns: int | None = None  # when dispatch opened (perf_counter_ns)
         self._deadline_ns: int | None = None
         self._sends = 0
+        self._told_over = False  # master: every worker told the timed run's sending is over
         self._register()
 
     @property
@@ -289,10 +294,14 @@ class Dispatcher:
         self._clock_reply.set()
 
     def clock_report(self) -> dict[str, Any]:
-        """A worker's word on its clock, for the master's row (empty where not measured)."""
+        """A worker's word on its clock, for the master's row and run.json's `workers`: its
+        index, the offset it measured (the master's clock minus its own) and that offset's
+        error bound (no clock figures where not measured)."""
+        report: dict[str, Any] = {"worker": max(getattr(self.runner, "worker_index", 0), 0)}
         if self._clock_error_ns is None or self._clock_error_ns < 0:
-            return {}
-        return {"clock_sync_error_ms": self._clock_error_ns / 1e6}
+            return report
+        return {**report, "clock_offset_ms": self._clock_offset_ns / 1e6,
+                "clock_sync_error_ms": self._clock_error_ns / 1e6}
 
     def _on_work(self, msg: Any, **_: Any) -> None:
         ids = msg.data["ids"]
@@ -348,6 +357,19 @@ class Dispatcher:
         self._sends += len(ids)
         return ids
 
+    def _tell_sending_over(self) -> None:
+        """A timed run past its duration (or its schedule handed out): an empty hand-out to each
+        worker that got work, once; a worker's users may be waiting for nothing (a stage
+        stopped them all), so it would not ask and learn it."""
+        if self._told_over or self._deadline_ns is None or not (
+                perf_counter_ns() >= self._deadline_ns
+                or (self._schedule is not None and self._sends >= len(self._schedule))):
+            return
+        self._told_over = True
+        for worker in list(self._busy_workers):
+            self.runner.send_message("rig_work", {"ids": [], "origin": self._origin_master_ns},
+                                     client_id=worker)
+
     def _on_clock_ping(self, msg: Any, **_: Any) -> None:
         self.runner.send_message("rig_clock", {"t0": msg.data["t0"], "master_ns": perf_counter_ns()},
                                  client_id=msg.node_id)
@@ -363,6 +385,7 @@ class Dispatcher:
         or network lost) is an error, exit 2; one that quit (Ctrl-C) is an interruption."""
         while not self._finished:
             gevent.sleep(_WATCH_WORKERS_S)
+            self._tell_sending_over()
             clients = self.runner.clients
             quit_ = [w for w in self._busy_workers if clients.get(w) is None]
             missing = [w for w in self._busy_workers

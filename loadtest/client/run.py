@@ -41,7 +41,7 @@ from loadtest.results.goodput import Slo, goodput, parse_slo
 from loadtest.results.recount import recount
 from loadtest.results.redact import redact_url
 from loadtest.results.files import RecordWriter, ResultsError, append_run_row, write_json
-from loadtest.results.summary import summarize
+from loadtest.results.summary import summarize, worker_send_lags
 from loadtest.client.targets import dialect_for
 from loadtest.telemetry import Telemetry, start_telemetry
 from loadtest.telemetry.output_counter import counted_by_engine, read_output_counter
@@ -52,7 +52,8 @@ from loadtest.workload.usage import prompt_token_columns
 from servers.prefix_cache import reset_prefix_cache
 from servers.registry import SPECS
 
-__all__ = ["Run", "RunOptions", "WORST_PROCESS_COLUMNS", "run_options", "worst_process"]
+__all__ = ["Run", "RunOptions", "WORST_PROCESS_COLUMNS", "run_options", "workers_section",
+           "worst_process"]
 
 log = logging.getLogger("llm-load-rig")
 
@@ -81,6 +82,27 @@ def worst_process(own: dict[str, Any], workers: list[dict[str, Any]]) -> dict[st
         values = [v for v in (own.get(column), *(w.get(column) for w in workers)) if v is not None]
         merged[column] = max(values) if values else None
     return merged
+
+
+def workers_section(records: list[RequestRecord],
+                    reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """run.json's `workers`: per worker (Locust's worker index, record.worker), the clock offset
+    it measured against the master at its start and that offset's error, and in open loop its
+    own send lag p50/p99. Empty in one process."""
+    if not reports:
+        return []
+    lags = {w["worker"]: w for w in worker_send_lags(records)}
+    out = []
+    for report in sorted(reports, key=lambda r: r.get("worker", -1)):
+        index = report.get("worker")
+        lag = lags.get(index, {})
+        out.append({"worker": index,
+                    "records": sum(1 for r in records if r.worker == index),
+                    "clock_offset_ms": report.get("clock_offset_ms"),
+                    "clock_sync_error_ms": report.get("clock_sync_error_ms"),
+                    "send_lag_p50_ms": lag.get("send_lag_p50_ms"),
+                    "send_lag_p99_ms": lag.get("send_lag_p99_ms")})
+    return out
 
 
 def engine_runqueue_at(url: str) -> EngineRunQueueWait | None:
@@ -331,6 +353,9 @@ class Run:
         row.update(flaw_columns(self.records))
         time_sections = self.timing.figures(self.records, self.dispatcher.run_origin_ns)
         row.update(time_sections.pop("columns"))
+        workers = workers_section(self.records, self.dispatcher.worker_reports)
+        if workers:
+            time_sections["workers"] = workers
         if row["flawed_requests"] and not self.environment.process_exit_code:
             self.environment.process_exit_code = 1  # the engine misanswered: as for failures
         row["warnings"] = check_run(row)

@@ -133,10 +133,14 @@ def stage_offsets_ns(stages: list[Stage], seed: int = 0) -> list[int]:
     offsets: list[int] = []
     for stage, (start, end) in zip(stages, stage_bounds(stages)):
         assert stage.rate is not None
-        t = start
+        t, sends = start, 0
         while t < end:
             offsets.append(round(t * 1e9))
-            t += 1 / stage.rate if stage.arrival == "constant" else rng.expovariate(stage.rate)
+            sends += 1
+            # constant: the n-th send at start + n / rate, not a sum of n gaps (0.2 added ten
+            # times is 1.9999...: one send too many at a stage's end)
+            t = (start + sends / stage.rate if stage.arrival == "constant"
+                 else t + rng.expovariate(stage.rate))
     return offsets
 
 

@@ -183,8 +183,6 @@ def _check_combination(options: Any, name: str) -> None:
             options, "dataset_mode", "") == "conversation":
         raise ConfigError(f"{name} runs single requests: a conversation or trace workload has "
                           "its own length")
-    if name == "--stages" and getattr(options, "processes", None) not in (None, 0, 1):
-        raise ConfigError("--stages runs in one client process: drop --processes")
 
 
 def _typed(options: Any, name: str, kind: Any, default: Any) -> Any:

@@ -15,7 +15,11 @@ as Locust's examples/extend_web_ui.py does):
 - /llm/live.json: those figures as JSON; /llm/files/run.json, /llm/files/requests.jsonl and
   /llm/report: the current run's files (the report is built on first request, from runs.csv);
 - /metrics: the same figures in Prometheus's text format (docs/web-ui.md: the names and
-  example queries).
+  example queries);
+- in Locust's "Download Data" tab (its `extended_csv_files` links): the run's page, run.json,
+  requests.jsonl and the report, since the tab's table rows hold text only.
+
+With Locust's --web-base-path every one of these routes follows the base path, as Locust's own do.
 
 The figures are the run's own, from the records its row is built from (Run.records; with
 --processes the master's merged records): loadtest/client/progress.py's tally, with the pooled
@@ -100,8 +104,9 @@ class Live:
     """One run's live figures, brought up to date at each read (a poll of the tab, the page or
     /metrics): only the records that arrived since the last read are looked at."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, base: str = "") -> None:
         self.run = run
+        self.base = base  # --web-base-path, without its trailing slash
         self._progress = Progress(run, 0.0)  # never started: its snapshot() alone is used
         self.tally = LiveTally()
         self._progress.tally = self.tally
@@ -122,7 +127,7 @@ class Live:
             "ttft_ms": {f"p{q}": self.tally.ttft_ms(q) for q in QUANTILES},
             "itl_ms": {f"p{q}": self.tally.itl_ms(q) for q in QUANTILES},
             "failed": sum(s.errors.values()), "errors": s.errors, "cpu_pct": s.cpu_pct,
-            "verdict": _verdict(run.row), "files": _links(run),
+            "verdict": _verdict(run.row), "files": _links(run, self.base),
             "timeline": self._timeline(), "telemetry": self._latest_telemetry(),
         }
 
@@ -182,12 +187,12 @@ def _verdict(row: dict[str, Any] | None) -> dict[str, Any] | None:
             "warnings": [{"name": n, "text": WARNINGS.get(n, "")} for n in row["warnings"]]}
 
 
-def _links(run: Run) -> dict[str, str]:
+def _links(run: Run, base: str) -> dict[str, str]:
     if not run.run_id:
         return {}
-    links = {name: f"/llm/files/{name}" for name in FILES}
+    links = {name: f"{base}/llm/files/{name}" for name in FILES}
     if run.row is not None:
-        links["report"] = "/llm/report"
+        links["report"] = f"{base}/llm/report"
     return links
 
 
@@ -216,7 +221,8 @@ def figures_table(f: dict[str, Any]) -> list[dict[str, str]]:
         *_telemetry_rows(f.get("telemetry")),
     ]
     rows += _verdict_rows(f["verdict"])
-    rows.append(("Files", "run.json, requests.jsonl and the report: this run's page, /llm"))
+    rows.append(("Files", "run.json, requests.jsonl and the report: links in the Download Data "
+                          "tab and on this run's page, /llm"))
     return [{"figure": k, "value": v} for k, v in rows]
 
 
@@ -345,8 +351,9 @@ def _verdict_metric(f: dict[str, Any], names: list[str], labels: list[str]) -> l
 class _LiveOf:
     """The Live of the current run (a new one for each Start's new Run)."""
 
-    def __init__(self, current_run: Callable[[], Run | None]) -> None:
+    def __init__(self, current_run: Callable[[], Run | None], base: str) -> None:
         self.current_run = current_run
+        self.base = base
         self._live: Live | None = None
 
     def __call__(self) -> Live | None:
@@ -354,7 +361,7 @@ class _LiveOf:
         if run is None:
             return None
         if self._live is None or self._live.run is not run:
-            self._live = Live(run)
+            self._live = Live(run, self.base)
         return self._live
 
     def figures(self) -> dict[str, Any] | None:
@@ -367,22 +374,40 @@ def install(environment: Any, current_run: Callable[[], Run | None]) -> None:
     web_ui = getattr(environment, "web_ui", None)
     if web_ui is None:
         return
-    live = _LiveOf(current_run)
+    base = base_path(environment)
+    live = _LiveOf(current_run, base)
     web_ui.template_args.update(
         extended_tabs=[{"title": "LLM", "key": TAB_KEY}],
         extended_tables=[{"key": TAB_KEY, "structure": [{"key": "figure", "title": "Figure"},
-                                                        {"key": "value", "title": "Value"}]}])
-    _add_tab_stats(web_ui, live)
-    _add_routes(web_ui, live)
+                                                        {"key": "value", "title": "Value"}]}],
+        extended_csv_files=download_links(base))
+    _add_tab_stats(web_ui, live, base)
+    _add_routes(web_ui, live, base)
 
 
-def _add_tab_stats(web_ui: Any, live: _LiveOf) -> None:
+def base_path(environment: Any) -> str:
+    """Locust's --web-base-path ("/rig/" or "/rig" -> "/rig"; none -> "")."""
+    options = getattr(environment, "parsed_options", None)
+    return str(getattr(options, "web_base_path", "") or "").rstrip("/")
+
+
+def download_links(base: str) -> list[dict[str, str]]:
+    """Links in Locust's Download Data tab: its one extension point that holds links (the LLM
+    tab's table renders each cell as text). They always lead to the current run's files."""
+    return [{"href": f"{base}/llm", "title": "LLM: this run's page (figures, charts, verdict)"},
+            {"href": f"{base}/llm/files/run.json", "title": "LLM: this run's run.json"},
+            {"href": f"{base}/llm/files/requests.jsonl",
+             "title": "LLM: this run's requests.jsonl (one record a request)"},
+            {"href": f"{base}/llm/report", "title": "LLM: this run's report (once it has ended)"}]
+
+
+def _add_tab_stats(web_ui: Any, live: _LiveOf, base: str) -> None:
     """Each /stats/requests answer (Locust's poll while a run goes on) carries the tab's rows."""
     from flask import Response, request
 
     @web_ui.app.after_request
     def _extend(response: Response) -> Response:
-        if request.path != "/stats/requests" or response.status_code != 200:
+        if request.path != f"{base}/stats/requests" or response.status_code != 200:
             return response
         figures = live.figures()
         rows = figures_table(figures) if figures is not None else []
@@ -392,23 +417,23 @@ def _add_tab_stats(web_ui: Any, live: _LiveOf) -> None:
         return response
 
 
-def _add_routes(web_ui: Any, live: _LiveOf) -> None:
+def _add_routes(web_ui: Any, live: _LiveOf, base: str) -> None:
     from flask import Response, jsonify, send_file
 
     app = web_ui.app
     guard = web_ui.auth_required_if_enabled
 
-    @app.route("/llm")
+    @app.route(f"{base}/llm")
     @guard
     def llm_page() -> Response:
         return Response(PAGE.read_text(), mimetype="text/html")
 
-    @app.route("/llm/live.json")
+    @app.route(f"{base}/llm/live.json")
     @guard
     def llm_live() -> Response:
         return jsonify(live.figures() or {"state": "no run"})
 
-    @app.route("/llm/files/<name>")
+    @app.route(f"{base}/llm/files/<name>")
     @guard
     def llm_file(name: str) -> Response:
         current = live()
@@ -416,7 +441,7 @@ def _add_routes(web_ui: Any, live: _LiveOf) -> None:
             return Response("no such file of the current run\n", status=404)
         return send_file(current.run.run_dir / name, mimetype="text/plain")
 
-    @app.route("/llm/report")
+    @app.route(f"{base}/llm/report")
     @guard
     def llm_report() -> Response:
         current = live()
@@ -424,7 +449,7 @@ def _add_routes(web_ui: Any, live: _LiveOf) -> None:
             return Response("the report comes once the run has ended\n", status=404)
         return _report(current.run)
 
-    @app.route("/metrics")
+    @app.route(f"{base}/metrics")
     @guard
     def metrics() -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST

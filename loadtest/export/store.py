@@ -4,9 +4,13 @@
     OUT/requests.parquet    the requests table, keyed by run_id
     OUT/run_files.parquet   each run's other files the report reads, as text
     OUT/results.duckdb      the same three tables in one DuckDB database
+    OUT/export.json         the manifest: the files above and their sizes, written last
 
 Every file is written into a hidden folder beside OUT's and renamed into place once complete and
-synced, so a reader (or a crash) sees the old file or the new one, never a part. The Parquet files
+synced, so a reader (or a crash) sees the old file or the new one, never a part. The export is
+whole too, not only each file: the old manifest goes before the first rename and the new one
+comes after the last, so a crash between two renames (old and new files mixed) leaves no
+manifest, and read_export() refuses a folder without one. The Parquet files
 carry the tables' types (pyarrow); the database is made from the very same Arrow tables.
 read_export() reads either form back, and write_results_folder() lays tables out as the results
 folder they came from (runs.csv per folder, runs/RUN_ID/requests.jsonl and the run's files), for
@@ -29,12 +33,13 @@ from loadtest.export.tables import (EXTRA_RUN_COLUMNS, OPTIONAL_REQUEST_KEYS, RE
                                     ExportError, Tables, ns_to_unix)
 from loadtest.results.files import write_csv
 
-__all__ = ["DATABASE", "PARQUET", "is_export", "read_export", "write_export",
+__all__ = ["DATABASE", "MANIFEST", "PARQUET", "is_export", "read_export", "write_export",
            "write_results_folder"]
 
 TABLES = ("runs", "requests", "run_files")
 PARQUET = {name: f"{name}.parquet" for name in TABLES}
 DATABASE = "results.duckdb"
+MANIFEST = "export.json"
 
 
 def _arrow_type(kind: str) -> Any:
@@ -84,19 +89,60 @@ def write_export(tables: Tables, out: Path) -> list[Path]:
         except (pa.ArrowException, duckdb.Error) as exc:
             raise ExportError(f"cannot write the export under {out} ({_first_line(exc)})") \
                 from None
-        written = []
-        for file in [*PARQUET.values(), DATABASE]:
-            _sync(staging / file)
-            os.replace(staging / file, out / file)
-            written.append(out / file)
-        return written
+        return _swap_in(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _swap_in(staging: Path, out: Path) -> list[Path]:
+    """Move the staged files into `out` as one export: no manifest while they are renamed."""
+    files = [*PARQUET.values(), DATABASE]
+    for file in files:
+        _sync(staging / file)
+    manifest = {"files": {f: (staging / f).stat().st_size for f in files}}
+    (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    _sync(staging / MANIFEST)
+    (out / MANIFEST).unlink(missing_ok=True)
+    _sync_folder(out)  # the old manifest is gone before any of its files is replaced
+    for file in files:
+        os.replace(staging / file, out / file)
+    _sync_folder(out)
+    os.replace(staging / MANIFEST, out / MANIFEST)
+    _sync_folder(out)
+    return [out / f for f in (*files, MANIFEST)]
 
 
 def _sync(path: Path) -> None:
     with path.open("rb") as file:
         os.fsync(file.fileno())
+
+
+def _sync_folder(path: Path) -> None:
+    """Make the renames in `path` durable, in the order they were made."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _check_manifest(path: Path) -> None:
+    """An export folder's files are the ones its manifest lists: ExportError, in one line, for
+    one an export left cut short (no manifest) or whose files were changed since."""
+    try:
+        listed = json.loads((path / MANIFEST).read_text(encoding="utf-8"))["files"]
+    except FileNotFoundError:
+        raise ExportError(f"{path} has no {MANIFEST}: an export cut short (its files may be of "
+                          "two exports), or one from before manifests; run rig export again") \
+            from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ExportError(f"{path}/{MANIFEST} cannot be read ({_first_line(exc)}); run rig "
+                          "export again") from None
+    for name, size in listed.items():
+        file = path / _inside(str(name))
+        if not file.is_file() or file.stat().st_size != size:
+            raise ExportError(f"{path}: {name} is not the file {MANIFEST} lists (changed since "
+                              "the export); run rig export again")
 
 
 def is_export(path: Path) -> bool:
@@ -115,6 +161,7 @@ def read_export(path: Path) -> Tables:
             return _read_database(path)
         import pyarrow.parquet as pq
 
+        _check_manifest(path)
         frames = {}
         for name in TABLES:
             file = path / PARQUET[name]

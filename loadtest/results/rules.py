@@ -196,6 +196,15 @@ WARNING_RULES: tuple[Rule, ...] = (
          fires=_starts("client_pinned_by", "shared")),
 )
 
+def _behind_schedule(row: Row, lim: Mapping[str, float]) -> bool:
+    """Open loop (a send lag measured): any process sent late, or a worker's clock could put its
+    sends off the schedule by more than the same limit."""
+    if row.get("send_lag_p99_ms") is None:
+        return False
+    return max(row.get("send_lag_p99_ms") or 0, row.get("send_lag_worst_worker_p99_ms") or 0,
+               row.get("clock_sync_error_ms") or 0) > lim["send_lag_ms"]
+
+
 REASON_RULES: tuple[Rule, ...] = (
     Rule("failed_requests", "some requests failed, so the workload was not done as asked",
          fires=_has("failed")),
@@ -214,9 +223,12 @@ REASON_RULES: tuple[Rule, ...] = (
          "open loop: sends lagged their scheduled times by over {send_lag_ms:g} ms at p99 "
          "(send_lag_p99_ms), so the rate asked was not the rate sent: the --users cap was full "
          "(capped_requests) or the client fell behind; latency from the schedule "
-         "(ttft_sched_*) shows the queueing", "raise --users or lower --rate",
-         {"send_lag_ms": SEND_LAG_LIMIT_MS},
-         lambda row, lim: (row.get("send_lag_p99_ms") or 0) > lim["send_lag_ms"]),
+         "(ttft_sched_*) shows the queueing. With workers, any one worker's own p99 "
+         "(send_lag_worst_worker_p99_ms) counts, and so does a worker's clock matched to the "
+         "master's only within more than that (clock_sync_error_ms): its sends could be that far "
+         "off the one schedule", "raise --users or lower --rate, or add workers (put them nearer "
+         "the master for a clock match)",
+         {"send_lag_ms": SEND_LAG_LIMIT_MS}, _behind_schedule),
     Rule("front_end_lag",
          "the client's mean TTFT is over {gap_ms:g} ms and {gap_pct:g}% above the engine's own "
          "(its /metrics over the run): requests waited in the engine's API server or the host, "

@@ -86,6 +86,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("send_lag_p50_ms", float, "ms", "actual send - scheduled send: p50" + _OPEN),
     Column("send_lag_p99_ms", float, "ms", "actual send - scheduled send: p99" + _OPEN),
     Column("send_lag_max_ms", float, "ms", "actual send - scheduled send: max" + _OPEN),
+    Column("send_lag_worst_worker_p99_ms", float, "ms", "with several load-generator processes or workers: the largest of each one's own send lag p99 (each one's p50 and p99, with the clock offset it measured against the master, are in run.json's `workers`; empty in one process)" + _OPEN),
     Column("capped_requests", int, "", "requests that found every user busy" + _OPEN),
     Column("cap_wait_p99_ms", float, "ms", "their wait for a free user, p99" + _OPEN),
     Column("scheduled_rate_per_s", float, "req/s", "the schedule's rate over its own span" + _OPEN),
