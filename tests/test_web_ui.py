@@ -218,14 +218,19 @@ def test_the_timeline_is_per_second_then_wider_and_telemetry_is_the_latest_sampl
     second = 1_000_000_000
     records = [RequestRecord(request_id=i, prompt_id="p", sent_at=0.0, sent_ns=i * second,
                              first_chunk_ns=i * second + 50_000_000, done_ns=i * second + second // 2,
-                             output_tokens=10) for i in range(300)]
+                             output_tokens=10, chunk_gaps_ns=[20_000_000] * 9) for i in range(300)]
+    records[7] = RequestRecord(request_id=7, prompt_id="p", sent_at=0.0, sent_ns=7 * second,
+                               done_ns=7 * second + 1, error_kind="timeout")
     timeline = Timeline()
     timeline.update(records[:100])
     timeline.update(records)  # only the new ones are read
     points = timeline.points()
     assert len(points) <= MAX_POINTS and points[0]["width_s"] == 3
-    assert sum(p["output_tok_per_s"] * p["width_s"] for p in points) == 3000
+    assert sum(p["output_tok_per_s"] * p["width_s"] for p in points) == 2990
     assert points[0]["ttft_p50_ms"] == pytest.approx(50.0)
+    assert points[0]["itl_p50_ms"] == pytest.approx(20.0, rel=0.042)  # its bin's middle
+    assert points[2]["failed_by_kind"] == {"timeout": 1} and points[2]["failed"] == 1
+    assert points[3]["failed_by_kind"] == {} and points[3]["failed"] == 0
     path = tmp_path / "telemetry.jsonl"
     path.write_text('{"t": 1, "source": "gpu", "gpu": 0, "util_pct": 10, "mem_used_mib": 5}\n'
                     '{"t": 1, "source": "engine", "running": 3, "waiting": 1, "kv_cache_pct": 9}\n')
@@ -237,3 +242,6 @@ def test_the_timeline_is_per_second_then_wider_and_telemetry_is_the_latest_sampl
     assert latest["gpus"] == [{"gpu": 0, "util_pct": 80, "mem_used_mib": 6, "mem_total_mib": None,
                                "power_w": None}]
     assert latest["engine"] == {"running": 3, "waiting": 1, "kv_cache_pct": 9}
+    assert tail.points() == [  # per second from the first sample, the GPUs' mean
+        {"t_s": 0, "width_s": 1, "gpu_util_pct": 10.0, "running": 3.0, "waiting": 1.0},
+        {"t_s": 1, "width_s": 1, "gpu_util_pct": 80.0, "running": None, "waiting": None}]

@@ -3,7 +3,8 @@ start a run from Locust's form against the pacing server, open the LLM tab and w
 progress reach the total, read the TTFT and the verdict there and on the run's page (/llm),
 follow its links to run.json and the report, and find them in Locust's Download Data tab too.
 Locust runs under a --web-base-path, as behind a proxy, so every link is seen to follow it.
-Screenshots are kept beside the test's results (tmp_path/shots).
+Screenshots are kept as the suite's artifacts, in build/test-artifacts/web-ui/ (each run
+replaces the last).
 
 In the engine tier: a browser takes several seconds to start and a core while it runs.
 scripts/test.sh installs chromium and chromium-driver for the whole suite; without them, or
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from rig_helpers import running_pacer, running_web_ui
+from rig_helpers import REPO, running_pacer, running_web_ui
 
 pytestmark = pytest.mark.engine
 
@@ -74,8 +76,9 @@ def test_a_run_started_from_the_form_shows_its_progress_ttft_and_verdict(
     from selenium.webdriver.common.keys import Keys
 
     driver = browser
-    shots = tmp_path / "shots"
-    shots.mkdir()
+    shots = REPO / "build" / "test-artifacts" / "web-ui"
+    shutil.rmtree(shots, ignore_errors=True)
+    shots.mkdir(parents=True)
     out = tmp_path / "results"
     with running_pacer("--ttft-ms", "20", "--gap-ms", "20") as engine_url, \
             running_web_ui(engine_url, out, "--requests", str(REQUESTS), "--max-tokens", "16",
@@ -111,6 +114,7 @@ def test_a_run_started_from_the_form_shows_its_progress_ttft_and_verdict(
         scale = driver.find_element(By.ID, "chart-tok-s-scale").text
         failed_line = driver.find_element(By.CSS_SELECTOR, "#chart-failed polyline"
                                           ).get_attribute("points")
+        itl_scale = driver.find_element(By.ID, "chart-itl-scale").text
         driver.save_screenshot(str(shots / "4-run-page.png"))
         driver_urls = {"run.json": driver.find_element(By.ID, "file-run-json").get_attribute(
             "href")}
@@ -132,6 +136,9 @@ def test_a_run_started_from_the_form_shows_its_progress_ttft_and_verdict(
     assert page_progress == f"{REQUESTS} of {REQUESTS} requests"
     assert len(line.split()) >= 2 and "peak" in scale, (line, scale)  # tok/s drawn over time
     assert {p.split(",")[1] for p in failed_line.split()} == {"100.00"}  # none failed, any time
+    # the pacer's chunks come 20 ms apart: each second's ITL p50 within its bin's 4.2% of that
+    itl_peak = float(re.search(r"peak ([\d.]+) ms", itl_scale).group(1))
+    assert 18.5 <= itl_peak <= 24.0, itl_scale  # (a loaded host sends some chunks late)
     # TTFT as shown (whole ms from 10 ms up) is the row's p50, exact from the same records
     assert page_ttft == f"{float(row['ttft_p50_ms']):,.0f}"
     assert end["TTFT"].startswith(f"p50 {page_ttft} · ")

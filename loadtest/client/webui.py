@@ -129,6 +129,7 @@ class Live:
             "failed": sum(s.errors.values()), "errors": s.errors, "cpu_pct": s.cpu_pct,
             "verdict": _verdict(run.row), "files": _links(run, self.base),
             "timeline": self._timeline(), "telemetry": self._latest_telemetry(),
+            "telemetry_timeline": self._telemetry.points() if self._telemetry else [],
         }
 
     def _latest_telemetry(self) -> dict[str, Any] | None:
