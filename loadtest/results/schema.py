@@ -114,6 +114,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("goodput_req_per_s", float, "req/s", "their rate over the run (with --slo)"),
     Column("goodput_tok_per_s", float, "tok/s", "their output tokens per second (with --slo)"),
     Column("slo_percentiles", str, "", "met, or missed: and the percentile targets missed (with --slo)"),
+    Column("slo_values", str, "", "each target's figure: a percentile's value in ms, a per-request target's share met alone in %, joined with ; (with --slo)"),
     Column("recount", str, "", "--recount: what was checked token by token, off, or why nothing could be"),
     Column("recount_count_mismatches", int, "", "answers whose streamed token ids differ in number from the reported count"),
     Column("recount_text_mismatches", int, "", "answers whose token ids do not decode to the text that arrived"),
