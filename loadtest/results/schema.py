@@ -155,6 +155,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("prefix_groups", int, "", "--prefix-groups (prefix workload)"),
     Column("prefix_len", int, "tokens", "--prefix-len (prefix workload)"),
     Column("think_time_s", float, "s", "--think-time between turns"),
+    Column("lora_adapters", int, "", "--lora-adapters: LoRA adapters the requests were spread over (run.json: per-adapter figures)"),
+    Column("lora_mix", str, "", "--lora-mix: uniform or zipf:S"),
     Column("tokenizer", str, "", "the tokenizer prompts were built with"),
     Column("tokenizer_sha256", str, "", "its digest"),
     Column("dataset_format", str, "", "the dataset's format (dataset workload)"),

@@ -21,6 +21,7 @@ from loadtest.client.targets import dialect_for
 from loadtest.workload.conversations import conversation_name, conversation_sessions
 from loadtest.workload.datasets import dataset_items, dataset_sessions, read_dataset
 from loadtest.workload.items import Context, Item
+from loadtest.workload.lora import mixed_sha256, with_adapters
 from loadtest.workload.options import WorkloadOptions
 from loadtest.workload.prefixes import prefix_items, prefix_name
 from loadtest.workload.prompts import prompt_items, prompts_identity
@@ -99,14 +100,25 @@ def build_workload(prompts_name: str, requests: int, *, api: str, model: str, ma
                    ignore_eos: bool = False, temperature: float = 0.0,
                    ignore_eos_as: str = "ignore_eos", token_ids: bool = False,
                    source: WorkloadOptions | None = None, model_dir: str = "") -> Workload:
-    """The run's workload: --prompts (source None or prompts) or the source's own requests.
-    `requests` counts sessions for conversation workloads. WorkloadError (one line) when the
-    options, files or tokenizer do not make a workload."""
+    """The run's workload: --prompts (source None or prompts) or the source's own requests,
+    spread over LoRA adapters where asked. `requests` counts sessions for conversation
+    workloads. WorkloadError (one line) when the options, files or tokenizer do not make a
+    workload."""
+    source = source or WorkloadOptions()
+    built = _source_workload(prompts_name, requests, api=api, model=model, max_tokens=max_tokens,
+                             ignore_eos=ignore_eos, temperature=temperature,
+                             ignore_eos_as=ignore_eos_as, token_ids=token_ids, source=source,
+                             model_dir=model_dir)
+    return with_adapters(built, source.lora, source.seed)
+
+
+def _source_workload(prompts_name: str, requests: int, *, api: str, model: str, max_tokens: int,
+                     ignore_eos: bool, temperature: float, ignore_eos_as: str, token_ids: bool,
+                     source: WorkloadOptions, model_dir: str) -> Workload:
     if requests <= 0:
         raise WorkloadError(f"--requests must be a positive integer, got {requests}")
     if max_tokens <= 0:
         raise WorkloadError(f"--max-tokens must be a positive integer, got {max_tokens}")
-    source = source or WorkloadOptions()
     bodies = Bodies(api, model, ignore_eos, temperature, ignore_eos_as, token_ids)
     tokens = None
     if source.source != "prompts":
@@ -148,11 +160,13 @@ def workload_sha256(prompts_name: str, requests: int, *, max_tokens: int, ignore
     names its cells before any engine runs): the source's files are hashed, not parsed."""
     source = source or WorkloadOptions()
     if source.source == "prompts":
-        return prompts_identity(prompts_name, requests, max_tokens, ignore_eos, temperature)[1]
+        sha = prompts_identity(prompts_name, requests, max_tokens, ignore_eos, temperature)[1]
+        return mixed_sha256(sha, source.lora, source.seed)
     sampling = {"requests": requests, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
                 "temperature": temperature}
     path = source.dataset if source.source == "dataset" else source.trace
-    return _digest(source, sampling, _file_sha256(path) if path else "")
+    sha = _digest(source, sampling, _file_sha256(path) if path else "")
+    return mixed_sha256(sha, source.lora, source.seed)
 
 
 def _file_sha256(path: Path) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.workload.lengths import Lengths, parse_lengths
+from loadtest.workload.lora import LORA_FLAGS, AdapterMix, add_lora_options, lora_mix
 from loadtest.workload.spec import WorkloadError
 
 __all__ = ["DATASET_FORMATS", "DATASET_MODES", "OPTION_FLAGS", "SOURCES", "WorkloadOptions",
@@ -41,6 +42,7 @@ OPTION_FLAGS = {
     "max_input_len": "--max-input-len", "prefix_groups": "--prefix-groups",
     "prefix_len": "--prefix-len", "turns": "--turns", "think_time": "--think-time",
     "trace": "--trace", "speedup": "--speedup", "seed": "--seed", "tokenizer": "--tokenizer",
+    **LORA_FLAGS,
 }
 
 
@@ -65,6 +67,7 @@ class WorkloadOptions:
     speedup: float = 1.0
     seed: int = 0
     tokenizer: str = ""
+    lora: AdapterMix | None = None  # requests spread over LoRA adapters (loadtest/workload/lora.py)
 
     @property
     def needs_tokenizer(self) -> bool:
@@ -97,6 +100,7 @@ def add_workload_options(parser: Any) -> None:
     add("--seed", default="0", help="seed for every random choice of the workload")
     add("--tokenizer", default="", help="tokenizer.json (or its folder) for token-exact prompts "
         "(default: the served model's folder)")
+    add_lora_options(group)
 
 
 def workload_options(options: Any) -> WorkloadOptions:
@@ -125,6 +129,7 @@ def workload_options(options: Any) -> WorkloadOptions:
         speedup=_speedup(get("speedup", "1")),
         seed=_whole("--seed", get("seed", "0"), 0, MAX_SEED),
         tokenizer=get("tokenizer"),
+        lora=lora_mix(get("lora_adapters"), get("lora_mix")),
     )
     _check_source(chosen)
     if source == "trace" and get("rate"):
