@@ -32,7 +32,7 @@ MAX_ADAPTERS = 256
 
 
 def adapter_names(count: int) -> list[str]:
-    """The names adapters are served under: lora0, lora1, ... (the workload's `--lora-adapters N`)."""
+    """The names adapters are served under: lora0, lora1, ... (`--lora-adapters N`'s)."""
     return [f"lora{i}" for i in range(count)]
 
 

@@ -7,9 +7,9 @@ probe offered rates as loadtest/sweep/slo_search.py plans (the lowest rate, doub
 fails, then bisection until the bracket is narrow enough; a rate whose attainment is too close
 to call is run again), and stop it. Several targets (--slo ttft_p99_ms=2000,itl_p99_ms=100) are
 judged apart, each rate run --trials times at least, with a 95% interval on each target and on
-the answer; every miss is printed with its target and by how much. Each probe is the rig's own Locust run, tagged NAME, so its
-row is in runs.csv like any run. Ends with one table, a line per engine (the rate with its
-bracket, probes, runs), and writes OUT/sweeps/NAME/slo.csv (that table) and probes.csv (every
+the answer; every miss is printed with its target and by how much. Each probe is the rig's own
+Locust run, tagged NAME, so its row is in runs.csv like any run. Ends with one table, a line
+per engine (the rate with its bracket, probes, runs), and writes OUT/sweeps/NAME/slo.csv (that table) and probes.csv (every
 run it used). sweep.json records each run as it ends; a re-run with the same options reuses the
 runs it recorded (same probe, rig version, and a row still in runs.csv), so an interrupted
 search resumes where it stopped and a finished one only prints its table again.
@@ -335,7 +335,8 @@ def markdown(lines: Sequence[dict[str, object]], args: argparse.Namespace) -> st
             f"{args.slo} (bracket: passed .. failed; width {args.width.text}; 95% interval: "
             f"surely passed .. surely failed, ? where no rate was sure, {args.trials} or more "
             f"runs per rate)\n\n"
-            "| engine | req/s | bracket | 95% interval | probes | runs | status | failed because |\n"
+            "| engine | req/s | bracket | 95% interval | probes | runs | status "
+            "| failed because |\n"
             "|---|---:|---|---|---:|---:|---|---|\n")
     body = ""
     for line in lines:

@@ -238,6 +238,7 @@ def _call(row: dict, at: str, agent: str, base: float, min_tokens: int) -> Call:
 
 
 def _seconds(value: object, at: str, name: str = "t") -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= _MAX_SECONDS:
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not 0 <= value <= _MAX_SECONDS):
         raise WorkloadError(f"{at}: \"{name}\" must be a number of seconds >= 0")
     return float(value)

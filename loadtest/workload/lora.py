@@ -61,8 +61,9 @@ class AdapterMix:
 
 
 def add_lora_options(group: Any) -> None:
-    group.add_argument("--lora-adapters", default="", help="spread requests over LoRA adapters by "
-                       "model name: N (lora0..lora{N-1}, as servers/lora.py builds them) or NAME,...")
+    group.add_argument("--lora-adapters", default="", help="spread requests over LoRA adapters "
+                       "by model name: N (lora0..lora{N-1}, as servers/lora.py builds them) or "
+                       "NAME,...")
     group.add_argument("--lora-mix", default="", help="uniform (default) or zipf:S (the k-th "
                        "adapter's share proportional to 1/k^S)")
 
@@ -80,7 +81,8 @@ def lora_mix(adapters: str, mix: str) -> AdapterMix | None:
 def _names(text: str) -> tuple[str, ...]:
     if text.isdecimal():
         if not 1 <= int(text) <= MAX_ADAPTERS:
-            raise WorkloadError(f"--lora-adapters must be 1 to {MAX_ADAPTERS} adapters, got {text!r}")
+            raise WorkloadError(f"--lora-adapters must be 1 to {MAX_ADAPTERS} adapters, "
+                                f"got {text!r}")
         return tuple(f"lora{i}" for i in range(int(text)))
     names = tuple(part.strip() for part in text.split(","))
     bad = next((n for n in names if not _NAME.match(n)), None)
