@@ -16,7 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loadtest.workload import WorkloadError, build_workload, workload_options
-from loadtest.workload.agentic import read_session
+from loadtest.report.groups import groups_markdown
+from loadtest.results.record import RequestRecord
+from loadtest.workload.agentic import agent_figures, read_session
 from loadtest.workload.build import workload_sha256
 from servers.vllm_cpu import TINY_MODEL
 
@@ -79,6 +81,22 @@ def test_a_single_file_and_too_many_requests():
         workload_options(SimpleNamespace(workload="agentic", trace=str(DATA), rate="2"))
     with pytest.raises(WorkloadError, match="--workload agentic needs --trace FILE"):
         workload_options(SimpleNamespace(workload="agentic"))
+
+
+def test_main_agents_and_sub_agents_are_figured_apart():
+    def record(i: int, prompt_id: str, lag_ms: int) -> RequestRecord:
+        return RequestRecord(i, prompt_id, 0.0, lag_ms * 1_000_000,
+                             first_chunk_ns=(lag_ms + 10) * 1_000_000, done_ns=10**9,
+                             output_tokens=4, scheduled_ns=0)
+
+    records = [record(0, "s/main/1", 0), record(1, "s/agent_1/1", 100),
+               record(2, "s/agent_2/1", 300), record(3, "s/main/2", 0)]
+    figures = agent_figures("agentic", records, 2.0)
+    assert {k: v["requests"] for k, v in figures.items()} == {"main agents": 2, "sub-agents": 2}
+    assert figures["sub-agents"]["ttft_sched_p99_ms"] > figures["main agents"]["ttft_sched_p99_ms"]
+    assert figures["main agents"]["output_tok_per_s"] == 4.0
+    assert agent_figures("trace", records, 2.0) == {}
+    assert "| TTFT p99 from schedule (ms) |" in groups_markdown(figures, "agent")
 
 
 VALID = json.loads((DATA / "session_a.json").read_text())
@@ -148,3 +166,5 @@ def test_vllm_replays_the_agent_sessions_on_their_schedule(engine_url: str, tmp_
     records = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
     assert sorted(r["prompt_id"] for r in records)[0] == "sess-a/agent_001/1"
     assert sum(r["output_tokens"] for r in records) == 8 + 6 + 6 + 4 + 8 + 5 + 4 + 1 + 6
+    agents = json.loads((run / "run.json").read_text())["agents"]
+    assert {k: v["requests"] for k, v in agents.items()} == {"main agents": 5, "sub-agents": 4}

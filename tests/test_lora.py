@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadtest.report.adapters import adapters_markdown
+from loadtest.report.groups import groups_markdown
 from loadtest.results.record import RequestRecord
 from loadtest.workload import WorkloadError, build_workload, workload_options
 from loadtest.workload.build import workload_sha256
@@ -118,7 +118,7 @@ def test_per_adapter_figures_come_from_the_bodies_sent():
         assert f["requests"] == len(mine) and f["failed"] == (3 in mine)
         assert f["output_tok_per_s"] == 8 * len([i for i in mine if i != 3]) / 2.0
     assert adapter_figures(_build(requests=4), records, 2.0) == {}
-    table = adapters_markdown(figures)
+    table = groups_markdown(figures)
     assert table.startswith("| adapter | requests | failed | output tok/s |")
 
 

@@ -39,11 +39,14 @@ from typing import Any
 
 import numpy as np
 
+from loadtest.results.groups import group_figures
+from loadtest.results.record import RequestRecord
 from loadtest.workload.items import Context
 from loadtest.workload.spec import WorkloadError
 from loadtest.workload.trace import MAX_TRACE_BYTES, Trace
 
-__all__ = ["Call", "agentic_columns", "files_sha256", "load_agentic", "read_session"]
+__all__ = ["Call", "agent_figures", "agentic_columns", "files_sha256", "load_agentic",
+           "read_session"]
 
 _MAX_LENGTH = 1 << 20
 _ID_BITS = 40  # a block id is (file index << 40) | hash id: one namespace per file
@@ -101,6 +104,15 @@ def load_agentic(path: Path, context: Context) -> tuple[Trace, dict[str, Any]]:
                   context.options.seed, files_sha256(path), block_tokens=block_sizes.pop(),
                   labels=labels)
     return trace, agentic_columns(sessions, [(i, c) for _, i, _, c in taken])
+
+
+def agent_figures(source: str, records: list[RequestRecord],
+                  completion_time_s: float | None) -> dict[str, dict[str, Any]]:
+    """Main agents beside sub-agents (by prompt id SESSION/AGENT/N), {} for other sources."""
+    if source != "agentic":
+        return {}
+    return group_figures(records, lambda r: "main agents" if r.prompt_id.split("/")[1:2] == [
+        "main"] else "sub-agents", completion_time_s)
 
 
 def agentic_columns(sessions: list[Session], taken: list[tuple[int, Call]]) -> dict[str, Any]:

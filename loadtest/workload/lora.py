@@ -25,6 +25,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from loadtest.results.groups import group_figures
 from loadtest.results.record import RequestRecord
 from loadtest.workload.spec import RequestSpec, Workload, WorkloadError
 
@@ -175,23 +176,9 @@ def _model_of(spec: RequestSpec) -> str:
 
 def adapter_figures(workload: Workload, records: Sequence[RequestRecord],
                     completion_time_s: float | None) -> dict[str, dict[str, Any]]:
-    """Per adapter (in the order of first use): requests, failed, output tokens and tok/s over
-    the run's completion time, TTFT p50/p99 (ms, from the actual send); {} without a mix."""
+    """Per adapter (loadtest/results/groups.py's figures), {} without a mix."""
     if "lora_adapters" not in workload.columns or not workload.specs:
         return {}
     count = len(workload.specs)
-    by_model: dict[str, list[RequestRecord]] = {}
-    for record in records:
-        by_model.setdefault(_model_of(workload.specs[record.request_id % count]), []).append(record)
-    figures = {}
-    for model, group in by_model.items():
-        ttfts = [r.ttft_ms for r in group if r.ok and r.ttft_ms is not None]
-        tokens = sum(r.output_tokens or 0 for r in group if r.ok)
-        figures[model] = {
-            "requests": len(group), "failed": sum(not r.ok for r in group),
-            "output_tokens": tokens,
-            "output_tok_per_s": tokens / completion_time_s if completion_time_s else None,
-            "ttft_p50_ms": float(np.percentile(ttfts, 50)) if ttfts else None,
-            "ttft_p99_ms": float(np.percentile(ttfts, 99)) if ttfts else None,
-        }
-    return figures
+    return group_figures(records, lambda r: _model_of(workload.specs[r.request_id % count]),
+                         completion_time_s)
