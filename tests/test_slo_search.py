@@ -6,6 +6,7 @@ starts llama.cpp (marked engine)."""
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -257,8 +258,9 @@ def test_llamacpp_misses_an_impossible_slo_at_the_lowest_rate(tmp_path: Path):
 @pytest.mark.engine
 def test_llamacpp_names_the_target_it_missed_among_several(tmp_path: Path):
     """Three targets, two runs a rate: generous TTFT and e2e p99s, an ITL p99 no engine meets.
-    The lowest rate fails on ITL alone, and the console, probes.csv and slo.csv say so; two runs
-    that differ as real runs do leave the t-interval too wide to call the miss sure."""
+    The lowest rate fails on ITL alone, and the console, probes.csv and slo.csv say so. Whether
+    two real runs make the miss sure depends on their spread (4.5 and 6.2 ms did not; closer
+    ones do): the interval on the answer says which."""
     done = subprocess.run(
         [sys.executable, "-m", "loadtest.cli.main", "sweep", "slo", "--engines", "llamacpp-cpu",
          "--slo", "ttft_p99_ms=60000,itl_p99_ms=0.001,e2e_p99_ms=60000", "--trials", "2",
@@ -269,8 +271,12 @@ def test_llamacpp_names_the_target_it_missed_among_several(tmp_path: Path):
     assert done.returncode == 2, done.stderr[-2000:]
     runs = [line for line in done.stderr.splitlines() if "req/s, run" in line and "missed" in line]
     assert len(runs) == 2 and all("itl_p99_ms" in line and "ttft" not in line for line in runs)
-    assert "llamacpp-cpu at 4 req/s: fail (not sure, 2 runs): itl_p99_ms" in done.stderr
-    line = "| llamacpp-cpu | < 4 | - .. 4 | ? .. ? | 1 | 2 | misses at the lowest rate | itl_p99_ms"
+    verdict = re.search(r"llamacpp-cpu at 4 req/s: fail \((not )?sure, 2 runs\): itl_p99_ms",
+                        done.stderr)
+    assert verdict, done.stderr[-2000:]
+    sure = verdict.group(1) is None
+    line = (f"| llamacpp-cpu | < 4 | - .. 4 | ? .. {'4' if sure else '?'} | 1 | 2 | misses at "
+            "the lowest rate | itl_p99_ms")
     assert line in done.stdout, done.stdout
     table = (tmp_path / "sweeps" / "slo" / "slo.csv").read_text()
-    assert ",4.0,,,misses at the lowest rate,1,2,2,itl_p99_ms " in table, table
+    assert f",4.0,,{'4.0' if sure else ''},misses at the lowest rate,1,2,2,itl_p99_ms " in table
