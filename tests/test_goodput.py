@@ -61,6 +61,7 @@ def test_per_request_targets_count_failures_and_use_the_schedule_in_open_loop():
     assert cols["slo_met_requests"] == 1 and cols["slo_met_pct"] == 25.0
     assert cols["goodput_req_per_s"] == 0.5 and cols["goodput_tok_per_s"] == 5.0
     assert cols["slo_percentiles"] == ""
+    assert cols["slo_values"] == "ttft_ms=50%;itl_ms=50%"  # each target alone (a failed request meets none)
     # open loop: a request sent 450 ms late has TTFT 100 ms from its send, 550 from its schedule
     late = [_record(0, 100, 1000, [10], scheduled_lag_ms=450)]
     assert goodput(late, 1.0, parse_slo("ttft_ms=500"))["slo_met_requests"] == 0
@@ -73,6 +74,7 @@ def test_a_missed_percentile_target_zeroes_goodput():
     assert met["slo_percentiles"] == "met" and met["goodput_req_per_s"] == 10.0
     missed = goodput(records, 10.0, parse_slo("ttft_p99_ms=500,ttft_p50_ms=100"))
     assert missed["slo_percentiles"] == "missed:ttft_p50_ms"
+    assert missed["slo_values"] == "ttft_p50_ms=149.5;ttft_p99_ms=198.01"  # by how much
     assert missed["goodput_req_per_s"] == 0.0 and missed["slo_met_pct"] == 100.0
 
 

@@ -48,6 +48,8 @@ from loadtest.telemetry.output_counter import counted_by_engine, read_output_cou
 from loadtest.calibration.limits import faithful_event_rate
 from loadtest.results.verdict import REASONS, judge
 from loadtest.workload import build_workload, resolve_prompts, workload_options
+from loadtest.workload.agentic import agent_figures
+from loadtest.workload.lora import adapter_figures
 from loadtest.workload.usage import prompt_token_columns
 from servers.prefix_cache import reset_prefix_cache
 from servers.registry import SPECS
@@ -352,6 +354,12 @@ class Run:
                 self.environment.process_exit_code = 2
         row.update(flaw_columns(self.records))
         time_sections = self.timing.figures(self.records, self.dispatcher.run_origin_ns)
+        for section, figures in (
+                ("adapters", adapter_figures(self.workload, self.records, row["completion_time_s"])),
+                ("agents", agent_figures(self.workload.source, self.records,
+                                         row["completion_time_s"]))):
+            if figures:
+                time_sections[section] = figures
         row.update(time_sections.pop("columns"))
         workers = workers_section(self.records, self.dispatcher.worker_reports)
         if workers:

@@ -179,7 +179,7 @@ def _check_combination(options: Any, name: str) -> None:
     """What a time-bounded run cannot be combined with (yet)."""
     if name == "--stages" and str(getattr(options, "rate", "") or "").strip():
         raise ConfigError("--stages with --rate: give each stage its rate in the file instead")
-    if getattr(options, "workload", "") in ("conversation", "trace") or getattr(
+    if getattr(options, "workload", "") in ("conversation", "trace", "agentic") or getattr(
             options, "dataset_mode", "") == "conversation":
         raise ConfigError(f"{name} runs single requests: a conversation or trace workload has "
                           "its own length")

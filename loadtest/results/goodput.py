@@ -17,7 +17,10 @@ Columns (runs.csv):
 - slo_met_requests, slo_met_pct: requests that met every per-request target (of all sent);
 - goodput_req_per_s, goodput_tok_per_s: those requests, and their output tokens, per second of
   the run's completion time; both 0 when the run missed a percentile target;
-- slo_percentiles: "met", or "missed:" and the percentile targets it missed ("" without any).
+- slo_percentiles: "met", or "missed:" and the percentile targets it missed ("" without any);
+- slo_values: each target's own figure, so a miss can say by how much: a percentile target's
+  value in the run (`ttft_p99_ms=2310.5`, `none` when the run has no such values), a
+  per-request target's share of the requests meeting it alone (`itl_ms=97.5%`), joined with ;.
 """
 
 from __future__ import annotations
@@ -139,12 +142,17 @@ def goodput(records: Sequence[RequestRecord], completion_time_s: float | None,
     if slo is None:
         return {}
     per_request = [t for t in slo.targets if t.percentile is None]
-    missed = []
+    missed, figures = [], []
     for target in slo.targets:
         if target.percentile is None:
+            alone = sum(_meets(r, [target]) for r in records)
+            figures.append(f"{target.key}={100 * alone / len(records):.6g}%" if records
+                           else f"{target.key}=none")
             continue
         values = _run_values(records, target.metric)
-        if not values or float(np.percentile(values, target.percentile)) > target.limit_ms:
+        value = float(np.percentile(values, target.percentile)) if values else None
+        figures.append(f"{target.key}=" + ("none" if value is None else f"{value:.6g}"))
+        if value is None or value > target.limit_ms:
             missed.append(target.key)
     met = [r for r in records if _meets(r, per_request)]
     seconds = completion_time_s or 0
@@ -157,4 +165,5 @@ def goodput(records: Sequence[RequestRecord], completion_time_s: float | None,
         "goodput_tok_per_s": sum(r.output_tokens or 0 for r in met) * scale if seconds else None,
         "slo_percentiles": ("" if len(per_request) == len(slo.targets)
                             else "missed:" + ";".join(missed) if missed else "met"),
+        "slo_values": ";".join(figures),
     }

@@ -5,9 +5,11 @@
 For each engine in turn: start it (local, on a free port), warm it up (never in runs.csv), then
 probe offered rates as loadtest/sweep/slo_search.py plans (the lowest rate, doubling until one
 fails, then bisection until the bracket is narrow enough; a rate whose attainment is too close
-to call is run again), and stop it. Each probe is the rig's own Locust run, tagged NAME, so its
-row is in runs.csv like any run. Ends with one table, a line per engine (the rate with its
-bracket, probes, runs), and writes OUT/sweeps/NAME/slo.csv (that table) and probes.csv (every
+to call is run again), and stop it. Several targets (--slo ttft_p99_ms=2000,itl_p99_ms=100) are
+judged apart, each rate run --trials times at least, with a 95% interval on each target and on
+the answer; every miss is printed with its target and by how much. Each probe is the rig's own
+Locust run, tagged NAME, so its row is in runs.csv like any run. Ends with one table, a line
+per engine (the rate with its bracket, probes, runs), and writes OUT/sweeps/NAME/slo.csv (that table) and probes.csv (every
 run it used). sweep.json records each run as it ends; a re-run with the same options reuses the
 runs it recorded (same probe, rig version, and a row still in runs.csv), so an interrupted
 search resumes where it stopped and a finished one only prints its table again.
@@ -26,6 +28,7 @@ import sys
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 
 from loadtest.cli.args import RigParser, command_prog
@@ -36,20 +39,21 @@ from loadtest.client.arrivals import ARRIVALS
 from loadtest.cpus import complete_layout
 from loadtest.race.args import DEFAULT_ENGINES, local_engines
 from loadtest.results.files import read_runs, write_csv
-from loadtest.results.goodput import parse_slo
+from loadtest.results.goodput import Slo, parse_slo
 from loadtest.results.version import rig_version
 from loadtest.sweep.cells import Cell
 from loadtest.sweep.matrix import EngineConfig
 from loadtest.launch import RunSpec, run, run_ids
-from loadtest.sweep.slo_search import Bracket, Rule, Run, Width, next_rate, probe_verdict
+from loadtest.sweep.slo_search import Bracket, Judgement, Limit, Rule, Run, Width, judge, next_rate
 from loadtest.sweep.state import SweepState
 
 __all__ = ["main", "parse_args", "parser", "width"]
 
-PROBE_COLUMNS = ["engine", "rate", "repeat", "slo_met_pct", "slo_percentiles", "kept_up",
-                 "req_per_s", "ttft_sched_p99_ms", "failed", "probe_verdict", "run_id"]
+PROBE_COLUMNS = ["engine", "rate", "repeat", "slo_met_pct", "slo_percentiles", "slo_values",
+                 "kept_up", "req_per_s", "ttft_sched_p99_ms", "failed", "run_missed",
+                 "probe_verdict", "probe_sure", "probe_missed", "run_id"]
 TABLE_COLUMNS = ["engine", "slo", "attainment_pct", "rate", "bracket_low", "bracket_high",
-                 "status", "probes", "runs"]
+                 "ci_low", "ci_high", "status", "probes", "runs", "trials", "failed_because"]
 
 
 def width(text: object) -> Width:
@@ -97,8 +101,12 @@ def parser() -> RigParser:
     p.add_argument("--margin", type=non_negative_number, default="2",
                    help="attainment this many points or less from --attainment is run again "
                         "(default 2)")
-    p.add_argument("--max-repeats", type=positive_int, default="3",
-                   help="runs of one rate at most (default 3)")
+    p.add_argument("--trials", type=positive_int, default="1",
+                   help="runs of each rate at least, before it is judged; 2 or more give each "
+                        "target a 95%% interval and the answer one (default 1)")
+    p.add_argument("--max-repeats", type=positive_int, default=None,
+                   help="runs of one rate at most, when a verdict is too close to call "
+                        "(default 3, or --trials when above)")
     p.add_argument("--users", type=positive_int, default="64",
                    help="cap on requests in flight (default 64)")
     p.add_argument("--requests", type=positive_int, default="64",
@@ -128,6 +136,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p = parser()
     args = p.parse_args(list(argv))
     args.engines = local_engines(p, args.engines)
+    if args.max_repeats is None:
+        args.max_repeats = max(3, args.trials)
+    elif args.max_repeats < args.trials:
+        p.error(f"--max-repeats {args.max_repeats} is below --trials {args.trials}")
     if args.max_rate < args.min_rate:
         p.error(f"--max-rate {args.max_rate:g} is below --min-rate {args.min_rate:g}")
     if not args.name or not all(c.isalnum() or c in "._-" for c in args.name):
@@ -141,8 +153,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def rule_of(args: argparse.Namespace) -> Rule:
+    slo: Slo | None = parse_slo(args.slo)
+    limits = tuple(Limit(t.key, t.limit_ms) for t in (slo.targets if slo else ())
+                   if t.percentile is not None)
     return Rule(args.attainment, args.width, args.min_rate, args.max_rate, args.margin,
-                args.max_repeats)
+                args.max_repeats, args.trials, limits)
 
 
 def probe_cell(args: argparse.Namespace, engine: str, rate: float, repeat: int) -> Cell:
@@ -165,7 +180,7 @@ class Search:
                  stack: ExitStack) -> None:
         self.args, self.engine, self.state, self.stack = args, engine, state, stack
         self.url = ""
-        self.rows: list[dict[str, str]] = []  # every run used, in order
+        self.rows: list[dict[str, object]] = []  # every run used, in order
         self.probes: dict[float, list[Run]] = {}
         self.worst = 0
 
@@ -177,10 +192,25 @@ class Search:
                 raise RunFailed(f"{self.engine}: the run at {step:g} req/s did not finish")
             run = _run(row)
             self.probes.setdefault(step, []).append(run)
-            verdict = probe_verdict(self.probes[step], rule)
-            self.rows.append({**row, "kept_up": run.kept_up, "probe_verdict": {
-                True: "pass", False: "fail"}.get(verdict, "again")})
+            alone = judge([run], replace(rule, trials=1, max_repeats=1))
+            probe = judge(self.probes[step], rule)
+            self._say(step, len(self.probes[step]), alone, probe)
+            self.rows.append({**row, "kept_up": run.kept_up, "run_missed": "; ".join(alone.missed),
+                              "probe_verdict": _VERDICTS[probe.verdict],
+                              "probe_sure": probe.sure if probe.verdict is not None else "",
+                              "probe_missed": "; ".join(probe.missed)})
         return step
+
+    def _say(self, rate: float, repeat: int, alone: Judgement, probe: Judgement) -> None:
+        """The console's account of a run and, once decided, of its rate: what it missed."""
+        print(f"  {self.engine} at {rate:g} req/s, run {repeat}: "
+              + ("met every target" if not alone.missed else "missed " + "; ".join(alone.missed)),
+              file=sys.stderr, flush=True)
+        if probe.verdict is not None:
+            sure = "sure" if probe.sure else "not sure"
+            print(f"  {self.engine} at {rate:g} req/s: {_VERDICTS[probe.verdict]} ({sure}, "
+                  f"{repeat} runs)" + (": " + "; ".join(probe.missed) if probe.missed else ""),
+                  file=sys.stderr, flush=True)
 
     def _row(self, rate: float, repeat: int) -> dict[str, str] | None:
         cell = probe_cell(self.args, self.engine, rate, repeat)
@@ -235,6 +265,9 @@ class Search:
                           cpus=a.client_cpus or None, python=sys.executable, **values)
 
 
+_VERDICTS = {True: "pass", False: "fail", None: "again"}
+
+
 class RunFailed(RuntimeError):
     """A probe's run did not finish: this engine's search cannot go on."""
 
@@ -244,33 +277,76 @@ def _run(row: dict[str, str]) -> Run:
 
     met = float(row.get("slo_met_pct") or 0)
     return Run(met, not str(row.get("slo_percentiles", "")).startswith("missed"),
-               not saturated(row))
+               not saturated(row), slo_values(str(row.get("slo_values") or "")))
+
+
+def slo_values(text: str) -> dict[str, float | None]:
+    """The row's slo_values as figures: each percentile target's ms (None: no value);
+    per-request shares (`%`) are left out, the attainment judging those together."""
+    values: dict[str, float | None] = {}
+    for part in filter(None, text.split(";")):
+        key, _, value = part.partition("=")
+        if value.endswith("%"):
+            continue
+        try:
+            values[key] = None if value == "none" else float(value)
+        except ValueError:
+            values[key] = None
+    return values
 
 
 def table_line(args: argparse.Namespace, engine: str, bracket: Bracket | str,
-               rows: Sequence[dict[str, str]]) -> dict[str, object]:
+               rows: Sequence[dict[str, object]]) -> dict[str, object]:
     """slo.csv's line for one engine; ``bracket`` a reason when the search could not finish."""
-    low = bracket.low if isinstance(bracket, Bracket) else None
-    high = bracket.high if isinstance(bracket, Bracket) else None
+    whole = bracket if isinstance(bracket, Bracket) else Bracket(None, None)
     status = bracket.status if isinstance(bracket, Bracket) else bracket
+    because = [r["probe_missed"] for r in rows if r.get("probe_verdict") == "fail"
+               and whole.high is not None and _float(r.get("rate")) == whole.high]
     return {"engine": engine, "slo": args.slo, "attainment_pct": args.attainment,
-            "rate": "" if low is None else low, "bracket_low": "" if low is None else low,
-            "bracket_high": "" if high is None else high, "status": status,
-            "probes": len({r.get("rate") for r in rows}), "runs": len(rows)}
+            "rate": _blank(whole.low), "bracket_low": _blank(whole.low),
+            "bracket_high": _blank(whole.high), "ci_low": _blank(whole.ci_low),
+            "ci_high": _blank(whole.ci_high), "status": status,
+            "probes": len({r.get("rate") for r in rows}), "runs": len(rows),
+            "trials": args.trials, "failed_because": because[-1] if because else ""}
+
+
+def _blank(value: float | None) -> float | str:
+    return "" if value is None else value
+
+
+def _float(value: object) -> float | None:
+    try:
+        return float(str(value))
+    except ValueError:
+        return None
+
+
+def _interval_text(line: dict[str, object]) -> str:
+    """The 95% interval on the answer, '?' on a side no rate settled surely."""
+    if line["bracket_low"] == "" and line["bracket_high"] == "":
+        return "-"
+    low = f"{line['ci_low']:g}" if line["ci_low"] != "" else "?"
+    high = f"{line['ci_high']:g}" if line["ci_high"] != "" else "?"
+    return f"{low} .. {high}"
 
 
 def markdown(lines: Sequence[dict[str, object]], args: argparse.Namespace) -> str:
     head = (f"The most req/s each engine serves with {args.attainment:g}% of requests meeting "
-            f"{args.slo} (bracket: passed .. failed; width {args.width.text})\n\n"
-            "| engine | req/s | bracket | probes | runs | status |\n|---|---:|---|---:|---:|---|\n")
+            f"{args.slo} (bracket: passed .. failed; width {args.width.text}; 95% interval: "
+            f"surely passed .. surely failed, ? where no rate was sure, {args.trials} or more "
+            f"runs per rate)\n\n"
+            "| engine | req/s | bracket | 95% interval | probes | runs | status "
+            "| failed because |\n"
+            "|---|---:|---|---|---:|---:|---|---|\n")
     body = ""
     for line in lines:
         low = f"{line['bracket_low']:g}" if line["bracket_low"] != "" else "-"
         high = f"{line['bracket_high']:g}" if line["bracket_high"] != "" else "-"
         rate = f"{line['rate']:g}" if line["rate"] != "" else (
             f"< {high}" if line["bracket_high"] != "" else "-")
-        body += (f"| {line['engine']} | {rate} | {low} .. {high} | {line['probes']} | "
-                 f"{line['runs']} | {line['status']} |\n")
+        body += (f"| {line['engine']} | {rate} | {low} .. {high} | {_interval_text(line)} | "
+                 f"{line['probes']} | {line['runs']} | {line['status']} | "
+                 f"{line['failed_because'] or '-'} |\n")
     return head + body
 
 
@@ -317,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _search(args: argparse.Namespace, engine: str,
-            state: SweepState) -> tuple[Bracket | str, list[dict[str, str]], int]:
+            state: SweepState) -> tuple[Bracket | str, list[dict[str, object]], int]:
     from loadtest.local_engine import EngineStartError
 
     with ExitStack() as stack:

@@ -1,7 +1,7 @@
 """Workloads: what the rig sends, built and checked before anything is sent.
 
-One module per source (prompts, synthetic, datasets, prefixes, trace, conversations), their
-options in options.py, and build_workload (build.py), the one entry every caller uses. The
+One module per source (prompts, synthetic, datasets, prefixes, trace, conversations, agentic
+traces), the LoRA adapter mix over any single-turn source (lora.py), their options in options.py, and build_workload (build.py), the one entry every caller uses. The
 contract the client codes against is spec.py.
 """
 

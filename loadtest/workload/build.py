@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any, overload
 
 from loadtest.client.targets import dialect_for
+from loadtest.workload.agentic import files_sha256, load_agentic
 from loadtest.workload.conversations import conversation_name, conversation_sessions
 from loadtest.workload.datasets import dataset_items, dataset_sessions, read_dataset
 from loadtest.workload.items import Context, Item
+from loadtest.workload.lora import mixed_sha256, with_adapters
 from loadtest.workload.options import WorkloadOptions
 from loadtest.workload.prefixes import prefix_items, prefix_name
 from loadtest.workload.prompts import prompt_items, prompts_identity
@@ -99,14 +101,25 @@ def build_workload(prompts_name: str, requests: int, *, api: str, model: str, ma
                    ignore_eos: bool = False, temperature: float = 0.0,
                    ignore_eos_as: str = "ignore_eos", token_ids: bool = False,
                    source: WorkloadOptions | None = None, model_dir: str = "") -> Workload:
-    """The run's workload: --prompts (source None or prompts) or the source's own requests.
-    `requests` counts sessions for conversation workloads. WorkloadError (one line) when the
-    options, files or tokenizer do not make a workload."""
+    """The run's workload: --prompts (source None or prompts) or the source's own requests,
+    spread over LoRA adapters where asked. `requests` counts sessions for conversation
+    workloads. WorkloadError (one line) when the options, files or tokenizer do not make a
+    workload."""
+    source = source or WorkloadOptions()
+    built = _source_workload(prompts_name, requests, api=api, model=model, max_tokens=max_tokens,
+                             ignore_eos=ignore_eos, temperature=temperature,
+                             ignore_eos_as=ignore_eos_as, token_ids=token_ids, source=source,
+                             model_dir=model_dir)
+    return with_adapters(built, source.lora, source.seed)
+
+
+def _source_workload(prompts_name: str, requests: int, *, api: str, model: str, max_tokens: int,
+                     ignore_eos: bool, temperature: float, ignore_eos_as: str, token_ids: bool,
+                     source: WorkloadOptions, model_dir: str) -> Workload:
     if requests <= 0:
         raise WorkloadError(f"--requests must be a positive integer, got {requests}")
     if max_tokens <= 0:
         raise WorkloadError(f"--max-tokens must be a positive integer, got {max_tokens}")
-    source = source or WorkloadOptions()
     bodies = Bodies(api, model, ignore_eos, temperature, ignore_eos_as, token_ids)
     tokens = None
     if source.source != "prompts":
@@ -119,7 +132,15 @@ def build_workload(prompts_name: str, requests: int, *, api: str, model: str, ma
         return _requests_workload(name, sha, prompt_items(prompts_name, context), requests,
                                   bodies, "prompts", {})
     if source.source == "trace":
-        return _trace_workload(context, bodies, sampling)
+        assert source.trace is not None
+        trace = load_trace(source.trace, context)
+        return _trace_workload(context, bodies, sampling, trace, trace_name(trace, context), {})
+    if source.source == "agentic":
+        assert source.trace is not None
+        trace, described = load_agentic(source.trace, context)
+        stem = source.trace.stem if "agentic" in source.trace.stem else f"{source.trace.stem}-agentic"
+        name = f"{stem}-x{source.speedup:g}-{len(trace)}"
+        return _trace_workload(context, bodies, sampling, trace, name, described)
     columns = _source_columns(source, tokens)
     if source.source == "dataset":
         conversations, fmt, file_sha = read_dataset(context)
@@ -148,11 +169,15 @@ def workload_sha256(prompts_name: str, requests: int, *, max_tokens: int, ignore
     names its cells before any engine runs): the source's files are hashed, not parsed."""
     source = source or WorkloadOptions()
     if source.source == "prompts":
-        return prompts_identity(prompts_name, requests, max_tokens, ignore_eos, temperature)[1]
+        sha = prompts_identity(prompts_name, requests, max_tokens, ignore_eos, temperature)[1]
+        return mixed_sha256(sha, source.lora, source.seed)
     sampling = {"requests": requests, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
                 "temperature": temperature}
     path = source.dataset if source.source == "dataset" else source.trace
-    return _digest(source, sampling, _file_sha256(path) if path else "")
+    file_sha = (files_sha256(path) if source.source == "agentic" and path
+                else _file_sha256(path) if path else "")
+    sha = _digest(source, sampling, file_sha)
+    return mixed_sha256(sha, source.lora, source.seed)
 
 
 def _file_sha256(path: Path) -> str:
@@ -198,23 +223,23 @@ def _sessions_workload(name: str, sessions: list[SessionSpec], source: WorkloadO
                     columns=columns, longest=longest)
 
 
-def _trace_workload(context: Context, bodies: Bodies, sampling: dict[str, Any]) -> Workload:
+def _trace_workload(context: Context, bodies: Bodies, sampling: dict[str, Any], trace: Trace,
+                    name: str, described: dict[str, Any]) -> Workload:
+    """A schedule-carrying source (a Mooncake or agentic trace): requests at its times."""
     source = context.options
-    assert source.trace is not None
-    trace: Trace = load_trace(source.trace, context)
     totals = trace.inputs + trace.outputs
     at = int(totals.argmax())
     columns = {**_source_columns(source, context.tokens), "trace_sha256": trace.file_sha256,
                "speedup": source.speedup,
                "prompt_tokens_asked_mean": round(float(trace.inputs.mean()), 2),
                "trace_duration_s": round(float(trace.timestamps_ms[-1] - trace.timestamps_ms[0])
-                                         / 1000 / source.speedup, 3)}
-    return Workload(trace_name(trace, context),
+                                         / 1000 / source.speedup, 3), **described}
+    return Workload(name,
                     LazySpecs(trace, bodies, lambda i: int(trace.inputs[i])),
                     _digest(source, sampling, trace.file_sha256),
-                    schedule_ns=trace.schedule_ns(source.speedup), source="trace",
+                    schedule_ns=trace.schedule_ns(source.speedup), source=source.source,
                     columns=columns,
-                    longest=(f"t{at}", int(trace.inputs[at]), int(trace.outputs[at])))
+                    longest=(trace[at].prompt_id, int(trace.inputs[at]), int(trace.outputs[at])))
 
 
 def _source_columns(source: WorkloadOptions, tokens: TokenText | None) -> dict[str, Any]:
@@ -247,6 +272,6 @@ def _digest(source: WorkloadOptions, sampling: dict[str, Any], file_sha: str) ->
     if source.source == "dataset":
         described.update(dataset_mode=source.dataset_mode, columns=source.columns,
                          min_input_len=source.min_input_len, max_input_len=source.max_input_len)
-    if source.source == "trace":
+    if source.source in ("trace", "agentic"):
         described["speedup"] = source.speedup
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()

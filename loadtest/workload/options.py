@@ -8,6 +8,8 @@ their validation: the one place that turns option text into a checked WorkloadOp
     --workload prefix        --prefix-groups G shared --prefix-len P prefixes + --input-len suffixes
     --workload trace         --trace FILE (Mooncake JSONL), replayed at its timestamps / --speedup
     --workload conversation  --turns T synthetic sessions (--input-len user messages, --think-time)
+    --workload agentic       --trace FILE|DIR (agent sessions, Weka trace JSON: agentic.py), on
+                             its own schedule / --speedup
 
 DIST is loadtest/workload/lengths.py's grammar. Bad values raise WorkloadError (one line).
 """
@@ -20,12 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.workload.lengths import Lengths, parse_lengths
+from loadtest.workload.lora import LORA_FLAGS, AdapterMix, add_lora_options, lora_mix
 from loadtest.workload.spec import WorkloadError
 
 __all__ = ["DATASET_FORMATS", "DATASET_MODES", "OPTION_FLAGS", "SOURCES", "WorkloadOptions",
            "add_workload_options", "workload_options"]
 
-SOURCES = ("prompts", "synthetic", "dataset", "prefix", "trace", "conversation")
+SOURCES = ("prompts", "synthetic", "dataset", "prefix", "trace", "conversation", "agentic")
+SCHEDULED = ("trace", "agentic")  # sources whose file is the schedule (--trace, --speedup)
 DATASET_FORMATS = ("sharegpt", "openai", "prompts", "csv", "parquet")
 DATASET_MODES = ("first-turn", "conversation")
 MAX_GROUPS = 100_000
@@ -41,6 +45,7 @@ OPTION_FLAGS = {
     "max_input_len": "--max-input-len", "prefix_groups": "--prefix-groups",
     "prefix_len": "--prefix-len", "turns": "--turns", "think_time": "--think-time",
     "trace": "--trace", "speedup": "--speedup", "seed": "--seed", "tokenizer": "--tokenizer",
+    **LORA_FLAGS,
 }
 
 
@@ -65,11 +70,12 @@ class WorkloadOptions:
     speedup: float = 1.0
     seed: int = 0
     tokenizer: str = ""
+    lora: AdapterMix | None = None  # requests spread over LoRA adapters (loadtest/workload/lora.py)
 
     @property
     def needs_tokenizer(self) -> bool:
         """Sources that build prompts to a token count (datasets: only to filter by length)."""
-        return self.source in ("synthetic", "prefix", "trace", "conversation") or bool(
+        return self.source in ("synthetic", "prefix", "conversation", *SCHEDULED) or bool(
             self.source == "dataset" and (self.min_input_len or self.max_input_len))
 
 
@@ -92,11 +98,12 @@ def add_workload_options(parser: Any) -> None:
     add("--turns", default="4", help="conversation: turns per session")
     add("--think-time", default="0", help="conversation: seconds between an answer and the next turn")
     add("--trace", default="", help="trace: a Mooncake JSONL file (timestamp ms, input_length, "
-        "output_length, hash_ids)")
+        "output_length, hash_ids); agentic: a Weka agent trace JSON file or a folder of them")
     add("--speedup", default="1", help="trace: divide its timestamps by X (2 = twice as fast)")
     add("--seed", default="0", help="seed for every random choice of the workload")
     add("--tokenizer", default="", help="tokenizer.json (or its folder) for token-exact prompts "
         "(default: the served model's folder)")
+    add_lora_options(group)
 
 
 def workload_options(options: Any) -> WorkloadOptions:
@@ -125,10 +132,11 @@ def workload_options(options: Any) -> WorkloadOptions:
         speedup=_speedup(get("speedup", "1")),
         seed=_whole("--seed", get("seed", "0"), 0, MAX_SEED),
         tokenizer=get("tokenizer"),
+        lora=lora_mix(get("lora_adapters"), get("lora_mix")),
     )
     _check_source(chosen)
-    if source == "trace" and get("rate"):
-        raise WorkloadError("--rate and --workload trace both set the schedule: the trace's "
+    if source in SCHEDULED and get("rate"):
+        raise WorkloadError(f"--rate and --workload {source} both set the schedule: the trace's "
                             "timestamps are it (scale them with --speedup); drop --rate")
     return chosen
 
@@ -137,12 +145,12 @@ def _check_source(o: WorkloadOptions) -> None:
     """Each source's own file, and no file given to a source that would ignore it."""
     if o.source == "dataset" and o.dataset is None:
         raise WorkloadError("--workload dataset needs --dataset FILE")
-    if o.source == "trace" and o.trace is None:
-        raise WorkloadError("--workload trace needs --trace FILE")
+    if o.source in SCHEDULED and o.trace is None:
+        raise WorkloadError(f"--workload {o.source} needs --trace FILE")
     if o.dataset is not None and o.source != "dataset":
         raise WorkloadError(f"--dataset is for --workload dataset, not {o.source}")
-    if o.trace is not None and o.source != "trace":
-        raise WorkloadError(f"--trace is for --workload trace, not {o.source}")
+    if o.trace is not None and o.source not in SCHEDULED:
+        raise WorkloadError(f"--trace is for --workload trace or agentic, not {o.source}")
     if o.max_input_len and o.min_input_len > o.max_input_len:
         raise WorkloadError(f"--min-input-len {o.min_input_len} is over --max-input-len {o.max_input_len}")
     if o.columns and o.dataset_format not in ("", "csv", "parquet"):

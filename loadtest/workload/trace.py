@@ -40,8 +40,11 @@ class Trace(Sequence[Item]):
 
     def __init__(self, path: Path, timestamps_ms: np.ndarray, inputs: np.ndarray,
                  outputs: np.ndarray, block_ids: np.ndarray, block_starts: np.ndarray,
-                 tokens: TokenText, seed: int, file_sha256: str) -> None:
+                 tokens: TokenText, seed: int, file_sha256: str,
+                 block_tokens: int = BLOCK_TOKENS, labels: Sequence[str] | None = None) -> None:
         self.path = path
+        self.block_tokens = block_tokens  # tokens per hash id (Mooncake's 512; others say theirs)
+        self._labels = labels  # each request's prompt_id; "t<index>" without
         self.timestamps_ms = timestamps_ms
         self.inputs = inputs
         self.outputs = outputs
@@ -68,7 +71,8 @@ class Trace(Sequence[Item]):
         if not 0 <= index < len(self):
             raise IndexError(index)
         tokens = int(self.inputs[index])
-        return Item(f"t{index}", self._text(index, tokens - self._tokens.special),
+        label = self._labels[index] if self._labels is not None else f"t{index}"
+        return Item(label, self._text(index, tokens - self._tokens.special),
                     int(self.outputs[index]), tokens)
 
     def schedule_ns(self, speedup: float) -> list[int]:
@@ -79,10 +83,11 @@ class Trace(Sequence[Item]):
     def _text(self, index: int, words: int) -> str:
         ids = self._block_ids[self._block_starts[index]:self._block_starts[index + 1]]
         parts: list[str] = []
-        for block_id in ids[: -(-words // BLOCK_TOKENS)]:
+        size = self.block_tokens
+        for block_id in ids[: -(-words // size)]:
             text, ends = self._block(int(block_id))
-            take = min(BLOCK_TOKENS, words)
-            parts.append(text if take == BLOCK_TOKENS else text[: ends[take - 1]])
+            take = min(size, words)
+            parts.append(text if take == size else text[: ends[take - 1]])
             words -= take
         if words > 0:  # fewer blocks than the length: the rest is this request's own text
             parts.append(self._tokens.words_text(
@@ -91,7 +96,7 @@ class Trace(Sequence[Item]):
 
     def _make_block(self, block_id: int) -> tuple[str, np.ndarray]:
         rng = np.random.default_rng([self._seed, _BLOCK_STREAM, block_id])
-        picked = rng.integers(0, len(self._tokens.words), BLOCK_TOKENS)
+        picked = rng.integers(0, len(self._tokens.words), self.block_tokens)
         return "".join(self._tokens.words[picked].tolist()), np.cumsum(self._tokens.word_lengths[picked])
 
 
