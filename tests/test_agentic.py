@@ -162,6 +162,9 @@ def test_vllm_replays_the_agent_sessions_on_their_schedule(engine_url: str, tmp_
         "agentic", "2", "3")
     assert int(row["prompt_tokens_mismatched"]) == 0, row.get("prompt_tokens_mismatch_cause")
     assert row["ttft_sched_p50_ms"] and float(row["trace_duration_s"]) == 3.0
+    # each call asked its own length (1-8 tokens) and got it: not unequal work
+    assert float(row["output_off_asked_max_pct"]) == 0.0
+    assert "unequal_work" not in row["verdict_reasons"], row["verdict_reasons"]
     [run] = list((tmp_path / "runs").iterdir())
     records = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
     assert sorted(r["prompt_id"] for r in records)[0] == "sess-a/agent_001/1"

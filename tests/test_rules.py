@@ -102,6 +102,41 @@ def test_output_lengths_further_apart_than_the_limit_are_uneven(rule: Rule):
     assert rule.applies({**row, "min_output_tokens": 100 - spread - 1})
 
 
+def test_lengths_asked_per_request_are_judged_each_against_its_own_ask():
+    """A trace or agent sessions ask each request its own length: the spread between answers is
+    the workload's, not unequal work; one answer off its own ask is."""
+    spread = REASON["unequal_work"].limits["spread_pct"]
+    row = {"ignore_eos": True, "min_output_tokens": 8, "max_output_tokens": 48}
+    assert REASON["unequal_work"].applies(row) and WARNING["uneven_output_lengths"].applies(row)
+    kept = {**row, "output_off_asked_max_pct": 0.0}
+    assert not REASON["unequal_work"].applies(kept)
+    assert not WARNING["uneven_output_lengths"].applies(kept)
+    assert not REASON["unequal_work"].applies({**row, "output_off_asked_max_pct": spread})
+    assert REASON["unequal_work"].applies({**row, "output_off_asked_max_pct": spread + 0.1})
+
+
+def test_asked_lengths_are_read_from_each_request_body():
+    from loadtest.client.asked_lengths import asked_length_columns
+    from loadtest.results.record import RequestRecord
+    from loadtest.workload.spec import RequestSpec, Workload
+
+    def spec(i: int, asked: int) -> RequestSpec:
+        return RequestSpec(i, f"p{i}", "/v1/completions",
+                           b'{"prompt": "say \\"max_tokens\\": 1", "max_tokens": %d}' % asked)
+
+    def record(i: int, got: int | None, error: str | None = None) -> RequestRecord:
+        return RequestRecord(request_id=i, prompt_id=f"p{i}", sent_at=0.0, sent_ns=0,
+                             output_tokens=got, error_kind=error)
+
+    varied = Workload("trace", [spec(0, 8), spec(1, 48), spec(2, 16)], "x")
+    records = [record(0, 8), record(1, 44), record(2, None, "timeout")]
+    assert asked_length_columns(varied, records, ignore_eos=True) == {
+        "output_off_asked_max_pct": pytest.approx(100 * 4 / 48, abs=0.01)}
+    assert asked_length_columns(varied, records, ignore_eos=False) == {}
+    one = Workload("fixed", [spec(0, 8), spec(1, 8)], "y")
+    assert asked_length_columns(one, [record(0, 8), record(1, 5)], ignore_eos=True) == {}
+
+
 def test_a_changed_limit_changes_the_check_and_its_message_alike():
     rule = replace(REASON["short_run"], limits={"seconds": 60.0})
     assert rule.applies({"completion_time_s": 30.0})

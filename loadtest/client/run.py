@@ -42,6 +42,7 @@ from loadtest.results.recount import recount
 from loadtest.results.redact import redact_url
 from loadtest.results.files import RecordWriter, ResultsError, append_run_row, write_json
 from loadtest.results.summary import summarize, worker_send_lags
+from loadtest.client.asked_lengths import asked_length_columns
 from loadtest.client.targets import dialect_for
 from loadtest.telemetry import Telemetry, start_telemetry
 from loadtest.telemetry.output_counter import counted_by_engine, read_output_counter
@@ -342,6 +343,7 @@ class Run:
         row.update(counted_by_engine(row, self.output_counter_before,
                                      self._engine_output_tokens()))
         row.update(prompt_token_columns(self.workload, self.records, self.config.api))
+        row.update(asked_length_columns(self.workload, self.records, self.config.ignore_eos))
         row.update(goodput(self.records, row["completion_time_s"], self.options.slo))
         if self.telemetry is not None:
             row.update(self.telemetry.stop(row["output_tokens"]))

@@ -82,8 +82,21 @@ def _open_loop(row: Row) -> bool:
 
 
 def _uneven(row: Row, spread: float) -> bool:
+    """Answers of unequal length, where one length was asked of them all (with several asked,
+    output_off_asked_max_pct judges each answer against its own ask)."""
+    if row.get("output_off_asked_max_pct") is not None:
+        return False
     low, high = row.get("min_output_tokens"), row.get("max_output_tokens")
     return low is not None and bool(high) and high - low > spread * high
+
+
+def _off_ask(row: Row, spread: float) -> bool:
+    """--ignore-eos not kept: answers apart by more than `spread` where one length was asked,
+    or one answer off its own ask by more than that where each request asked its own."""
+    missed = row.get("output_off_asked_max_pct")
+    if missed is not None:
+        return missed > 100 * spread
+    return _uneven(row, spread)
 
 
 def _too_few(row: Row, limits: Mapping[str, float]) -> bool:
@@ -238,9 +251,10 @@ REASON_RULES: tuple[Rule, ...] = (
          "long answers arrived in one burst (buffered_requests): the engine's API server was "
          "starved, or a proxy buffered the stream", fires=_has("buffered_requests")),
     Rule("unequal_work",
-         "--ignore-eos was asked but output lengths differ by more than {spread_pct:g}%: the "
-         "engine did not keep to the requested length", "", _SPREAD,
-         lambda row, lim: bool(row.get("ignore_eos")) and _uneven(row, lim["spread_pct"] / 100)),
+         "--ignore-eos was asked but output lengths differ by more than {spread_pct:g}% (or, "
+         "where each request asked its own length, an answer missed its ask by more than that: "
+         "output_off_asked_max_pct): the engine did not keep to the requested length", "", _SPREAD,
+         lambda row, lim: bool(row.get("ignore_eos")) and _off_ask(row, lim["spread_pct"] / 100)),
     Rule("engine_shared", "the engine held more requests than this run's users: another client "
          "shared it", fires=_shared),
     Rule("token_count_mismatch",

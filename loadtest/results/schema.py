@@ -73,6 +73,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("avg_output_tokens", float, "tokens", "mean output tokens per completed request"),
     Column("min_output_tokens", int, "tokens", "fewest output tokens of a completed request"),
     Column("max_output_tokens", int, "tokens", "most output tokens of a completed request"),
+    Column("output_off_asked_max_pct", float, "%", "--ignore-eos with several output lengths asked "
+           "(traces, datasets, agent sessions): the largest miss of a completed request's output "
+           "against its own ask, in % of the ask; empty where one length was asked"),
     Column("output_tokens_source", str, "", "where output counts came from (usage, details, chunks), joined with +; "
            "engine_counter:sole_client: the engine's own generated-token counter's change over the run, "
            "assuming the run was its only client (text-generation-webui, whose usage re-tokenizes)"),
