@@ -10,6 +10,7 @@ same whatever text fills them; the row records tokenizer_sha256 beside it).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -25,6 +26,8 @@ from loadtest.workload.options import WorkloadOptions
 from loadtest.workload.prefixes import prefix_items, prefix_name
 from loadtest.workload.prompts import prompt_items, prompts_identity
 from loadtest.workload.spec import RequestSpec, SessionSpec, Workload, WorkloadError
+from loadtest.workload.structured import (load_tasks, resolve_constraints, structured_items,
+                                          structured_name)
 from loadtest.workload.synthetic import synthetic_items, synthetic_name
 from loadtest.workload.tokens import TokenText, find_tokenizer, load_token_text
 from loadtest.workload.trace import Trace, load_trace, trace_name
@@ -42,6 +45,7 @@ class Bodies:
     temperature: float
     ignore_eos_as: str = "ignore_eos"
     token_ids: bool = False
+    regex_as: str = ""  # the engine's field for a regex constraint (Target.regex_as)
 
     @property
     def path(self) -> str:
@@ -52,7 +56,7 @@ class Bodies:
             return dialect_for(self.api).build_body(
                 self.api, self.model, item.prompt, item.max_tokens, ignore_eos=self.ignore_eos,
                 temperature=self.temperature, ignore_eos_as=self.ignore_eos_as,
-                token_ids=self.token_ids)
+                token_ids=self.token_ids, extra=item.extra)
         except ValueError as exc:
             raise WorkloadError(str(exc)) from None
 
@@ -98,16 +102,18 @@ def tokenizer_for(source: WorkloadOptions, model_dir: str, required: bool) -> To
 def build_workload(prompts_name: str, requests: int, *, api: str, model: str, max_tokens: int,
                    ignore_eos: bool = False, temperature: float = 0.0,
                    ignore_eos_as: str = "ignore_eos", token_ids: bool = False,
-                   source: WorkloadOptions | None = None, model_dir: str = "") -> Workload:
+                   source: WorkloadOptions | None = None, model_dir: str = "",
+                   regex_as: str = "") -> Workload:
     """The run's workload: --prompts (source None or prompts) or the source's own requests.
-    `requests` counts sessions for conversation workloads. WorkloadError (one line) when the
-    options, files or tokenizer do not make a workload."""
+    `requests` counts sessions for conversation workloads; `regex_as` is how the engine takes
+    a regex constraint (Target.regex_as). WorkloadError (one line) when the options, files or
+    tokenizer do not make a workload."""
     if requests <= 0:
         raise WorkloadError(f"--requests must be a positive integer, got {requests}")
     if max_tokens <= 0:
         raise WorkloadError(f"--max-tokens must be a positive integer, got {max_tokens}")
     source = source or WorkloadOptions()
-    bodies = Bodies(api, model, ignore_eos, temperature, ignore_eos_as, token_ids)
+    bodies = Bodies(api, model, ignore_eos, temperature, ignore_eos_as, token_ids, regex_as)
     tokens = None
     if source.source != "prompts":
         tokens = tokenizer_for(source, model_dir, required=source.needs_tokenizer)
@@ -120,6 +126,8 @@ def build_workload(prompts_name: str, requests: int, *, api: str, model: str, ma
                                   bodies, "prompts", {})
     if source.source == "trace":
         return _trace_workload(context, bodies, sampling)
+    if source.source == "structured":
+        return _structured_workload(context, bodies, sampling)
     columns = _source_columns(source, tokens)
     if source.source == "dataset":
         conversations, fmt, file_sha = read_dataset(context)
@@ -151,8 +159,13 @@ def workload_sha256(prompts_name: str, requests: int, *, max_tokens: int, ignore
         return prompts_identity(prompts_name, requests, max_tokens, ignore_eos, temperature)[1]
     sampling = {"requests": requests, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
                 "temperature": temperature}
-    path = source.dataset if source.source == "dataset" else source.trace
+    path = {"dataset": source.dataset, "trace": source.trace,
+            "structured": _constraints_path(source)}.get(source.source)
     return _digest(source, sampling, _file_sha256(path) if path else "")
+
+
+def _constraints_path(source: WorkloadOptions) -> Path | None:
+    return resolve_constraints(source.constraints or "json") if source.source == "structured" else None
 
 
 def _file_sha256(path: Path) -> str:
@@ -217,6 +230,33 @@ def _trace_workload(context: Context, bodies: Bodies, sampling: dict[str, Any]) 
                     longest=(f"t{at}", int(trace.inputs[at]), int(trace.outputs[at])))
 
 
+def _structured_workload(context: Context, bodies: Bodies, sampling: dict[str, Any]) -> Workload:
+    """Constrained answers (loadtest/workload/structured.py), each checked after it arrives
+    (answers.py); with --constrain off, the same prompts sent unconstrained and unchecked."""
+    from loadtest.workload.answers import AnswerChecks  # jsonschema: only for this source
+
+    source = context.options
+    path = _constraints_path(source)
+    assert path is not None
+    if bodies.api != "chat":
+        raise WorkloadError("--workload structured sends chat requests (tools, response_format):"
+                            " add --api chat")
+    tasks, file_sha = load_tasks(path)
+    items = structured_items(tasks, context, bodies.regex_as)
+    if not source.constrain:
+        items = [Item(item.prompt_id, item.prompt, item.max_tokens) for item in items]
+    kinds = sorted({task.kind for task in tasks})
+    columns = {**_source_columns(source, None), "constraints": source.constraints or "json",
+               "constraints_sha256": file_sha, "constraint_kinds": "+".join(kinds),
+               "constrained": source.constrain}
+    name = structured_name(path, context) + ("" if source.constrain else "-unconstrained")
+    workload = _requests_workload(name, _digest(source, sampling, file_sha), items,
+                                  context.requests, bodies, "structured", columns)
+    if source.constrain:
+        workload = dataclasses.replace(workload, answers=AnswerChecks(tasks))
+    return workload
+
+
 def _source_columns(source: WorkloadOptions, tokens: TokenText | None) -> dict[str, Any]:
     """The row's columns that say what the source was asked for."""
     columns: dict[str, Any] = {"workload_seed": source.seed}
@@ -249,4 +289,6 @@ def _digest(source: WorkloadOptions, sampling: dict[str, Any], file_sha: str) ->
                          min_input_len=source.min_input_len, max_input_len=source.max_input_len)
     if source.source == "trace":
         described["speedup"] = source.speedup
+    if source.source == "structured":
+        described["constrain"] = source.constrain  # the constraints: file_sha256
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()

@@ -8,6 +8,8 @@ their validation: the one place that turns option text into a checked WorkloadOp
     --workload prefix        --prefix-groups G shared --prefix-len P prefixes + --input-len suffixes
     --workload trace         --trace FILE (Mooncake JSONL), replayed at its timestamps / --speedup
     --workload conversation  --turns T synthetic sessions (--input-len user messages, --think-time)
+    --workload structured    --constraints json|regex|tools|FILE: constrained answers, each
+                             checked (--constrain off: the same prompts unconstrained)
 
 DIST is loadtest/workload/lengths.py's grammar. Bad values raise WorkloadError (one line).
 """
@@ -25,7 +27,7 @@ from loadtest.workload.spec import WorkloadError
 __all__ = ["DATASET_FORMATS", "DATASET_MODES", "OPTION_FLAGS", "SOURCES", "WorkloadOptions",
            "add_workload_options", "workload_options"]
 
-SOURCES = ("prompts", "synthetic", "dataset", "prefix", "trace", "conversation")
+SOURCES = ("prompts", "synthetic", "dataset", "prefix", "trace", "conversation", "structured")
 DATASET_FORMATS = ("sharegpt", "openai", "prompts", "csv", "parquet")
 DATASET_MODES = ("first-turn", "conversation")
 MAX_GROUPS = 100_000
@@ -41,6 +43,7 @@ OPTION_FLAGS = {
     "max_input_len": "--max-input-len", "prefix_groups": "--prefix-groups",
     "prefix_len": "--prefix-len", "turns": "--turns", "think_time": "--think-time",
     "trace": "--trace", "speedup": "--speedup", "seed": "--seed", "tokenizer": "--tokenizer",
+    "constraints": "--constraints", "constrain": "--constrain",
 }
 
 
@@ -65,6 +68,8 @@ class WorkloadOptions:
     speedup: float = 1.0
     seed: int = 0
     tokenizer: str = ""
+    constraints: str = ""  # structured: a shipped set's name or a file ("": json)
+    constrain: bool = True  # structured: False sends the tasks' prompts unconstrained
 
     @property
     def needs_tokenizer(self) -> bool:
@@ -97,6 +102,10 @@ def add_workload_options(parser: Any) -> None:
     add("--seed", default="0", help="seed for every random choice of the workload")
     add("--tokenizer", default="", help="tokenizer.json (or its folder) for token-exact prompts "
         "(default: the served model's folder)")
+    add("--constraints", default="", help="structured: json, regex, tools (the shipped tasks) or "
+        "a JSONL file of tasks (docs/workloads.md); default json")
+    add("--constrain", default="on", help="structured: on (default), or off to send the same "
+        "prompts unconstrained, the baseline of the constraints' cost")
 
 
 def workload_options(options: Any) -> WorkloadOptions:
@@ -125,6 +134,8 @@ def workload_options(options: Any) -> WorkloadOptions:
         speedup=_speedup(get("speedup", "1")),
         seed=_whole("--seed", get("seed", "0"), 0, MAX_SEED),
         tokenizer=get("tokenizer"),
+        constraints=get("constraints"),
+        constrain=_choice(get("constrain", "on"), ("on", "off"), "--constrain") == "on",
     )
     _check_source(chosen)
     if source == "trace" and get("rate"):
@@ -143,6 +154,12 @@ def _check_source(o: WorkloadOptions) -> None:
         raise WorkloadError(f"--dataset is for --workload dataset, not {o.source}")
     if o.trace is not None and o.source != "trace":
         raise WorkloadError(f"--trace is for --workload trace, not {o.source}")
+    if (o.constraints or not o.constrain) and o.source != "structured":
+        raise WorkloadError(f"--constraints and --constrain are for --workload structured, not "
+                            f"{o.source}")
+    if o.source == "structured":  # the tasks checked now, before an engine is asked anything
+        from loadtest.workload.structured import load_tasks, resolve_constraints
+        load_tasks(resolve_constraints(o.constraints or "json"))
     if o.max_input_len and o.min_input_len > o.max_input_len:
         raise WorkloadError(f"--min-input-len {o.min_input_len} is over --max-input-len {o.max_input_len}")
     if o.columns and o.dataset_format not in ("", "csv", "parquet"):
