@@ -138,15 +138,16 @@ def test_a_cut_answer_is_the_budgets_failure_and_the_row_counts_each_reason():
                _record("sentiment", '{"label": 1}'), _record("yes-no", "maybe"),
                _record("iso-date", "1969-07-20", "length"),  # valid at the limit: valid
                _record("yes-no", "no").fail("truncated", "cut"),  # failed: not checked
-               _record("iso-date", "<think>...", reasoning_chunks=3)]  # split by a parser
+               _record("iso-date", "<think>...", reasoning_chunks=3),  # split by a parser
+               _record("weather", "It is sunny and", "length")]  # text, no call: not cut
     for record in records:
         CHECKS.check(record)
     assert [r.answer_check for r in records] == ["valid", "cut", "schema", "no_match", "valid",
-                                                 None, None]
+                                                 None, None, "no_tool_call"]
     assert all(r.output_text is None and r.tool_calls is None for r in records)
-    assert answer_columns(records) == {"answers_checked": 5, "answers_valid": 2,
-                                       "answers_valid_pct": 40.0,
-                                       "answer_failures": "cut=1;no_match=1;schema=1"}
+    assert answer_columns(records) == {"answers_checked": 6, "answers_valid": 2,
+                                       "answers_valid_pct": 100 * 2 / 6,
+                                       "answer_failures": "cut=1;no_match=1;no_tool_call=1;schema=1"}
     assert answer_columns([RequestRecord(0, "p", 0.0, 0)]) == {}
 
 

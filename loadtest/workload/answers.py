@@ -5,6 +5,7 @@ FAILURES:
 
     cut              the engine stopped at max_tokens (finish_reason "length") with an answer
                      that is not yet valid: the token budget's failure, not the constraint's
+                     (a tools answer without any call is no_tool_call all the same)
     not_json         a JSON-schema answer that does not parse as JSON
     schema           it parses but does not fit the schema
     no_match         a regex answer that the regex does not match in full
@@ -71,7 +72,9 @@ class AnswerChecks:
         if record.ok and record.prompt_id in self._tasks and not split:
             verdict = self.verdict(record.prompt_id, "".join(record.output_text or ()),
                                    record.tool_calls or [])
-            if verdict != "valid" and record.finish_reason == "length":
+            # Cut at max_tokens, an answer is the budget's failure, not the constraint's; a
+            # tools answer that streamed text and no call at all was no call on its way.
+            if verdict not in ("valid", "no_tool_call") and record.finish_reason == "length":
                 verdict = "cut"
             record.answer_check = verdict
         record.tool_calls = None
