@@ -77,3 +77,18 @@ def test_the_constraints_cost_is_each_constrained_run_over_its_unconstrained_twi
     tables = [content for kind, content in report.blocks if kind == "table"]
     assert len(tables) == 2 and "6/8 (75%)" in tables[0] and "not_json=2" in tables[0]
     assert "| vllm-cpu | json | 4 | 0.70x | 2.00x | 1.00x | 1.00x |" in tables[1]
+
+
+def test_a_column_that_one_runs_csv_lacks_is_still_read_as_numbers(tmp_path):
+    from loadtest.report.runset import load_runs
+    from loadtest.results.files import append_run_row
+    base = {"timestamp": "2026-11-26T20:00:00Z", "engine": "vllm-cpu", "users": 4,
+            "workload": "w", "workload_sha256": "s", "verdict": "valid", "completed": 8}
+    append_run_row(tmp_path / "a" / "runs.csv", {**base, "run_id": "a"})
+    append_run_row(tmp_path / "b" / "runs.csv", {**base, "run_id": "b", "reasoning_requests": 8,
+                                                 "ttfa_p50_ms": 12.5})
+    runs = load_runs(tmp_path)
+    assert runs["reasoning_requests"].tolist()[1] == 8 and pd.isna(runs["reasoning_requests"][0])
+    report = _Report()
+    reasoning_section(report, runs)  # compares numbers: no error on the run without them
+    assert any(kind == "table" for kind, _ in report.blocks)

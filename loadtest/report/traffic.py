@@ -32,7 +32,7 @@ def reasoning_section(report: _Report, runs: pd.DataFrame) -> None:
               "TTFA p99", "switch p50", "reasoning chunks", "answer chunks", "reasoning tokens",
               "answer tokens"]
     body = [[str(r["engine"]), str(r["workload"]), f"{r['users']:g}",
-             f"{r['reasoning_requests']:g}/{r['completed']:g}", f"{r['reasoning_unanswered']:g}",
+             f"{r['reasoning_requests']:g}/{r['completed']:g}", _count(r.get("reasoning_unanswered")),
              _ms(r.get("ttft_p50_ms")), _ms(r.get("ttfa_p50_ms")), _ms(r.get("ttfa_p99_ms")),
              _ms(r.get("switch_p50_ms")), _count(r.get("reasoning_chunks")),
              _count(r.get("answer_chunks")), _tokens(r, "reasoning_tokens"),
