@@ -233,7 +233,7 @@ class LLMUser(User):
 
     def _send(self, run: Run, spec: Any, keep_text: bool = False) -> RequestRecord:
         record = send(self.client, spec, run.parse_line, run.tokens_source, run.headers,
-                      worker=run.worker_index, keep_text=keep_text or run.options.keep_outputs,
+                      worker=run.worker_index, keep_text=keep_text or run.keep_text,
                       bounds=run.bounds)
         if not record.ok:  # its connection may be mid-stream: start clean
             self.client.close()
@@ -245,6 +245,7 @@ class LLMUser(User):
         the dialect validated); the record is completed even if a listener raises, so the run
         still ends."""
         try:
+            run.check_answer(record)
             if not record.context_refused:  # a session's end, neither served nor failed
                 self.environment.events.request.fire(
                     request_type=run.config.api, name=run.request_name,

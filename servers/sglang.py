@@ -39,7 +39,7 @@ ENGINE = Engine(
 SPEC = EngineSpec(
     slug="sglang",
     container=ENGINE,
-    target=Target(ENGINE.host_port),
+    target=Target(ENGINE.host_port, regex_as="regex"),
     metrics={"running": ["sglang:num_running_reqs"], "waiting": ["sglang:num_queue_reqs"],
              "kv_cache": ["sglang:token_usage"], "queue_time": [],
              "ttft": ["sglang:time_to_first_token_seconds"],

@@ -191,7 +191,7 @@ RECIPE = gpu_recipe(ENGINE, VLLM_FLAGS)
 SPEC = EngineSpec(
     slug="vllm",
     container=ENGINE,
-    target=Target(ENGINE.host_port, token_ids=True),
+    target=Target(ENGINE.host_port, token_ids=True, regex_as="structured_outputs"),
     local=RECIPE,
     metrics=vllm_metric_names("vllm"),
     prefix_cache=PrefixCache(vllm_reset),

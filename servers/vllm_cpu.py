@@ -93,7 +93,7 @@ RECIPE = LocalRecipe(
 SPEC = EngineSpec(
     slug="vllm-cpu",
     container=ENGINE,
-    target=Target(ENGINE.host_port, token_ids=True),
+    target=Target(ENGINE.host_port, token_ids=True, regex_as="structured_outputs"),
     local=RECIPE,
     metrics=vllm_metric_names("vllm"),
     prefix_cache=PrefixCache(vllm_reset),

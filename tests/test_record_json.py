@@ -18,7 +18,7 @@ from loadtest.results.record import RequestRecord
 def _asdict_line(record: RequestRecord) -> dict[str, Any]:
     """to_json as it was up to ff37e65 (a deep copy through asdict), the reference."""
     row = asdict(record)
-    del row["output_ids"], row["output_text"]
+    del row["output_ids"], row["output_text"], row["tool_calls"]
     if not record.engine_flaws:
         del row["engine_flaws"]
     row["ttft_ms"] = record.ttft_ms
@@ -30,6 +30,12 @@ def _asdict_line(record: RequestRecord) -> dict[str, Any]:
     if record.session_id is None:
         for name in ("session_id", "turn", "session_end", "turns_not_sent"):
             del row[name]
+    if not record.reasoning_chunks and record.reasoning_tokens is None:
+        for name in ("first_reasoning_ns", "last_reasoning_ns", "first_answer_ns",
+                     "reasoning_chunks", "reasoning_tokens"):
+            del row[name]
+    if record.answer_check is None:
+        del row["answer_check"]
     return row
 
 
@@ -72,6 +78,12 @@ RECORDS = {
         session_id=4, turn=3, session_end="context_full", turns_not_sent=2, reconnects=1,
         rate_limited=2, rate_limited_wait_ns=1_500_000_000, output_ids=[1, 2, 3],
         output_text=["bonjour", " 世界", " 🔥"]),
+    "a reasoning answer": lambda: _answered(
+        first_reasoning_ns=81_050_213_407, last_reasoning_ns=81_900_000_000,
+        first_answer_ns=81_910_000_000, reasoning_chunks=85, reasoning_tokens=85),
+    "a checked tool call": lambda: _answered(
+        answer_check="arguments_schema",
+        tool_calls=[{"index": 0, "function": {"name": "f", "arguments": "{}"}}]),
 }
 
 
@@ -82,7 +94,7 @@ def test_the_line_is_byte_for_byte_the_asdict_line(make):
     assert list(new) == list(old)  # the same keys in the same order
     for options in ({"separators": (",", ":")}, {}, {"ensure_ascii": False}):
         assert json.dumps(new, **options) == json.dumps(old, **options)
-    assert "output_ids" not in new and "output_text" not in new
+    assert "output_ids" not in new and "output_text" not in new and "tool_calls" not in new
 
 
 def test_the_written_file_is_the_asdict_file_and_reads_back(tmp_path):

@@ -51,6 +51,7 @@ from loadtest.results.verdict import REASONS, judge
 from loadtest.workload import build_workload, resolve_prompts, workload_options
 from loadtest.workload.agentic import agent_figures
 from loadtest.workload.lora import adapter_figures
+from loadtest.workload.answers import answer_columns
 from loadtest.workload.usage import prompt_token_columns
 from servers.prefix_cache import reset_prefix_cache
 from servers.registry import SPECS
@@ -150,7 +151,8 @@ class Run:
                                        token_ids=((config.recount or self.options.keep_outputs)
                                                   and config.target.token_ids),
                                        source=workload_options(environment.parsed_options),
-                                       model_dir=self.model_dir)
+                                       model_dir=self.model_dir,
+                                       regex_as=config.target.regex_as)
         self.bounds = run_bounds(self.options.request_deadline_s, config.read_timeout_s)
         dialect = dialect_for(config.api)
         self.parse_line = (dialect.parse_line if config.target.empty_chunk_is_token
@@ -197,6 +199,17 @@ class Run:
             temperature=c.temperature, ignore_eos_as=c.target.ignore_eos_as,
             token_ids=bool((c.recount or self.options.keep_outputs) and c.target.token_ids),
             keep_outputs=self.options.keep_outputs), c.api)
+
+    @property
+    def keep_text(self) -> bool:
+        """Answers' text is kept in memory: --keep-outputs, or for their checks."""
+        return self.options.keep_outputs or self.workload.answers is not None
+
+    def check_answer(self, record: RequestRecord) -> None:
+        """A constrained answer's check (loadtest/workload/answers.py), in the process that read
+        it, before its record is counted."""
+        if self.workload.answers is not None:
+            self.workload.answers.check(record, keep_text=self.options.keep_outputs)
 
     @property
     def model_dir(self) -> str:
@@ -344,6 +357,7 @@ class Run:
                                      self._engine_output_tokens()))
         row.update(prompt_token_columns(self.workload, self.records, self.config.api))
         row.update(asked_length_columns(self.workload, self.records, self.config.ignore_eos))
+        row.update(answer_columns(self.records))
         row.update(goodput(self.records, row["completion_time_s"], self.options.slo))
         if self.telemetry is not None:
             row.update(self.telemetry.stop(row["output_tokens"]))

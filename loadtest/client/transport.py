@@ -310,6 +310,9 @@ def _read_stream(response, record: RequestRecord,
                 gaps.append(now - last_ns)
             last_ns = now
             record.output_chunks += 1
+            if (event.reasoning is not None or event.tool_calls is not None
+                    or record.reasoning_chunks):
+                _more_than_text(record, event, now, keep_text)
             if output_limit is not None and record.output_chunks > output_limit:
                 record.done_ns = now
                 record.fail("over_max_tokens", f"{record.output_chunks} output chunks, past "
@@ -324,6 +327,8 @@ def _read_stream(response, record: RequestRecord,
             else:
                 record.output_tokens = event.output_tokens
                 record.output_tokens_source = tokens_source
+            if event.reasoning_tokens is not None:
+                record.reasoning_tokens = event.reasoning_tokens
         if event.prompt_tokens is not None:
             record.prompt_tokens = event.prompt_tokens
         if event.token_ids is not None:  # --recount, --keep-outputs (vLLM family)
@@ -341,6 +346,25 @@ def _read_stream(response, record: RequestRecord,
                 _flaw(record, "a second [DONE]")
         if event.finished:
             finished = True
+
+
+def _more_than_text(record: RequestRecord, event: StreamEvent, now: int, keep_text: bool) -> None:
+    """An output chunk that is not plain answer text: a reasoning stream's stamps (its first and
+    last reasoning chunks, its first answer chunk after reasoning, loadtest/results/reasoning.py;
+    a chunk may carry both at the switch) and tool-call fragments, kept for the answer's check."""
+    if event.reasoning is not None:
+        if record.first_reasoning_ns is None:
+            record.first_reasoning_ns = now
+        record.last_reasoning_ns = now
+        record.reasoning_chunks += 1
+        if (event.text or event.tool_calls) and record.first_answer_ns is None:
+            record.first_answer_ns = now
+    elif record.reasoning_chunks and record.first_answer_ns is None:
+        record.first_answer_ns = now
+    if event.tool_calls is not None and keep_text:
+        if record.tool_calls is None:
+            record.tool_calls = []
+        record.tool_calls.extend(event.tool_calls)
 
 
 def _line_reader(response, max_bytes: int, watch: _Watch) -> Callable[[], bytes]:

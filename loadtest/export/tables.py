@@ -48,7 +48,9 @@ RUN_FILES = ("run.json", "telemetry.jsonl", "telemetry_summary.json", "outputs.j
 # requests.jsonl keys a line leaves out when they do not apply (RequestRecord.to_json)
 OPTIONAL_REQUEST_KEYS = frozenset({"engine_flaws", "scheduled_ns", "cap_wait_ns", "ttft_sched_ms",
                                    "e2e_sched_ms", "session_id", "turn", "session_end",
-                                   "turns_not_sent"})
+                                   "turns_not_sent", "first_reasoning_ns", "last_reasoning_ns",
+                                   "first_answer_ns", "reasoning_chunks", "reasoning_tokens",
+                                   "answer_check"})
 
 
 def _request_types() -> dict[str, str]:
@@ -56,7 +58,7 @@ def _request_types() -> dict[str, str]:
     types = {"run_id": "string"}
     for field in fields(RequestRecord):
         annotation = str(field.type)
-        if field.name in ("output_ids", "output_text"):
+        if field.name in ("output_ids", "output_text", "tool_calls"):
             continue  # never in requests.jsonl
         if field.name == "sent_at":
             types[field.name] = "timestamp"

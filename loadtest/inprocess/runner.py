@@ -114,6 +114,9 @@ def run_inprocess(run: InprocRun, quiet: bool = False) -> list[dict[str, Any]]:
     if any(b > 1 for b in run.batch_sizes) and not engine.batches:
         raise InprocError(f"{engine.slug} runs one sequence at a time: --batch 1 only")
     model_dir = engine.model if engine.model.is_dir() else engine.model.parent / engine.model.stem
+    if run.source is not None and run.source.source == "structured":
+        raise InprocError("in-process runs send prompt texts: a structured workload (constrained "
+                          "chat answers) needs a server run (rig run --api chat)")
     # The user's files first (prompts, results folder), then the install: a tokenizer that is
     # missing with its model is the install's fault.
     why = engine.missing()

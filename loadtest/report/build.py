@@ -33,6 +33,7 @@ from loadtest.results.goodput import DEFAULT_SLO_SHARE_PCT
 from loadtest.report.gpus import gpu_cells, gpus_markdown, per_gpu_rows, plot_gpus
 from loadtest.report.groups import groups_section
 from loadtest.report.timeslices import timed_runs_section
+from loadtest.report.traffic import answers_section, reasoning_section
 from loadtest.report.plots import (
     config_label,
     curves,
@@ -194,6 +195,8 @@ def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
     _equivalence_section(report, everything, baseline)
     timed_runs_section(report, everything)
     groups_section(report, everything)
+    reasoning_section(report, everything)
+    answers_section(report, everything)
     _warnings_section(report, everything)
     return report
 

@@ -175,9 +175,10 @@ def _check_numbers(path: Path, frame: pd.DataFrame) -> None:
 
 
 def _numeric(column: pd.Series) -> pd.Series:
-    """Numbers where every non-empty cell is a number; the text left as it is otherwise."""
+    """Numbers where every non-empty cell is a number; the text left as it is otherwise. A cell
+    is empty as written ("") or missing (NaN: a column another runs.csv under the root lacks)."""
     converted = pd.to_numeric(column, errors="coerce")
-    return converted if converted.notna().sum() == (column != "").sum() else column
+    return converted if converted.notna().sum() == (column.notna() & (column != "")).sum() else column
 
 
 def select_runs(runs: pd.DataFrame, where: list[str]) -> pd.DataFrame:

@@ -3,7 +3,8 @@
 Timestamps are `time.perf_counter_ns()` (CLOCK_MONOTONIC on Linux: one clock for every process
 on a host) taken the moment a stream line is handed over, before it is parsed.
 
-- TTFT (`ttft_ms`): request sent -> first chunk that carries generated output.
+- TTFT (`ttft_ms`): request sent -> first chunk that carries generated output (a reasoning
+  model's reasoning, a tool call's fragment and answer text alike).
 - Chunk gaps (`chunk_gaps_ns`): time between consecutive output-carrying chunks after the first;
   the pooled gaps of a run are its ITL (inter-token latency; a chunk may hold several tokens,
   which the record's `output_tokens` and `output_chunks` let a reader see).
@@ -35,6 +36,15 @@ were never sent. A turn the engine refused because the conversation outgrew its 
 but neither served nor failed, and counts as neither. In open loop a later turn's
 `scheduled_ns` is when its think time ended: it is due then, not on the session's schedule.
 
+A reasoning stream (the engine sends its reasoning apart from its answer: loadtest/results/
+reasoning.py) adds `first_reasoning_ns`, `last_reasoning_ns` (its first and last chunks of
+reasoning), `first_answer_ns` (its first chunk of answer after reasoning started; None when the
+answer never came), `reasoning_chunks` and `reasoning_tokens` (the engine's own count, from
+usage.completion_tokens_details, where it sent one).
+
+A checked answer (structured output and tool calls: loadtest/workload/answers.py) adds
+`answer_check`: "valid", or the first reason it is not, from a closed list.
+
 `error_kind` is one closed vocabulary for failed requests:
 connect (no connection), timeout (no byte within the read timeout), http_status (status >= 400),
 stream_error (the engine sent an error event), stream_protocol (a line we cannot parse),
@@ -65,6 +75,8 @@ ERROR_KINDS = ("connect", "timeout", "http_status", "stream_error", "stream_prot
 # context (estimated before sending, or refused by the engine); failed: a turn failed
 SESSION_ENDS = ("complete", "context_full", "failed")
 _SESSION_FIELDS = ("session_id", "turn", "session_end", "turns_not_sent")
+_REASONING_FIELDS = ("first_reasoning_ns", "last_reasoning_ns", "first_answer_ns",
+                     "reasoning_chunks", "reasoning_tokens")
 
 
 @dataclass
@@ -95,10 +107,20 @@ class RequestRecord:
     turn: int | None = None
     session_end: str | None = None  # on a session's last record
     turns_not_sent: int = 0
+    # a reasoning stream only (loadtest/results/reasoning.py): its first and last reasoning
+    # chunks, its first answer chunk after them, its reasoning chunks, the engine's count
+    first_reasoning_ns: int | None = None
+    last_reasoning_ns: int | None = None
+    first_answer_ns: int | None = None
+    reasoning_chunks: int = 0
+    reasoning_tokens: int | None = None
+    # a checked answer only (loadtest/workload/answers.py): "valid", or why not
+    answer_check: str | None = None
     # --recount and --keep-outputs only, kept in memory (never in requests.jsonl: the output
     # text is the user's; --keep-outputs writes it apart, to outputs.jsonl)
     output_ids: list[int] | None = None
     output_text: list[str] | None = None
+    tool_calls: list[dict[str, Any]] | None = None  # the answer's tool-call fragments, as streamed
 
     @property
     def ok(self) -> bool:
@@ -164,6 +186,11 @@ class RequestRecord:
         if self.session_id is None:  # single requests: lines as before
             for name in _SESSION_FIELDS:
                 del row[name]
+        if not self.reasoning_chunks and self.reasoning_tokens is None:  # no reasoning: as before
+            for name in _REASONING_FIELDS:
+                del row[name]
+        if self.answer_check is None:
+            del row["answer_check"]
         return row
 
     @classmethod
@@ -175,10 +202,11 @@ class RequestRecord:
 # to_json's fields, in the dataclass's order (the line's order); the output's ids and text are
 # never in requests.jsonl
 _JSON_FIELDS = tuple(f.name for f in fields(RequestRecord)
-                     if f.name not in ("output_ids", "output_text"))
+                     if f.name not in ("output_ids", "output_text", "tool_calls"))
 
 # The record's absolute times (the others are differences): what another host's clock shifts.
-CLOCK_FIELDS = ("sent_ns", "first_chunk_ns", "done_ns", "scheduled_ns")
+CLOCK_FIELDS = ("sent_ns", "first_chunk_ns", "done_ns", "scheduled_ns", "first_reasoning_ns",
+                "last_reasoning_ns", "first_answer_ns")
 
 
 def on_clock(row: dict[str, Any], offset_ns: int) -> dict[str, Any]:

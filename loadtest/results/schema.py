@@ -40,6 +40,8 @@ def _latency(metric: str, what: str, stats: tuple[str, ...] = ("mean", "p50", "p
 _OPEN = " (open loop, --rate)"
 _CONV = " (conversations)"
 _TELEMETRY = " (telemetry)"
+_REASONING = " (reasoning streams)"
+_STRUCTURED = " (structured workload)"
 
 COLUMNS: tuple[Column, ...] = (
     # what ran
@@ -112,6 +114,27 @@ COLUMNS: tuple[Column, ...] = (
     *_latency("ttft_later", "TTFT of later turns", ("p50", "p90"), _CONV),
     Column("prompt_tokens_turn1_mean", float, "tokens", "mean prompt tokens of first turns" + _CONV),
     Column("prompt_tokens_later_mean", float, "tokens", "mean prompt tokens of later turns" + _CONV),
+    # a reasoning model's run (loadtest/results/reasoning.py): only when a request reasoned
+    Column("reasoning_requests", int, "", "completed requests whose stream carried reasoning" + _REASONING),
+    Column("reasoning_unanswered", int, "", "of those, requests cut before any answer (no TTFA)" + _REASONING),
+    Column("reasoning_chunks", int, "chunks", "output chunks that carried reasoning" + _REASONING),
+    Column("answer_chunks", int, "chunks", "output chunks that carried answer text or tool calls" + _REASONING),
+    Column("reasoning_tokens", int, "tokens", "reasoning tokens as the engine counted them (usage's completion_tokens_details); empty where it did not, for every request that reasoned" + _REASONING),
+    Column("answer_tokens", int, "tokens", "output_tokens - reasoning_tokens" + _REASONING),
+    Column("reasoning_tokens_source", str, "", "usage, or none: the engine counted no reasoning tokens (or 0 for answers that reasoned), and chunks are no token count" + _REASONING),
+    *_latency("ttfa", "time to the first answer chunk (a request that did not reason: its TTFT)", when=_REASONING),
+    *_latency("ttfr", "time to the first reasoning chunk", ("p50", "p99"), _REASONING),
+    *_latency("reasoning_time", "first to last reasoning chunk", ("p50", "p99"), _REASONING),
+    *_latency("switch", "last reasoning chunk to first answer chunk", ("p50", "p99"), _REASONING),
+    # constrained answers (--workload structured: loadtest/workload/answers.py)
+    Column("constraints", str, "", "--constraints: json, regex, tools or the tasks file" + _STRUCTURED),
+    Column("constraints_sha256", str, "", "the tasks file's digest" + _STRUCTURED),
+    Column("constraint_kinds", str, "", "json_schema, regex, tools: the kinds of its tasks, joined with +" + _STRUCTURED),
+    Column("constrained", bool, "", "--constrain: False for the same prompts sent unconstrained" + _STRUCTURED),
+    Column("answers_checked", int, "", "completed requests whose answer was checked" + _STRUCTURED),
+    Column("answers_valid", int, "", "answers that parse and fit their schema, regex or declared tools" + _STRUCTURED),
+    Column("answers_valid_pct", float, "%", "answers_valid / answers_checked" + _STRUCTURED),
+    Column("answer_failures", str, "", "the others by reason (cut, not_json, schema, no_match, no_tool_call, ...): reason=count joined with ;" + _STRUCTURED),
     Column("slo", str, "", "--slo: the latency targets (with --slo)"),
     Column("slo_met_requests", int, "", "requests that met every target (with --slo)"),
     Column("slo_met_pct", float, "%", "their share of the requests sent (with --slo)"),
@@ -152,7 +175,7 @@ COLUMNS: tuple[Column, ...] = (
     # the workload
     Column("workload", str, "", "the workload's name"),
     Column("workload_sha256", str, "", "digest of the requests' bodies: runs with one may be compared"),
-    Column("workload_source", str, "", "prompts, synthetic, prefix, dataset, conversation, trace or agentic"),
+    Column("workload_source", str, "", "prompts, synthetic, prefix, dataset, conversation, trace, agentic or structured"),
     Column("workload_seed", int, "", "--seed of a built workload"),
     Column("input_len", str, "tokens", "--input-len as given"),
     Column("output_len", str, "tokens", "--output-len as given"),

@@ -17,6 +17,7 @@ Open loop (records with a scheduled time) adds:
   as actually sent and as finished, each over its own span (first to last); the schedule's own
   rate differs from --rate by chance (Poisson), and an engine keeps up when its answers finish
   at the rate they were scheduled: `done_rate_per_s` is the achieved rate the knee is found on.
+A reasoning stream adds its reasoning and answer apart (loadtest/results/reasoning.py).
 Conversations add their sessions' columns (loadtest/results/sessions.py); a turn the engine
 refused because its conversation outgrew the context ended its session and is in neither
 `completed` nor `failed` (it is in `requests_sent` and `context_refused`).
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from loadtest.results.reasoning import summarize_reasoning
 from loadtest.results.record import RequestRecord
 from loadtest.results.sessions import summarize_sessions
 
@@ -73,6 +75,7 @@ def summarize(records: Sequence[RequestRecord]) -> dict[str, Any]:
     if any(r.scheduled_ns is not None for r in records):
         row.update(_schedule(records, done))
     row.update(summarize_sessions(records))
+    row.update(summarize_reasoning(records))
     return row
 
 

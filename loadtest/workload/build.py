@@ -10,6 +10,7 @@ same whatever text fills them; the row records tokenizer_sha256 beside it).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -27,6 +28,8 @@ from loadtest.workload.options import WorkloadOptions
 from loadtest.workload.prefixes import prefix_items, prefix_name
 from loadtest.workload.prompts import prompt_items, prompts_identity
 from loadtest.workload.spec import RequestSpec, SessionSpec, Workload, WorkloadError
+from loadtest.workload.structured import (load_tasks, resolve_constraints, structured_items,
+                                          structured_name)
 from loadtest.workload.synthetic import synthetic_items, synthetic_name
 from loadtest.workload.tokens import TokenText, find_tokenizer, load_token_text
 from loadtest.workload.trace import Trace, load_trace, trace_name
@@ -44,6 +47,7 @@ class Bodies:
     temperature: float
     ignore_eos_as: str = "ignore_eos"
     token_ids: bool = False
+    regex_as: str = ""  # the engine's field for a regex constraint (Target.regex_as)
 
     @property
     def path(self) -> str:
@@ -54,7 +58,7 @@ class Bodies:
             return dialect_for(self.api).build_body(
                 self.api, self.model, item.prompt, item.max_tokens, ignore_eos=self.ignore_eos,
                 temperature=self.temperature, ignore_eos_as=self.ignore_eos_as,
-                token_ids=self.token_ids)
+                token_ids=self.token_ids, extra=item.extra)
         except ValueError as exc:
             raise WorkloadError(str(exc)) from None
 
@@ -100,27 +104,28 @@ def tokenizer_for(source: WorkloadOptions, model_dir: str, required: bool) -> To
 def build_workload(prompts_name: str, requests: int, *, api: str, model: str, max_tokens: int,
                    ignore_eos: bool = False, temperature: float = 0.0,
                    ignore_eos_as: str = "ignore_eos", token_ids: bool = False,
-                   source: WorkloadOptions | None = None, model_dir: str = "") -> Workload:
+                   source: WorkloadOptions | None = None, model_dir: str = "",
+                   regex_as: str = "") -> Workload:
     """The run's workload: --prompts (source None or prompts) or the source's own requests,
     spread over LoRA adapters where asked. `requests` counts sessions for conversation
-    workloads. WorkloadError (one line) when the options, files or tokenizer do not make a
-    workload."""
+    workloads; `regex_as` is how the engine takes a regex constraint (Target.regex_as).
+    WorkloadError (one line) when the options, files or tokenizer do not make a workload."""
     source = source or WorkloadOptions()
     built = _source_workload(prompts_name, requests, api=api, model=model, max_tokens=max_tokens,
                              ignore_eos=ignore_eos, temperature=temperature,
                              ignore_eos_as=ignore_eos_as, token_ids=token_ids, source=source,
-                             model_dir=model_dir)
+                             model_dir=model_dir, regex_as=regex_as)
     return with_adapters(built, source.lora, source.seed)
 
 
 def _source_workload(prompts_name: str, requests: int, *, api: str, model: str, max_tokens: int,
                      ignore_eos: bool, temperature: float, ignore_eos_as: str, token_ids: bool,
-                     source: WorkloadOptions, model_dir: str) -> Workload:
+                     source: WorkloadOptions, model_dir: str, regex_as: str) -> Workload:
     if requests <= 0:
         raise WorkloadError(f"--requests must be a positive integer, got {requests}")
     if max_tokens <= 0:
         raise WorkloadError(f"--max-tokens must be a positive integer, got {max_tokens}")
-    bodies = Bodies(api, model, ignore_eos, temperature, ignore_eos_as, token_ids)
+    bodies = Bodies(api, model, ignore_eos, temperature, ignore_eos_as, token_ids, regex_as)
     tokens = None
     if source.source != "prompts":
         tokens = tokenizer_for(source, model_dir, required=source.needs_tokenizer)
@@ -141,6 +146,8 @@ def _source_workload(prompts_name: str, requests: int, *, api: str, model: str, 
         stem = source.trace.stem if "agentic" in source.trace.stem else f"{source.trace.stem}-agentic"
         name = f"{stem}-x{source.speedup:g}-{len(trace)}"
         return _trace_workload(context, bodies, sampling, trace, name, described)
+    if source.source == "structured":
+        return _structured_workload(context, bodies, sampling)
     columns = _source_columns(source, tokens)
     if source.source == "dataset":
         conversations, fmt, file_sha = read_dataset(context)
@@ -173,11 +180,16 @@ def workload_sha256(prompts_name: str, requests: int, *, max_tokens: int, ignore
         return mixed_sha256(sha, source.lora, source.seed)
     sampling = {"requests": requests, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
                 "temperature": temperature}
-    path = source.dataset if source.source == "dataset" else source.trace
+    path = {"dataset": source.dataset, "trace": source.trace, "agentic": source.trace,
+            "structured": _constraints_path(source)}.get(source.source)
     file_sha = (files_sha256(path) if source.source == "agentic" and path
                 else _file_sha256(path) if path else "")
     sha = _digest(source, sampling, file_sha)
     return mixed_sha256(sha, source.lora, source.seed)
+
+
+def _constraints_path(source: WorkloadOptions) -> Path | None:
+    return resolve_constraints(source.constraints or "json") if source.source == "structured" else None
 
 
 def _file_sha256(path: Path) -> str:
@@ -242,6 +254,33 @@ def _trace_workload(context: Context, bodies: Bodies, sampling: dict[str, Any], 
                     longest=(trace[at].prompt_id, int(trace.inputs[at]), int(trace.outputs[at])))
 
 
+def _structured_workload(context: Context, bodies: Bodies, sampling: dict[str, Any]) -> Workload:
+    """Constrained answers (loadtest/workload/structured.py), each checked after it arrives
+    (answers.py); with --constrain off, the same prompts sent unconstrained and unchecked."""
+    from loadtest.workload.answers import AnswerChecks  # jsonschema: only for this source
+
+    source = context.options
+    path = _constraints_path(source)
+    assert path is not None
+    if bodies.api != "chat":
+        raise WorkloadError("--workload structured sends chat requests (tools, response_format):"
+                            " add --api chat")
+    tasks, file_sha = load_tasks(path)
+    items = structured_items(tasks, context, bodies.regex_as)
+    if not source.constrain:
+        items = [Item(item.prompt_id, item.prompt, item.max_tokens) for item in items]
+    kinds = sorted({task.kind for task in tasks})
+    columns = {**_source_columns(source, None), "constraints": source.constraints or "json",
+               "constraints_sha256": file_sha, "constraint_kinds": "+".join(kinds),
+               "constrained": source.constrain}
+    name = structured_name(path, context) + ("" if source.constrain else "-unconstrained")
+    workload = _requests_workload(name, _digest(source, sampling, file_sha), items,
+                                  context.requests, bodies, "structured", columns)
+    if source.constrain:
+        workload = dataclasses.replace(workload, answers=AnswerChecks(tasks))
+    return workload
+
+
 def _source_columns(source: WorkloadOptions, tokens: TokenText | None) -> dict[str, Any]:
     """The row's columns that say what the source was asked for."""
     columns: dict[str, Any] = {"workload_seed": source.seed}
@@ -274,4 +313,6 @@ def _digest(source: WorkloadOptions, sampling: dict[str, Any], file_sha: str) ->
                          min_input_len=source.min_input_len, max_input_len=source.max_input_len)
     if source.source in ("trace", "agentic"):
         described["speedup"] = source.speedup
+    if source.source == "structured":
+        described["constrain"] = source.constrain  # the constraints: file_sha256
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()

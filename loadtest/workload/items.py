@@ -4,6 +4,7 @@ context a source builds from (options, counts, tokenizer, seeded randomness)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +21,8 @@ class Item:
     prompt: str | list[dict[str, str]]  # a text, or a chat message list
     max_tokens: int
     prompt_tokens: int | None = None  # what the source built it to, where it knows
+    # body fields beyond the prompt (a constrained answer's: loadtest/workload/structured.py)
+    extra: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

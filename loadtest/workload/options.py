@@ -10,6 +10,8 @@ their validation: the one place that turns option text into a checked WorkloadOp
     --workload conversation  --turns T synthetic sessions (--input-len user messages, --think-time)
     --workload agentic       --trace FILE|DIR (agent sessions, Weka trace JSON: agentic.py), on
                              its own schedule / --speedup
+    --workload structured    --constraints json|regex|tools|FILE: constrained answers, each
+                             checked (--constrain off: the same prompts unconstrained)
 
 DIST is loadtest/workload/lengths.py's grammar. Bad values raise WorkloadError (one line).
 """
@@ -28,7 +30,8 @@ from loadtest.workload.spec import WorkloadError
 __all__ = ["DATASET_FORMATS", "DATASET_MODES", "OPTION_FLAGS", "SOURCES", "WorkloadOptions",
            "add_workload_options", "workload_options"]
 
-SOURCES = ("prompts", "synthetic", "dataset", "prefix", "trace", "conversation", "agentic")
+SOURCES = ("prompts", "synthetic", "dataset", "prefix", "trace", "conversation", "agentic",
+           "structured")
 SCHEDULED = ("trace", "agentic")  # sources whose file is the schedule (--trace, --speedup)
 DATASET_FORMATS = ("sharegpt", "openai", "prompts", "csv", "parquet")
 DATASET_MODES = ("first-turn", "conversation")
@@ -46,6 +49,7 @@ OPTION_FLAGS = {
     "prefix_len": "--prefix-len", "turns": "--turns", "think_time": "--think-time",
     "trace": "--trace", "speedup": "--speedup", "seed": "--seed", "tokenizer": "--tokenizer",
     **LORA_FLAGS,
+    "constraints": "--constraints", "constrain": "--constrain",
 }
 
 
@@ -71,6 +75,8 @@ class WorkloadOptions:
     seed: int = 0
     tokenizer: str = ""
     lora: AdapterMix | None = None  # requests spread over LoRA adapters (loadtest/workload/lora.py)
+    constraints: str = ""  # structured: a shipped set's name or a file ("": json)
+    constrain: bool = True  # structured: False sends the tasks' prompts unconstrained
 
     @property
     def needs_tokenizer(self) -> bool:
@@ -104,6 +110,10 @@ def add_workload_options(parser: Any) -> None:
     add("--tokenizer", default="", help="tokenizer.json (or its folder) for token-exact prompts "
         "(default: the served model's folder)")
     add_lora_options(group)
+    add("--constraints", default="", help="structured: json, regex, tools (the shipped tasks) or "
+        "a JSONL file of tasks (docs/workloads.md); default json")
+    add("--constrain", default="on", help="structured: on (default), or off to send the same "
+        "prompts unconstrained, the baseline of the constraints' cost")
 
 
 def workload_options(options: Any) -> WorkloadOptions:
@@ -133,6 +143,8 @@ def workload_options(options: Any) -> WorkloadOptions:
         seed=_whole("--seed", get("seed", "0"), 0, MAX_SEED),
         tokenizer=get("tokenizer"),
         lora=lora_mix(get("lora_adapters"), get("lora_mix")),
+        constraints=get("constraints"),
+        constrain=_choice(get("constrain", "on"), ("on", "off"), "--constrain") == "on",
     )
     _check_source(chosen)
     if source in SCHEDULED and get("rate"):
@@ -151,6 +163,12 @@ def _check_source(o: WorkloadOptions) -> None:
         raise WorkloadError(f"--dataset is for --workload dataset, not {o.source}")
     if o.trace is not None and o.source not in SCHEDULED:
         raise WorkloadError(f"--trace is for --workload trace or agentic, not {o.source}")
+    if (o.constraints or not o.constrain) and o.source != "structured":
+        raise WorkloadError(f"--constraints and --constrain are for --workload structured, not "
+                            f"{o.source}")
+    if o.source == "structured":  # the tasks checked now, before an engine is asked anything
+        from loadtest.workload.structured import load_tasks, resolve_constraints
+        load_tasks(resolve_constraints(o.constraints or "json"))
     if o.max_input_len and o.min_input_len > o.max_input_len:
         raise WorkloadError(f"--min-input-len {o.min_input_len} is over --max-input-len {o.max_input_len}")
     if o.columns and o.dataset_format not in ("", "csv", "parquet"):

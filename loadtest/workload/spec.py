@@ -16,6 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from loadtest.workload.answers import AnswerChecks
 
 __all__ = ["RequestSpec", "SessionSpec", "TurnSpec", "Workload", "WorkloadError"]
 
@@ -60,10 +64,12 @@ class Workload:
     sha256: str  # engine-independent: the same source, seed and counts give the same hash
     schedule_ns: list[int] | None = None  # trace replay: send offsets, one per spec
     sessions: list[SessionSpec] = field(default_factory=list)
-    source: str = "prompts"  # prompts | synthetic | dataset | prefix | trace | conversation
+    source: str = "prompts"  # prompts | synthetic | dataset | prefix | trace | conversation | structured
     # Columns the source adds to the run's row (lengths asked, groups, turns, speedup, ...)
     columns: dict[str, object] = field(default_factory=dict)
     # The request (or, for sessions, the last turn) with the most tokens, prompt + output, where
     # the source knows its counts: (prompt_id, prompt tokens, output tokens). The context check
     # (loadtest/client/probe.py) compares it with the engine's limit without asking the engine.
     longest: tuple[str, int, int] | None = None
+    # Constrained answers (structured output, tool calls): each answer's check, by prompt id
+    answers: AnswerChecks | None = None

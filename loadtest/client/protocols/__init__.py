@@ -38,6 +38,11 @@ class StreamEvent(NamedTuple):
     text: str | None = None  # this chunk's generated text (kept with --recount, --keep-outputs)
     flaw: str | None = None  # a value the engine sent wrongly and the rig ignored (see above)
     end_marker: bool = False  # the stream's explicit end line (OpenAI's `[DONE]`)
+    # A reasoning stream (loadtest/results/reasoning.py): the chunk's reasoning text, apart from
+    # its answer (`text`); the count the engine reported of its reasoning tokens
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
+    tool_calls: list[Any] | None = None  # a chat chunk's tool-call fragments, as sent
 
 
 class ProtocolError(ValueError):

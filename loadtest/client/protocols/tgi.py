@@ -21,13 +21,15 @@ PATHS = {"generate": "/generate_stream"}
 
 def build_body(api: str, model: str, prompt: str | list[dict[str, str]], max_tokens: int, *,
                ignore_eos: bool, temperature: float, ignore_eos_as: str = "ignore_eos",
-               token_ids: bool = False) -> bytes:
+               token_ids: bool = False, extra: dict[str, Any] | None = None) -> bytes:
     if not isinstance(prompt, str):
         raise ValueError("tgi's /generate_stream takes one text, not chat messages; use --api chat")
     if ignore_eos:
         raise ValueError("tgi's /generate_stream has no ignore_eos; drop --ignore-eos")
     if token_ids:
         raise ValueError("tgi's /generate_stream streams no token ids to recount")
+    if extra:
+        raise ValueError("tgi's /generate_stream takes no response_format or tools; use --api chat")
     parameters: dict[str, Any] = {"max_new_tokens": max_tokens, "details": True}
     if temperature > 0:
         parameters.update(do_sample=True, temperature=temperature)

@@ -1,0 +1,155 @@
+"""Each constrained answer checked (loadtest/workload/structured.py's tasks), and the run's counts.
+
+A request's `answer_check` (requests.jsonl) is "valid" or the first reason it is not, from
+FAILURES:
+
+    cut              the engine stopped at max_tokens (finish_reason "length") with an answer
+                     that is not yet valid: the token budget's failure, not the constraint's
+                     (a tools answer without any call is no_tool_call all the same)
+    not_json         a JSON-schema answer that does not parse as JSON
+    schema           it parses but does not fit the schema
+    no_match         a regex answer that the regex does not match in full
+    no_tool_call     a tools answer without a tool call
+    extra_tool_calls more than one call where the request said parallel_tool_calls false
+    unknown_tool     a tool call naming a tool the request did not declare
+    bad_arguments    a tool call whose arguments are not a JSON object
+    arguments_schema arguments that do not fit the tool's parameters
+
+A regex answer whose stream the engine split into reasoning and answer (a reasoning parser
+took the regex's markers out) is left unchecked. The check runs in the process that read the
+answer, off the request's path (after its record is complete, before it is counted), so it
+needs the answer's text only there.
+The row (answer_columns): answers_checked (completed requests with a constrained answer),
+answers_valid, answers_valid_pct, answer_failures (reason=count joined with ;).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from loadtest.results.record import RequestRecord
+from loadtest.workload.structured import Task
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+
+__all__ = ["FAILURES", "AnswerChecks", "answer_columns"]
+
+FAILURES = ("cut", "not_json", "schema", "no_match", "no_tool_call", "extra_tool_calls",
+            "unknown_tool", "bad_arguments", "arguments_schema")
+
+
+class AnswerChecks:
+    """The checks of a workload's tasks, by prompt id (a task's id), compiled once."""
+
+    def __init__(self, tasks: Sequence[Task]) -> None:
+        from jsonschema import Draft202012Validator  # imported by the one source that needs it
+
+        self._tasks = {task.task_id: task for task in tasks}
+        self._schemas: dict[str, Draft202012Validator] = {}
+        self._patterns: dict[str, re.Pattern[str]] = {}
+        self._tools: dict[str, dict[str, Draft202012Validator]] = {}
+        self._single = {task.task_id for task in tasks if task.parallel_tool_calls is False}
+        for task in tasks:
+            if task.kind == "json_schema":
+                self._schemas[task.task_id] = Draft202012Validator(task.constraint)
+            elif task.kind == "regex":
+                self._patterns[task.task_id] = re.compile(task.constraint)
+            else:
+                self._tools[task.task_id] = {
+                    tool["function"]["name"]: Draft202012Validator(
+                        tool["function"].get("parameters", {"type": "object"}))
+                    for tool in task.constraint}
+
+    def check(self, record: RequestRecord, keep_text: bool = False) -> None:
+        """Set a completed record's answer_check; drop its text unless it is to be kept."""
+        # A regex answer that the engine split into reasoning and answer cannot be checked:
+        # its parser took out the text the regex matched (the reasoning markers).
+        split = record.reasoning_chunks and record.prompt_id in self._patterns
+        if record.ok and record.prompt_id in self._tasks and not split:
+            verdict = self.verdict(record.prompt_id, "".join(record.output_text or ()),
+                                   record.tool_calls or [])
+            # Cut at max_tokens, an answer is the budget's failure, not the constraint's; a
+            # tools answer that streamed text and no call at all was no call on its way.
+            if verdict not in ("valid", "no_tool_call") and record.finish_reason == "length":
+                verdict = "cut"
+            record.answer_check = verdict
+        record.tool_calls = None
+        if not keep_text:
+            record.output_text = None
+
+    def verdict(self, task_id: str, text: str, tool_calls: list[dict[str, Any]]) -> str:
+        """'valid' or the reason an answer to task `task_id` is not (FAILURES)."""
+        if task_id in self._patterns:
+            return "valid" if self._patterns[task_id].fullmatch(text) else "no_match"
+        if task_id in self._schemas:
+            try:
+                value = json.loads(text)
+            except (ValueError, RecursionError):
+                return "not_json"
+            return "valid" if _fits(self._schemas[task_id], value) else "schema"
+        calls = _joined_calls(tool_calls)
+        if len(calls) > 1 and task_id in self._single:
+            return "extra_tool_calls"
+        return _tool_verdict(self._tools[task_id], calls)
+
+
+def answer_columns(records: Sequence[RequestRecord]) -> dict[str, Any]:
+    """The row's counts of checked answers; {} for a run whose answers were not checked."""
+    checked = [r.answer_check for r in records if r.ok and r.answer_check is not None]
+    if not checked:
+        return {}
+    valid = sum(1 for c in checked if c == "valid")
+    failures: dict[str, int] = {}
+    for reason in checked:
+        if reason != "valid":
+            failures[reason] = failures.get(reason, 0) + 1
+    return {"answers_checked": len(checked), "answers_valid": valid,
+            "answers_valid_pct": 100.0 * valid / len(checked),
+            "answer_failures": ";".join(f"{k}={v}" for k, v in sorted(failures.items()))}
+
+
+def _joined_calls(fragments: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """A stream's tool-call fragments joined into whole calls: (name, arguments text) by index.
+    OpenAI streams a call's name once and its arguments in pieces, each fragment naming the
+    call's index."""
+    calls: dict[int, list[str]] = {}
+    for fragment in fragments:
+        index = fragment.get("index", 0)
+        index = index if type(index) is int else 0
+        function = fragment.get("function")
+        function = function if isinstance(function, dict) else {}
+        call = calls.setdefault(index, ["", ""])
+        name, arguments = function.get("name"), function.get("arguments")
+        if isinstance(name, str):
+            call[0] += name
+        if isinstance(arguments, str):
+            call[1] += arguments
+    return [(name, arguments) for _, (name, arguments) in sorted(calls.items())]
+
+
+def _tool_verdict(tools: dict[str, Draft202012Validator], calls: list[tuple[str, str]]) -> str:
+    if not calls:
+        return "no_tool_call"
+    for name, arguments in calls:
+        if name not in tools:
+            return "unknown_tool"
+        try:
+            value = json.loads(arguments or "{}")
+        except (ValueError, RecursionError):
+            return "bad_arguments"
+        if not isinstance(value, dict):
+            return "bad_arguments"
+        if not _fits(tools[name], value):
+            return "arguments_schema"
+    return "valid"
+
+
+def _fits(validator: Draft202012Validator, value: Any) -> bool:
+    try:
+        return validator.is_valid(value)
+    except RecursionError:
+        return False

