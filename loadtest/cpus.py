@@ -23,7 +23,7 @@ import os
 import sys
 from typing import Any
 
-from loadtest.cli.args import RigParser, command_prog  # standard library only, as this module
+from loadtest.toolkit.args import RigParser, command_prog  # standard library only, as this module
 
 __all__ = ["add_pin_option", "allowed_cpus", "checked_cpus", "complete_layout", "cpu_set",
            "default_layout", "format_cpus"]

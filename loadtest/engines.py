@@ -42,7 +42,8 @@ from loadtest.client.run import Run
 from loadtest.client.conversation import Conversation, run_session
 from loadtest.client.progress import Progress, take_over_console
 from loadtest.client import webui
-from loadtest.cli.run import add_locustfile_options, check_locust_parser, check_run_options
+from loadtest.launch.checks import check_locust_parser, check_run_options
+from loadtest.launch.options import add_locustfile_options
 from loadtest.client.transport import new_client, open_connection, send
 from loadtest.workload import WorkloadError
 from loadtest.local_engine import pin_client_beside

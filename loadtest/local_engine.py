@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from loadtest.cli.args import RigParser, command_prog
+from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.launch.processes import stop_process_group
-from loadtest.cli.types import cpu_list, port, positive_number
+from loadtest.toolkit.types import cpu_list, port, positive_number
 from loadtest.cpus import allowed_cpus, checked_cpus, cpu_set, default_layout, format_cpus
 from servers.gpus import MULTI_GPU_ENV
 from servers.local import LOCAL, LocalRecipe

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loadtest.cli.run import LOCUST_TYPES, add_locustfile_options
+from loadtest.launch.checks import LOCUST_TYPES
+from loadtest.launch.options import add_locustfile_options
 from rig_helpers import free_port, locustfile_checks, run_locust
 from test_cli import BY_NAME, STRATEGIES, check  # rig run's in-process check, its bad values
 

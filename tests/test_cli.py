@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loadtest.cli import types
+from loadtest.toolkit import types
 from loadtest.cli.main import COMMANDS, Command, main
 from loadtest.cpus import allowed_cpus
 from loadtest.sweep.slo import width as slo_width

@@ -109,9 +109,7 @@ def test_the_launch_floor_imports_nothing_from_the_commands():
     loaded = subprocess.run(
         [sys.executable, "-c", "import sys, loadtest.launch; print(*sorted(sys.modules))"],
         capture_output=True, text=True, check=True, cwd=REPO).stdout.split()
-    # cli.types and cli.args are the toolkit still under cli/ (the client's options use them)
-    above = [m for m in loaded if _above(m)
-             and m not in ("loadtest.cli", "loadtest.cli.types", "loadtest.cli.args")]
+    above = [m for m in loaded if _above(m)]
     assert above == []
 
 

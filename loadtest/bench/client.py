@@ -54,11 +54,11 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 
-from loadtest.cli.args import RigParser, command_prog
+from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.launch import RunSpec, run
 from loadtest.launch.command import REPO
 from loadtest.launch.processes import free_port
-from loadtest.cli.types import (cpu_list, non_negative_int, non_negative_number, one_of,
+from loadtest.toolkit.types import (cpu_list, non_negative_int, non_negative_number, one_of,
                                 positive_int, positive_int_list, positive_number, url,
                                 writable_folder)
 from loadtest.cpus import allowed_cpus, cpu_set

@@ -45,9 +45,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loadtest.cli.args import RigParser, command_prog
+from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.launch import RunSpec, command, run
-from loadtest.cli.types import (cpu_list, duration, positive_int, positive_int_list,
+from loadtest.toolkit.types import (cpu_list, duration, positive_int, positive_int_list,
                                 positive_number, writable_folder)
 from loadtest.cpus import cpu_set
 from loadtest.results.metadata import cpu_model

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
-from loadtest.cli.args import fail, invoked_as
+from loadtest.toolkit.args import fail, invoked_as
 from loadtest.launch.command import REPO
 
 __all__ = ["COMMANDS", "Command", "main"]

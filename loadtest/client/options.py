@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtest.cli.types import BadValue, at_least, positive_int
-from loadtest.cli.types import url as checked_url
+from loadtest.toolkit.types import BadValue, at_least, positive_int
+from loadtest.toolkit.types import url as checked_url
 from loadtest.results.redact import redact
 from loadtest.client.targets import TARGETS, Target
 

@@ -15,8 +15,8 @@ import signal
 import sys
 from pathlib import Path
 
-from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.types import (cpu_list, duration, non_negative_int, positive_int,
+from loadtest.toolkit.args import RigParser, command_prog
+from loadtest.toolkit.types import (cpu_list, duration, non_negative_int, positive_int,
                                 positive_int_list, writable_folder)
 from loadtest.cpus import complete_layout
 from loadtest.inprocess.engines import ENGINES, SpecError, parse_spec

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.types import output_file
+from loadtest.toolkit.args import RigParser, command_prog
+from loadtest.toolkit.types import output_file
 from loadtest.report.runset import load_runs, read_requests, run_files
 
 __all__ = ["latency_rows", "latency_markdown", "main", "parser"]

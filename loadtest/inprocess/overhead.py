@@ -33,9 +33,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loadtest.cli.args import RigParser, command_prog
+from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.launch import RunSpec, command, run
-from loadtest.cli.types import (BadValue, cpu_list, one_of, port, positive_int, positive_int_list,
+from loadtest.toolkit.types import (BadValue, cpu_list, one_of, port, positive_int, positive_int_list,
                                 writable_folder)
 from loadtest.cpus import complete_layout
 from loadtest.inprocess.engines import PAIRS, REPO, parse_spec

@@ -31,12 +31,12 @@ from typing import Literal
 
 import numpy as np
 
-from loadtest.cli.args import RigParser, command_prog, fail
+from loadtest.toolkit.args import RigParser, command_prog, fail
 from loadtest.launch import RunSpec, run
 from loadtest.launch import command as locust_command_of
 from loadtest.launch.command import REPO
 from loadtest.launch.processes import free_port
-from loadtest.cli.types import non_negative_int, one_of, positive_int, url, writable_folder
+from loadtest.toolkit.types import non_negative_int, one_of, positive_int, url, writable_folder
 from loadtest.cpus import add_pin_option, allowed_cpus, default_layout, format_cpus
 from loadtest.local_engine import TINY_MODEL, EngineStartError, LocalEngine, pin_client_beside
 from loadtest.reconcile import DEFINITIONS, rig

@@ -44,8 +44,8 @@ from typing import Any
 
 import yaml
 
-from loadtest.cli.types import BadValue
-from loadtest.cli.types import url as checked_url
+from loadtest.toolkit.types import BadValue
+from loadtest.toolkit.types import url as checked_url
 from loadtest.client.targets import TARGETS
 from loadtest.workload import WorkloadError, build_workload, workload_options
 from loadtest.workload.build import workload_sha256

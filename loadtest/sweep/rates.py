@@ -30,9 +30,9 @@ from loadtest.client.arrivals import ARRIVALS
 from loadtest.cpus import complete_layout
 from loadtest.client.targets import TARGETS
 from loadtest.results.goodput import DEFAULT_SLO_SHARE_PCT, parse_slo
-from loadtest.cli.args import RigParser, command_prog, fail
+from loadtest.toolkit.args import RigParser, command_prog, fail
 from loadtest.launch.processes import free_port
-from loadtest.cli.types import (BadValue, cpu_list, duration, one_of, percent, positive_int,
+from loadtest.toolkit.types import (BadValue, cpu_list, duration, one_of, percent, positive_int,
                                 positive_number, positive_number_list, seed, url,
                                 writable_folder)
 from loadtest.launch import RunSpec, command, run

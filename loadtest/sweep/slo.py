@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
-from loadtest.cli.args import RigParser, command_prog
+from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.launch.processes import free_port
-from loadtest.cli.types import (BadValue, cpu_list, duration, non_negative_number, percent,
+from loadtest.toolkit.types import (BadValue, cpu_list, duration, non_negative_number, percent,
                                 positive_int, positive_number, seed, writable_folder)
 from loadtest.client.arrivals import ARRIVALS
 from loadtest.cpus import complete_layout

@@ -24,8 +24,8 @@ from typing import Any
 from servers.local import LOCAL
 
 from servers.gpus import gpu_count
-from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.types import (non_negative_int, positive_int, positive_int_list, url,
+from loadtest.toolkit.args import RigParser, command_prog
+from loadtest.toolkit.types import (non_negative_int, positive_int, positive_int_list, url,
                                 writable_folder)
 from loadtest.sweep.matrix import MatrixError, default_warmup_requests, parse_matrix
 
