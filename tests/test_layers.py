@@ -66,3 +66,52 @@ def test_the_toolkit_imports_nothing_above_it():
         rig = {m for m in _imported(path) if m.split(".")[0] in ("loadtest", "servers")}
         above = {m for m in rig if not any(m == a or m.startswith(a + ".") for a in allowed)}
         assert above == set(), f"{path.name} imports {sorted(above)}"
+
+
+def _importable(path: Path) -> bool:
+    """Whether `path` is a module of a package (every folder a Python name); a file under a
+    folder such as servers/vllm-cpu is a script run by path, in another venv, before the rig's
+    packages can be imported."""
+    return all(part.isidentifier() for part in path.relative_to(REPO).parts[:-1])
+
+
+def _climbs_to_the_root(node: ast.AST) -> bool:
+    """`Path(__file__)...parents[N]` or `...parent.parent`: a path climbed up from a file."""
+    text = ast.unparse(node)
+    return "__file__" in text and (".parents[" in text or ".parent.parent" in text)
+
+
+def test_the_repository_root_is_computed_in_one_place():
+    computed = set()
+    for path in _sources():
+        if not _importable(path) or path.parts[len(REPO.parts)] == "scripts":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.Subscript, ast.Attribute)) and _climbs_to_the_root(node):
+                computed.add(str(path.relative_to(REPO)))
+    assert computed == {"loadtest/toolkit/repo.py"}
+
+
+def _body(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """The function's arguments and statements (its docstring and name aside), as the AST."""
+    body = function.body
+    first = body[0] if body else None
+    if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)):
+        body = body[1:]
+    return ast.dump(function.args) + ast.dump(ast.Module(body=body, type_ignores=[]))
+
+
+def test_no_function_is_copied_word_for_word():
+    """A function of some size (25 AST nodes or more: cpu_model's was 40) is written once and
+    imported where it is needed; a second copy is found whatever its name."""
+    where: dict[str, list[str]] = {}
+    for path in _sources():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                body = _body(node)
+                size = sum(1 for _ in ast.walk(ast.Module(body=node.body, type_ignores=[])))
+                if size >= 25:
+                    where.setdefault(body, []).append(
+                        f"{path.relative_to(REPO)}:{node.lineno} {node.name}")
+    assert [places for places in where.values() if len(places) > 1] == []

@@ -56,11 +56,11 @@ import numpy as np
 
 from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.launch import RunSpec, run
-from loadtest.launch.command import REPO
+from loadtest.toolkit.repo import REPO
 from loadtest.launch.processes import free_port
 from loadtest.toolkit.types import (cpu_list, non_negative_int, non_negative_number, one_of,
-                                positive_int, positive_int_list, positive_number, url,
-                                writable_folder)
+                                    positive_int, positive_int_list, positive_number, url,
+                                    writable_folder)
 from loadtest.cpus import allowed_cpus, cpu_set
 from loadtest.bench.baseline import (BASELINE, BaselineError, against_baseline, baseline_tree,
                                      cost_table, interval, locustfile_in)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from loadtest.toolkit.args import fail, invoked_as
-from loadtest.launch.command import REPO
+from loadtest.toolkit.repo import REPO
 
 __all__ = ["COMMANDS", "Command", "main"]
 

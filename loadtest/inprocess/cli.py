@@ -17,7 +17,7 @@ from pathlib import Path
 
 from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.toolkit.types import (cpu_list, duration, non_negative_int, positive_int,
-                                positive_int_list, writable_folder)
+                                    positive_int_list, writable_folder)
 from loadtest.cpus import complete_layout
 from loadtest.inprocess.engines import ENGINES, SpecError, parse_spec
 from loadtest.inprocess.runner import InprocError, InprocRun, run_inprocess

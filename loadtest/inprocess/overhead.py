@@ -26,7 +26,6 @@ Exit: 0 every run completed, 1 some could not run or had failed requests, 2 bad 
 from __future__ import annotations
 
 import argparse
-import csv
 import signal
 import sys
 import time
@@ -35,12 +34,14 @@ from typing import Any
 
 from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.launch import RunSpec, command, run
-from loadtest.toolkit.types import (BadValue, cpu_list, one_of, port, positive_int, positive_int_list,
-                                writable_folder)
+from loadtest.toolkit.types import (BadValue, cpu_list, one_of, port, positive_int,
+                                    positive_int_list, writable_folder)
 from loadtest.cpus import complete_layout
-from loadtest.inprocess.engines import PAIRS, REPO, parse_spec
+from loadtest.inprocess.engines import PAIRS, parse_spec
+from loadtest.toolkit.repo import REPO
 from loadtest.inprocess.runner import InprocError, InprocRun, run_inprocess
 from loadtest.local_engine import EngineStartError, LocalEngine
+from loadtest.results.files import read_runs
 
 __all__ = ["PAIRS", "main", "overhead_markdown"]
 
@@ -57,13 +58,6 @@ def _pairs(text: str) -> list[str]:
 
 def _requests(requests: int, batch: int) -> int:
     return max(requests, PER_USER * batch)
-
-
-def _read_rows(path: Path) -> list[dict[str, str]]:
-    if not path.exists():
-        return []
-    with path.open(newline="", encoding="utf-8") as file:
-        return list(csv.DictReader(file))
 
 
 def _paired(inprocess: str, batches: list[int]) -> list[int]:
@@ -224,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, terminated)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    before = {r["run_id"] for r in _read_rows(args.out / "runs.csv")}
+    before = {r["run_id"] for r in read_runs(args.out / "runs.csv")}
     ok = True
     started = time.monotonic()
     try:
@@ -235,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted; the engine was stopped", file=sys.stderr)
         return 130
-    rows = [r for r in _read_rows(args.out / "runs.csv")
+    rows = [r for r in read_runs(args.out / "runs.csv")
             if r["run_id"] not in before and r.get("tag") == TAG]
     table = overhead_markdown(overhead_rows(rows, pairs, batches))
     note = (f"{args.prompts} prompts, {args.max_tokens} output tokens, {args.requests} requests "

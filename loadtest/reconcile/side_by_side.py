@@ -34,7 +34,7 @@ import numpy as np
 from loadtest.toolkit.args import RigParser, command_prog, fail
 from loadtest.launch import RunSpec, run
 from loadtest.launch import command as locust_command_of
-from loadtest.launch.command import REPO
+from loadtest.toolkit.repo import REPO
 from loadtest.launch.processes import free_port
 from loadtest.toolkit.types import non_negative_int, one_of, positive_int, url, writable_folder
 from loadtest.cpus import add_pin_option, allowed_cpus, default_layout, format_cpus

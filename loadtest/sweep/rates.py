@@ -33,8 +33,8 @@ from loadtest.results.goodput import DEFAULT_SLO_SHARE_PCT, parse_slo
 from loadtest.toolkit.args import RigParser, command_prog, fail
 from loadtest.launch.processes import free_port
 from loadtest.toolkit.types import (BadValue, cpu_list, duration, one_of, percent, positive_int,
-                                positive_number, positive_number_list, seed, url,
-                                writable_folder)
+                                    positive_number, positive_number_list, seed, url,
+                                    writable_folder)
 from loadtest.launch import RunSpec, command, run
 
 __all__ = ["main", "parser"]

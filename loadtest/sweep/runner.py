@@ -25,6 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Callable, Iterator, Sequence
 
+from loadtest.toolkit.repo import REPO
 from servers.local import LOCAL
 from loadtest.results.files import read_runs, write_csv
 from loadtest.results.version import rig_version
@@ -44,8 +45,6 @@ from loadtest.sweep.state import MEASURED, SweepState
 from loadtest.sweep.table import RULES, cell_frame, comparison_table, config_table
 
 __all__ = ["preflight", "print_tables", "run_sweep", "schedule", "sweep_dir"]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def say(message: str) -> None:
@@ -438,13 +437,13 @@ def _project(name: str) -> str:
 
 
 def _report(out: Path, name: str, folder: Path) -> None:
-    if not (ROOT / "loadtest" / "report").is_dir():
+    if not (REPO / "loadtest" / "report").is_dir():
         return
     # absolute: the report runs from the repository, --out may be relative to where we are
     cmd = [sys.executable, "-m", "loadtest.report", str(out.resolve()), "--where", f"tag={name}",
            "--out", str(folder.resolve() / "report")]
     try:
-        result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+        result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600)
     except subprocess.TimeoutExpired:
         say("report: python -m loadtest.report timed out; run it yourself")
         return

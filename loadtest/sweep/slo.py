@@ -31,7 +31,7 @@ from pathlib import Path
 from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.launch.processes import free_port
 from loadtest.toolkit.types import (BadValue, cpu_list, duration, non_negative_number, percent,
-                                positive_int, positive_number, seed, writable_folder)
+                                    positive_int, positive_number, seed, writable_folder)
 from loadtest.client.arrivals import ARRIVALS
 from loadtest.cpus import complete_layout
 from loadtest.race.args import DEFAULT_ENGINES, local_engines
