@@ -115,3 +115,106 @@ def test_no_function_is_copied_word_for_word():
                     where.setdefault(body, []).append(
                         f"{path.relative_to(REPO)}:{node.lineno} {node.name}")
     assert [places for places in where.values() if len(places) > 1] == []
+
+
+# --- options declared once ---------------------------------------------------------------------
+
+# The modules that declare a run's options (the registrar, loadtest/launch/options.py, calls
+# their add_* functions for Locust's parser and `rig run`'s; a command takes its subset from it).
+REGISTRAR = {"loadtest/launch/options.py", "loadtest/client/options.py",
+             "loadtest/client/arrivals.py", "loadtest/client/timing.py",
+             "loadtest/client/bounds.py", "loadtest/client/progress.py",
+             "loadtest/workload/options.py", "loadtest/results/goodput.py",
+             "loadtest/results/equivalence.py", "loadtest/cpus.py"}
+# A command's own option that shares a run option's flag but not its meaning.
+OWN_MEANING = {
+    ("loadtest/sweep/threads.py", "--users"): "a list of user counts: the sweep's axis",
+    ("loadtest/bench/client.py", "--users"): "a list of user counts, one bench each",
+    ("loadtest/calibration/calibrate.py", "--users"): "a list: users per client process",
+    ("loadtest/calibration/calibrate.py", "--processes"): "a list of process counts",
+    ("loadtest/calibration/calibrate.py", "--requests"): "answers per user, not the run's total",
+    ("loadtest/calibration/calibrate.py", "--api"): "the pacing server's API, one of three",
+    ("loadtest/bench/client.py", "--engine"): "also the engine it starts (none by default)",
+    ("loadtest/reconcile/side_by_side.py", "--engine"): "a local engine it starts",
+    ("loadtest/local_engine.py", "--engine"): "the local engine to start",
+    ("loadtest/telemetry/__main__.py", "--engine"): "whose metric names to sample",
+    ("loadtest/local_engine.py", "--no-pin"): "the engine's cores, not the client's",
+    ("loadtest/inprocess/cli.py", "--no-pin"): "the in-process worker's cores",
+    ("loadtest/race/args.py", "--no-pin"): "pins nothing: neither engines nor client",
+    ("loadtest/race/args.py", "--client-cpus"): "the race's usage names core lists L",
+    ("loadtest/inprocess/latency.py", "--tag"): "the rows to tabulate, not a run's label",
+    ("loadtest/sweep/slo.py", "--slo"): "the search's targets (a default, parsed), not a run's",
+    ("loadtest/telemetry/gpu_proof.py", "--model"): "a model folder to load",
+    ("loadtest/calibration/pacer.py", "--host"): "the pacing server's listening address",
+    ("servers/bundle/__main__.py", "--host"): "the host a bundle is built for",
+    ("scripts/bench_workload.py", "--tokenizer"): "the benchmark's own (not a run's)",
+    ("scripts/bench_workload.py", "--trace"): "the benchmark's internal part's file",
+}
+
+
+def _run_option_flags() -> set[str]:
+    from loadtest.launch.options import _declared
+
+    # --out is each command's own results folder (checked as a folder it writes, before anything
+    # is made); the locustfile's makes its folder. Not one option, so not in this count.
+    return {flag for action in _declared().values() for flag in action.option_strings} - {"--out"}
+
+
+def test_a_run_option_is_declared_once():
+    """Issue 37: `--users` was declared in seven parsers with seven defaults, `--requests` nine
+    times. A command takes a run option from the registrar (add_run_options) and changes its
+    default with set_defaults; it declares the flag itself only for another meaning (OWN_MEANING)."""
+    flags = _run_option_flags()
+    again = set()
+    for path in _sources():
+        relative = str(path.relative_to(REPO))
+        if relative in REGISTRAR:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), relative)):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+                again |= {(relative, arg.value) for arg in node.args
+                          if isinstance(arg, ast.Constant) and arg.value in flags}
+    assert again - set(OWN_MEANING) == set()
+    assert set(OWN_MEANING) <= again, "an exception no module needs any more"
+
+
+def test_a_command_checks_a_run_option_with_the_locustfiles_check():
+    """Every run option a command takes goes through the one check of its value (CHECKS), the
+    check the locustfile makes (config_from_options and the others) and a sweep matrix makes."""
+    from loadtest.cli.main import COMMANDS
+    from loadtest.client.options import CHECKS
+    from loadtest.launch.options import _declared
+
+    declared = _declared()
+    taken = 0
+    for command in COMMANDS:
+        parser = command.build_parser()
+        for action in parser._actions if parser is not None else ():
+            if getattr(action, "show_default", False):  # taken from the registrar
+                taken += 1
+                assert action.option_strings == declared[action.dest].option_strings
+                assert action.type is CHECKS.get(action.dest, declared[action.dest].type), (
+                    command.name, action.dest)
+    assert taken > 30
+
+
+def test_the_sweeps_workload_is_the_locustfiles_options_with_its_defaults():
+    """A matrix's `workload:` names locustfile options by dest, with the locustfile's defaults,
+    and its source options are the workload's own (one type: loadtest/workload/options.py)."""
+    from dataclasses import fields
+
+    from loadtest.launch.options import option_dests, run_defaults
+    from loadtest.sweep import matrix
+    from loadtest.workload import WorkloadOptions
+    from loadtest.workload.options import OPTION_FLAGS
+
+    own = {"requests_per_user", "source", "label", "options"}
+    run = [f for f in fields(matrix.SweepWorkload) if f.name not in own]
+    assert {f.name for f in run} == set(matrix._RUN_KEYS) and set(matrix._RUN_KEYS) <= option_dests()
+    assert {f.name: f.default for f in run} == run_defaults(*matrix._RUN_KEYS)
+    assert matrix._SOURCE_KEYS == {"source", *OPTION_FLAGS} - {"workload"}
+    assert set(OPTION_FLAGS) <= option_dests()
+    workload = matrix.parse_matrix({"name": "t", "users": [1], "workload": {
+        "source": "synthetic", "input_len": 64}, "engines": [{"engine": "vllm-cpu",
+                                                              "launch": "local"}]}, None).workload
+    assert isinstance(workload.options, WorkloadOptions) and workload.options.source == "synthetic"

@@ -17,10 +17,9 @@ from collections.abc import Sequence
 
 from loadtest.client.options import ConfigError
 from loadtest.launch import RunSpec, command
-from loadtest.launch.checks import LOCUST_TYPES, check_run_options
-from loadtest.launch.options import add_locustfile_options
+from loadtest.launch.checks import check_run_options
+from loadtest.launch.options import add_locust_options, add_locustfile_options
 from loadtest.toolkit.args import RigParser, command_prog
-from loadtest.toolkit.types import cpu_list
 from loadtest.workload import WorkloadError
 
 __all__ = ["checked_args", "main", "parser"]
@@ -37,19 +36,7 @@ def parser() -> RigParser:
                "  rig run --engine vllm-cpu --users 8 -- --loglevel DEBUG\n"
                "exit: 0 every request ok, 1 some failed (recorded), 2 bad input or the rig could "
                "not run")
-    locust = p.add_argument_group("Locust")
-    locust.add_argument("--host", type=LOCUST_TYPES["--host"], default=None,
-                        help="the engine's base URL (default: the engine's own port on 127.0.0.1, "
-                             "or its base URL variable for hosted engines)")
-    locust.add_argument("--users", type=LOCUST_TYPES["--users"], default=1,
-                        help="concurrent users, closed loop; with --rate the cap on requests in "
-                             "flight (default 1)")
-    locust.add_argument("--spawn-rate", type=LOCUST_TYPES["--spawn-rate"], default=None,
-                        help="users started per second (Locust's default 1)")
-    locust.add_argument("--processes", type=LOCUST_TYPES["--processes"], default=None,
-                        help="Locust worker processes (the client's cores)")
-    locust.add_argument("--client-cpus", type=cpu_list, default=None,
-                        help="pin the client to these cores (taskset list, e.g. 0)")
+    add_locust_options(p)
     add_locustfile_options(p)
     return p
 

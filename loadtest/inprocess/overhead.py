@@ -34,6 +34,7 @@ from typing import Any
 
 from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.launch import RunSpec, command, run
+from loadtest.launch.options import add_run_options
 from loadtest.toolkit.types import (BadValue, cpu_list, one_of, port, positive_int,
                                     positive_int_list, writable_folder)
 from loadtest.cpus import complete_layout
@@ -187,19 +188,19 @@ def parser() -> RigParser:
                    help=f"of: {', '.join(PAIRS)} (default all)")
     p.add_argument("--batches", type=positive_int_list, default="1,4,16,64",
                    help="batch sizes = server users (default 1,4,16,64)")
-    p.add_argument("--requests", type=positive_int, default="96",
-                   help=f"requests per run, at least {PER_USER} per user (default 96)")
-    p.add_argument("--max-tokens", type=positive_int, default="128",
-                   help="output tokens per request, exactly (default 128)")
+    add_run_options(p, "requests", "max_tokens", helps={
+        "requests": f"requests per run, at least {PER_USER} per user",
+        "max_tokens": "output tokens per request, exactly"})
     p.add_argument("--repeats", type=positive_int, default="2",
                    help="runs per side and batch size (default 2)")
-    p.add_argument("--prompts", default="mixed", help="prompt set (default mixed)")
+    add_run_options(p, "prompts")
     p.add_argument("--out", type=writable_folder, default=Path("results/overhead"),
                    help="results folder")
     p.add_argument("--port", type=port, default="8000",
                    help="the server's port on 127.0.0.1 (default 8000)")
     p.add_argument("--engine-cpus", type=cpu_list, default=None,
                    help="the engine's cores (default: all but the first)")
+    p.set_defaults(requests=96)
     return p
 
 

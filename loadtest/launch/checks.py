@@ -12,22 +12,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from loadtest.client.options import RunConfig, config_from_options
+from loadtest.client.options import CHECKS, RunConfig, config_from_options
 from loadtest.client.progress import progress_interval_s
 from loadtest.client.timing import timing_from_options
 from loadtest.toolkit.args import refuse_argument
-from loadtest.toolkit.types import positive_int, positive_number, url
 from loadtest.workload import workload_options
 
 __all__ = ["LOCUST_TYPES", "check_locust_parser", "check_run_options"]
 
-# Locust's own options that a run takes, each with the one type that checks it: `rig run`'s
-# parser declares them with it, and the locustfile sets it on Locust's parser
-# (check_locust_parser), so `locust -f loadtest/engines.py` refuses what `rig run` refuses, in
-# the same words.
+# Locust's own options that a run takes, each with the one check of its value (CHECKS): `rig
+# run`'s parser declares them with it (loadtest/launch/options.py add_locust_options), and the
+# locustfile sets it on Locust's parser (check_locust_parser), so `locust -f loadtest/engines.py`
+# refuses what `rig run` refuses, in the same words.
 LOCUST_TYPES: dict[str, Callable[[object], Any]] = {
-    "--host": url, "--users": positive_int, "--spawn-rate": positive_number,
-    "--processes": positive_int}
+    f"--{dest.replace('_', '-')}": CHECKS[dest]
+    for dest in ("host", "users", "spawn_rate", "processes")}
 
 
 def check_locust_parser(locust_parser: Any) -> None:

@@ -35,8 +35,7 @@ from servers.registry import ENGINES
 
 from loadtest.sweep.cells import Cell, again, config_hash, expand_cells, flags_text
 from loadtest.sweep.launch import EngineFailed, Launcher, make_launcher
-from loadtest.sweep.matrix import EngineConfig, Matrix, MatrixError, WorkloadOptions, source_namespace
-from loadtest.workload import workload_options
+from loadtest.sweep.matrix import EngineConfig, Matrix, MatrixError, SweepWorkload
 from loadtest.launch import command, find_row, run, run_ids
 from loadtest.sweep.measure import cell_spec
 from loadtest.sweep.repeats import (Plan, UntilKnown, heat_of, heat_samples, known_lines,
@@ -57,12 +56,12 @@ def sweep_dir(out: Path, name: str) -> Path:
     return out / "sweeps" / name
 
 
-def workload_sha256(matrix: Matrix, users: int, workload: WorkloadOptions | None = None) -> str:
+def workload_sha256(matrix: Matrix, users: int, workload: SweepWorkload | None = None) -> str:
     """The hash each cell's run will record, known before any engine starts."""
     w = workload or matrix.workload
     return source_sha256(w.prompts, w.requests_at(users), max_tokens=w.max_tokens,
                          ignore_eos=w.ignore_eos, temperature=w.temperature,
-                         source=workload_options(source_namespace(w)))
+                         source=w.options)
 
 
 def preflight(matrix: Matrix, out: Path) -> None:
