@@ -22,7 +22,7 @@ FRONT_DOOR = ("loadtest.cli", "loadtest.race", "loadtest.sweep")
 MIGRATED = ("loadtest/sweep/runner.py", "loadtest/cli/run.py", "loadtest/race/execute.py",
             "loadtest/sweep/rates.py", "loadtest/sweep/slo.py", "loadtest/inprocess/overhead.py",
             "loadtest/calibration/calibrate.py", "loadtest/bench/client.py",
-            "loadtest/reconcile/side_by_side.py")
+            "loadtest/reconcile/side_by_side.py", "loadtest/race/latency.py")
 # Modules that still assemble Locust's arguments themselves, until they move to a RunSpec.
 NOT_YET: set[str] = set()
 
