@@ -156,6 +156,13 @@ class LocalEngine:
         except OSError:
             pass
 
+    def healthy_line(self, name: str) -> str:
+        """What `start` says once the engine answers: where, its cores, its log."""
+        assert self.process is not None
+        where = (f"cores {self.cpus}; a run against it pins its client to "
+                 f"{format_cpus(allowed_cpus() - cpu_set(self.cpus))}") if self.cpus else "every core"
+        return f"{name} healthy at {self.url} (pid {self.process.pid}, {where}, log {self.log_path})"
+
     def log_tail(self, lines: int = 20) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
@@ -338,9 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --pidfile {args.pidfile}: {exc.strerror or exc}; the engine was stopped",
               file=sys.stderr)
         return 2
-    where = (f"cores {engine.cpus}; a run against it pins its client to "
-             f"{format_cpus(allowed_cpus() - cpu_set(engine.cpus))}") if engine.cpus else "every core"
-    print(f"{args.engine} healthy at {engine.url} (pid {engine.process.pid}, {where}, log {engine.log_path})")
+    print(engine.healthy_line(args.engine))
     return 0
 
 

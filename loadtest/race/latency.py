@@ -211,9 +211,7 @@ def _server(preset: Preset, engine: str) -> int:
         print(f"error: {exc}", file=sys.stderr)
         print(f"** {engine} did not start (log: {log}); the others go on", file=sys.stderr)
         return 1
-    assert local.process is not None
-    print(f"{engine} healthy at {local.url} (pid {local.process.pid}, log {local.log_path})",
-          file=sys.stderr)
+    print(local.healthy_line(engine), flush=True)  # as `python -m loadtest.local_engine start`
     spec = RunSpec.of(engine=engine, host=f"http://127.0.0.1:{preset.port}", users=1,
                       only_summary=True, out=preset.out, max_tokens=preset.max_tokens,
                       ignore_eos=True, gpu=preset.gpu or None, cpus=preset.client_cpus or None,
