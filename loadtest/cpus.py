@@ -20,13 +20,15 @@ and exit 2. Standard library only, so scripts can ask before anything is install
 from __future__ import annotations
 
 import os
+import platform
 import sys
+from pathlib import Path
 from typing import Any
 
-from loadtest.cli.args import RigParser, command_prog  # standard library only, as this module
+from loadtest.toolkit.args import RigParser, command_prog  # standard library only, as this module
 
-__all__ = ["add_pin_option", "allowed_cpus", "checked_cpus", "complete_layout", "cpu_set",
-           "default_layout", "format_cpus"]
+__all__ = ["add_pin_option", "allowed_cpus", "checked_cpus", "complete_layout", "cpu_model",
+           "cpu_set", "default_layout", "format_cpus"]
 
 
 def cpu_set(cpus: str) -> set[int]:
@@ -47,6 +49,17 @@ def format_cpus(cores: set[int] | list[int]) -> str:
         else:
             parts.append(str(core))
     return ",".join(parts)
+
+
+def cpu_model() -> str:
+    """This machine's CPU model ("model name" in /proc/cpuinfo; the platform's word elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
 
 
 def allowed_cpus() -> set[int]:

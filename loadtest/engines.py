@@ -33,7 +33,7 @@ import gevent
 import psutil
 from gevent.event import Event
 
-from loadtest.client.options import ConfigError, config_from_options, ensure_writable
+from loadtest.client.options import ConfigError, config_from_options, ensure_writable, users_of
 from loadtest.client.probe import (EngineInfo, ProbeError, check_prompts_fit, check_request_fits,
                                    probe_engine)
 from loadtest.results.record import RequestRecord
@@ -42,7 +42,8 @@ from loadtest.client.run import Run
 from loadtest.client.conversation import Conversation, run_session
 from loadtest.client.progress import Progress, take_over_console
 from loadtest.client import webui
-from loadtest.cli.run import add_locustfile_options, check_locust_parser, check_run_options
+from loadtest.launch.checks import check_locust_parser, check_run_options
+from loadtest.launch.options import add_locustfile_options
 from loadtest.client.transport import new_client, open_connection, send
 from loadtest.workload import WorkloadError
 from loadtest.local_engine import pin_client_beside
@@ -96,7 +97,7 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
     environment.host = _run.config.url
     _pin(environment, _run.config.url)
     if options.spawn_rate is None:  # dispatch waits for all users anyway: spawn them at once
-        options.spawn_rate = max(options.num_users or 1, 1)
+        options.spawn_rate = users_of(options)
     if _run.timing.stages:
         _use_stages(environment, runner, _run)
     webui.install(environment, lambda: _run)  # the LLM tab, /llm and /metrics (web UI runs)
@@ -110,7 +111,7 @@ def _use_stages(environment: Any, runner: Any, run: Run) -> None:
     if run.timing.stages[0].users is not None:  # the row's users: the stages' peak
         options.num_users = max(s.users or 0 for s in run.timing.stages)
     environment.shape_class = StagesShape(run.timing.stages, lambda: run.dispatcher.finished,
-                                          options.num_users or 1)
+                                          users_of(options))
     environment.shape_class.runner = runner
     deadline_s, _ = run.bounds.for_request(b'"max_tokens": %d' % run.config.max_tokens)
     environment.stop_timeout = deadline_s + 5.0

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from loadtest.cli.args import RigParser, command_prog
+from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.launch.processes import stop_process_group
-from loadtest.cli.types import cpu_list, port, positive_number
+from loadtest.toolkit.types import cpu_list, port, positive_number
 from loadtest.cpus import allowed_cpus, checked_cpus, cpu_set, default_layout, format_cpus
 from servers.gpus import MULTI_GPU_ENV
 from servers.local import LOCAL, LocalRecipe
@@ -155,6 +155,13 @@ class LocalEngine:
             _state_file(self.port).write_text(json.dumps(state) + "\n")
         except OSError:
             pass
+
+    def healthy_line(self, name: str) -> str:
+        """What `start` says once the engine answers: where, its cores, its log."""
+        assert self.process is not None
+        where = (f"cores {self.cpus}; a run against it pins its client to "
+                 f"{format_cpus(allowed_cpus() - cpu_set(self.cpus))}") if self.cpus else "every core"
+        return f"{name} healthy at {self.url} (pid {self.process.pid}, {where}, log {self.log_path})"
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -338,9 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --pidfile {args.pidfile}: {exc.strerror or exc}; the engine was stopped",
               file=sys.stderr)
         return 2
-    where = (f"cores {engine.cpus}; a run against it pins its client to "
-             f"{format_cpus(allowed_cpus() - cpu_set(engine.cpus))}") if engine.cpus else "every core"
-    print(f"{args.engine} healthy at {engine.url} (pid {engine.process.pid}, {where}, log {engine.log_path})")
+    print(engine.healthy_line(args.engine))
     return 0
 
 

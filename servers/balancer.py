@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from loadtest.toolkit.repo import REPO
 from servers.compose import HEADER, service
 from servers.engine import Engine
 from servers.registry import engine
@@ -38,7 +39,6 @@ __all__ = ["NGINX_IMAGE", "local_nginx_conf", "main", "nginx_binary", "nginx_con
            "render"]
 
 NGINX_IMAGE = "nginx:1.27.5-alpine"
-ROOT = Path(__file__).resolve().parent.parent
 _SBIN_NGINX = "/usr/sbin/nginx"  # Debian's, often not on a user's PATH
 
 
@@ -195,13 +195,13 @@ def main(argv: list[str]) -> int:
     except SettingError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    compose_path = ROOT / "build" / f"lb-{slug}.yml"
-    conf_path = ROOT / "build" / f"lb-{slug}.nginx.conf"
+    compose_path = REPO / "build" / f"lb-{slug}.yml"
+    conf_path = REPO / "build" / f"lb-{slug}.nginx.conf"
     compose_text, conf_text = render(slug, gpus, f"./build/{conf_path.name}")
     compose_path.parent.mkdir(parents=True, exist_ok=True)
     compose_path.write_text(compose_text)
     conf_path.write_text(conf_text)
-    print(f"wrote {compose_path.relative_to(ROOT)} and {conf_path.relative_to(ROOT)}; start with:")
+    print(f"wrote {compose_path.relative_to(REPO)} and {conf_path.relative_to(REPO)}; start with:")
     print(f"  docker compose --project-directory . -f build/{compose_path.name} --profile lb up -d --wait")
     return 0
 

@@ -19,7 +19,7 @@ import re
 import sys
 from pathlib import Path
 
-from loadtest.cli.args import RigParser, command_prog
+from loadtest.toolkit.args import RigParser, command_prog
 from servers.gpus import gpu_count
 from servers.registry import ENGINES, engine, from_env, validate
 from servers.settings import SettingError, env_name

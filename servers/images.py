@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
+from loadtest.toolkit.repo import REPO
 from servers.registry import SPECS
 
 __all__ = ["BASE_IMAGE", "NGINX_IMAGE", "RIG_IMAGE", "engine_images", "local_images", "main"]
@@ -32,7 +33,7 @@ NGINX_IMAGE = "llm-load-rig/nginx:bookworm"
 
 def _rig_version() -> str:
     """The project's version, as pyproject.toml gives it (one place for it)."""
-    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    text = (REPO / "pyproject.toml").read_text()
     return re.search(r'^version = "([^"]+)"', text, re.MULTILINE).group(1)  # type: ignore[union-attr]
 
 

@@ -16,10 +16,11 @@ import os
 import tempfile
 from pathlib import Path
 
+from loadtest.toolkit.repo import REPO
 from servers.engine import Engine
 from servers.llamacpp_cpu import (DEFAULT_SLOTS, LLAMACPP_METRICS, NO_HOST_PROMPT_CACHE, PREFIX_CACHE, SLOT_TOKENS,
                                   with_defaults)
-from servers.spec import REPO, EngineSpec, LocalRecipe, Target
+from servers.spec import EngineSpec, LocalRecipe, Target
 
 __all__ = ["ENGINE", "GGUF", "RECIPE", "SPEC", "binary"]
 

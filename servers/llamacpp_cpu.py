@@ -17,9 +17,10 @@ import os
 import tempfile
 from pathlib import Path
 
+from loadtest.toolkit.repo import REPO
 from servers.engine import Engine
 from servers.prefix_cache import llamacpp_erase_slots
-from servers.spec import REPO, EngineSpec, LocalRecipe, MetricNames, PrefixCache, Target
+from servers.spec import EngineSpec, LocalRecipe, MetricNames, PrefixCache, Target
 
 __all__ = ["DEFAULT_SLOTS", "ENGINE", "GGUF", "IMAGE", "LLAMACPP_METRICS", "LLAMA_CPP_PYTHON_SHA256",
            "LLAMA_CPP_PYTHON_VERSION", "LLAMA_SERVER", "NO_HOST_PROMPT_CACHE", "PREFIX_CACHE", "RECIPE",

@@ -17,13 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from servers.engine import Engine
 
-__all__ = ["REPO", "EngineSpec", "LocalRecipe", "MetricNames", "PrefixCache", "Target"]
+__all__ = ["EngineSpec", "LocalRecipe", "MetricNames", "PrefixCache", "Target"]
 
-REPO = Path(__file__).resolve().parent.parent
 
 MetricNames = dict[str, list[str]]
 OPENAI_APIS = ("completions", "chat")

@@ -34,10 +34,11 @@ so the two race on the same binary and file. Installed there without a network (
 import os
 from pathlib import Path
 
+from loadtest.toolkit.repo import REPO
 from servers import llamacpp
 from servers.engine import Engine
 from servers.llamacpp_cpu import DEFAULT_SLOTS, SLOT_TOKENS, with_defaults
-from servers.spec import REPO, EngineSpec, LocalRecipe, PrefixCache, Target
+from servers.spec import EngineSpec, LocalRecipe, PrefixCache, Target
 
 __all__ = ["BOOT", "ENGINE", "INNER_PORT_OFFSET", "PREDICTED_TOKENS", "PYTHON", "RECIPE", "SOURCE", "SPEC",
            "TARGET", "api_command", "flag"]

@@ -24,8 +24,9 @@ starts with the first request (about 3 s on 2 cores), not at health.
 import os
 from pathlib import Path
 
+from loadtest.toolkit.repo import REPO
 from servers.engine import Engine
-from servers.spec import REPO, EngineSpec, LocalRecipe, PrefixCache, Target
+from servers.spec import EngineSpec, LocalRecipe, PrefixCache, Target
 
 __all__ = ["BATCH_TOKENS", "DEVICE", "ENGINE", "ENGINE_PYTHON", "IMAGE", "RECIPE", "SPEC", "TINY_MODEL",
            "TRANSFORMERS_VERSION"]

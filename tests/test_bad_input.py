@@ -9,9 +9,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loadtest.cli.run import LOCUST_TYPES, add_locustfile_options
+from loadtest.client.arrivals import ARRIVALS
+from loadtest.client.options import CHECKS
+from loadtest.launch.checks import LOCUST_TYPES
+from loadtest.launch.options import _declared, add_locustfile_options
 from rig_helpers import free_port, locustfile_checks, run_locust
-from test_cli import BY_NAME, STRATEGIES, check  # rig run's in-process check, its bad values
+from test_cli import (BY_NAME, FACTORIES, PARSED, STRATEGIES,  # rig's in-process check, bad values
+                      check, required_positionals)
 
 
 def _refused(result, message: str) -> None:
@@ -223,3 +227,119 @@ def test_a_host_with_a_password_is_refused_and_the_password_never_shown(host: st
     _refused(result, "--host must not carry a user name or password")
     assert "LLM_API_KEY" in result.stderr and "s3cret-pw" not in result.stderr + result.stdout
     assert "s3cret-pw" not in _rig_run_error("--host", host)
+
+
+# --- one check, whichever way a run starts ------------------------------------------------------
+
+def _bad(dest: str) -> st.SearchStrategy[str]:
+    """Malformed values for the option `dest`, by its one check (CHECKS)."""
+    check = CHECKS[dest]
+    if check in STRATEGIES:
+        return STRATEGIES[check](Path("/nonexistent"))
+    factory = getattr(check, "__qualname__", "").partition(".<locals>")[0]
+    if factory in FACTORIES:
+        return FACTORIES[factory](Path("/nonexistent"))
+    words = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1,
+                    max_size=10).filter(lambda t: "\x00" not in t)
+    return {"slo": st.one_of(st.sampled_from(["fast", "ttft_ms=0", "ttft_ms=-1", "ttft=500",
+                                              "ttft_ms=500,ttft_ms=9", "itl_p100_ms=5"]),
+                             words.filter(lambda t: "=" not in t and t.strip())),
+            "arrival": words.filter(lambda t: t not in ARRIVALS),
+            "burstiness": st.one_of(st.sampled_from(["0", "-1", "nan", "inf", "-inf"]),
+                                    words.filter(lambda t: not _a_number(t))),
+            }[dest]
+
+
+def _a_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+# What an option needs beside it to reach its own check (an open loop's shape needs --rate, a
+# gamma's --burstiness needs --arrival gamma), on the locustfile's and `rig run`'s command line.
+_BESIDE = {"arrival": ["--rate", "1"], "arrival_seed": ["--rate", "1"],
+           "burstiness": ["--rate", "1", "--arrival", "gamma"]}
+# A sweep matrix's place for it: a workload key, or an engine entry's.
+_MATRIX = {"requests": "workload", "max_tokens": "workload", "temperature": "workload",
+           "slo": "workload", "host": "engine"}
+
+
+def _matrix_refusal(dest: str, value: str) -> str:
+    from loadtest.sweep.matrix import MatrixError, parse_matrix
+
+    engine: dict[str, object] = {"engine": "vllm-cpu", "launch": "local"}
+    workload: dict[str, object] = {}
+    if _MATRIX[dest] == "engine":
+        engine = {"engine": "vllm-cpu", dest: value}
+    else:
+        workload[dest] = value
+    with pytest.raises(MatrixError) as refused:
+        parse_matrix({"name": "t", "users": [1], "workload": workload, "engines": [engine]}, None)
+    assert len(str(refused.value).splitlines()) == 1
+    return str(refused.value)
+
+
+def _takers(dest: str) -> list:
+    """Every command besides `rig run` that takes the option from the registrar."""
+    return [c for c in PARSED if c.name != "run" and any(
+        a.dest == dest and getattr(a, "show_default", False) for a in c.build_parser()._actions)]
+
+
+@settings(max_examples=60, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(data=st.data())
+def test_a_bad_value_is_refused_alike_however_the_run_starts(data: st.DataObject):
+    """Issue 37: each option value goes through the one check of it (CHECKS) whichever way the
+    run was started: `locust -f loadtest/engines.py` (its parser and the locustfile's first
+    checks, in-process: tests/rig_helpers.py's locustfile_checks; one case through the real
+    process below), `rig run`, every command that takes the option (the sweeps, the latency
+    preset, peers, bench, ...) and a sweep matrix's YAML. Each refuses it in one `error:` line,
+    exit 2, in the words of the check."""
+    dest = data.draw(st.sampled_from(sorted(CHECKS)), label="option")
+    value = data.draw(_bad(dest), label="value")
+    try:
+        CHECKS[dest](value)
+    except ValueError as exc:  # BadValue
+        words = str(exc)
+    else:
+        return  # a value its check takes (a generator's near miss): nothing to refuse
+    if value == "" and _declared()[dest].default == "":
+        return  # "" is "not given" there (--max-spend-requests: no cap)
+    flag = f"--{dest.replace('_', '-')}"
+    argv = [*_BESIDE.get(dest, []), f"{flag}={value}"]
+    host = [] if dest == "host" else ["--host", f"http://127.0.0.1:{free_port()}"]
+
+    result = locustfile_checks(*argv, *host)
+    _refused(result, words)
+    code, _, err = check(BY_NAME["run"], [*argv, *host])
+    assert code == 2 and words in err and len(err.splitlines()) == 1, err
+    for command in _takers(dest):
+        code, _, err = check(command, [*required_positionals(command), f"{flag}={value}"])
+        assert code == 2 and words in err and len(err.splitlines()) == 1, (command.name, err)
+    if dest in _MATRIX:
+        assert words in _matrix_refusal(dest, value)
+
+
+def test_the_commands_that_take_a_run_option_are_walked():
+    """The generated test above reaches each command where an option enters: the sweeps, the
+    latency preset and the benches take theirs from the registrar."""
+    takers = {dest: {c.name for c in _takers(dest)} for dest in ("requests", "users", "host",
+                                                                  "arrival_seed", "slo")}
+    assert {"sweep threads", "sweep rates", "sweep slo", "latency", "overhead", "inprocess",
+            "peers run", "bench"} <= takers["requests"]
+    assert {"sweep rates", "sweep slo", "peers run"} <= takers["users"]
+    assert {"sweep threads", "sweep rates", "peers run"} <= takers["host"]
+    assert {"sweep rates", "sweep slo"} <= takers["arrival_seed"]
+    assert {"sweep threads", "sweep rates"} <= takers["slo"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--arrival-seed=-1", "--rate", "1"], "--arrival-seed must be a whole number of 0 or more"),
+    (["--temperature=-0.5"], "--temperature must be at least 0, got '-0.5'")])
+def test_a_bad_value_through_the_real_locustfile(argv: list[str], words: str):
+    """The wiring of the test above, once each through `locust -f loadtest/engines.py`: the
+    seed a sweep refused and the locustfile took (issue 37), a matrix's temperature."""
+    _refused(run_locust(*argv, "--host", f"http://127.0.0.1:{free_port()}", timeout_s=60), words)

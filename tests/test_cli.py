@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loadtest.cli import types
+from loadtest.toolkit import types
 from loadtest.cli.main import COMMANDS, Command, main
 from loadtest.cpus import allowed_cpus
 from loadtest.sweep.slo import width as slo_width
@@ -73,10 +73,13 @@ def required_positionals(command: Command) -> tuple[str, ...]:
     assert parser is not None
     count = sum(1 for a in parser._actions
                 if not a.option_strings and a.nargs not in ("?", "*", argparse.SUPPRESS))
-    for words in itertools.product(POSITIONAL_CANDIDATES, repeat=count):
-        extra = ["--dry-run"] if command.name == "race" else []  # its check plans the race
-        if check(command, [*words, *extra])[0] == 0:
-            return words
+    # a list of words it checks for at least one itself (rig latency's ENGINE...): one more
+    listed = any(not a.option_strings and a.nargs == "*" for a in parser._actions)
+    for n in (count, count + 1) if listed else (count,):
+        for words in itertools.product(POSITIONAL_CANDIDATES, repeat=n):
+            extra = ["--dry-run"] if command.name == "race" else []  # its check plans the race
+            if check(command, [*words, *extra])[0] == 0:
+                return words
     raise AssertionError(f"rig {command.name}: no positional words it accepts")
 
 
@@ -264,7 +267,7 @@ def _help_cases() -> list:
 
 @pytest.mark.parametrize("command", _help_cases())
 def test_every_command_help_exits_0_and_shows_an_example(command: Command):
-    if command.parser is None:  # a script or a module that parses for itself: run it
+    if command.parser is None:  # a module that parses for itself: run it
         done = rig(*command.words, "--help")
         assert done.returncode == 0 and "usage" in done.stdout.lower(), done.stderr
         return
@@ -282,7 +285,7 @@ def test_rig_help_lists_every_command():
 
 
 # Through the real process: rig's dispatch, `rig run` (it execs Locust once its checks pass), a
-# command that parses itself and a bash preset; the rest through the same main() in-process.
+# command that parses itself and the latency preset; the rest through the same main() in-process.
 _REAL = ([], ["run", "--requests", "0"], ["engine", "start", "--port", "70000"],
          ["latency", "--requests", "0", "vllm-cpu"])
 
@@ -315,7 +318,7 @@ _REAL = ([], ["run", "--requests", "0"], ["engine", "start", "--port", "70000"],
     (["check-env", "--bogus"], "unrecognized arguments: --bogus"),
     (["engine", "start", "--port", "70000"], "--port must be a port number"),  # parses itself
     (["engine", "restart"], "invalid choice: 'restart'"),
-    (["latency", "--requests", "0", "vllm-cpu"], "--requests must be a positive integer"),  # bash
+    (["latency", "--requests", "0", "vllm-cpu"], "--requests must be a positive integer"),
     (["reconcile", "/nonexistent"], "/nonexistent is not a folder"),
     (["reconcile", "."], "has no per-request records (requests.jsonl)"),
     (["peers", "run", "--peer", "llmperf"], "unknown peer 'llmperf'"),

@@ -124,4 +124,5 @@ def test_sweeps_pass_slo_to_every_measured_run_and_refuse_a_bad_one(tmp_path: Pa
     assert len(measured) == 2 and all("--slo ttft_ms=500,itl_ms=50" in line for line in measured)
     assert all("--slo" not in line for line in runs if "--warmup" in line)
     bad = subprocess.run([*cmd, "--slo", "fast"], capture_output=True, text=True, cwd=REPO)
-    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "workload.slo" in bad.stderr
+    # checked where it enters, by the check `rig run` and the rate sweep make (issue 37)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --slo takes METRIC_ms=LIMIT")

@@ -1,6 +1,6 @@
-"""scripts/latency.sh for real: a local server (llama.cpp's llama-server) and in-process engines
-(llama-cpp-python, CTranslate2) in one studies' table, one user, warm-up excluded; its bad
-arguments, one error line each; --help exits 0."""
+"""`rig latency` (loadtest/race/latency.py; scripts/latency.sh runs it) for real: a local server
+(llama.cpp's llama-server) and in-process engines (llama-cpp-python, CTranslate2) in one studies'
+table, one user, warm-up excluded; its bad arguments, one error line each; --help exits 0."""
 
 from __future__ import annotations
 
@@ -16,6 +16,13 @@ from rig_helpers import REPO, free_port  # noqa: E402
 
 
 def latency(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
+    """`rig latency ARGS` as a user runs it (the console script's module)."""
+    return subprocess.run([sys.executable, "-m", "loadtest.cli.main", "latency", *args],
+                          capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
+
+
+def latency_sh(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    """scripts/latency.sh, which README and docs cite: `rig latency` underneath."""
     return subprocess.run([str(REPO / "scripts" / "latency.sh"), *args], capture_output=True,
                           text=True, timeout=timeout_s, cwd=REPO)
 
@@ -63,6 +70,17 @@ def test_bad_arguments_are_one_error_line(args: list[str], message: str) -> None
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ")
 
 
-def test_help_exits_0() -> None:
-    done = latency("--help", timeout_s=30)
-    assert done.returncode == 0 and done.stdout.startswith("usage: scripts/latency.sh")
+@pytest.mark.parametrize("args, message", [
+    (["--requests", "0", "vllm-cpu"], "--requests must be a positive integer"),
+    (["nope"], "unknown in-process engine 'nope'")])
+def test_the_script_refuses_as_rig_latency_does(args: list[str], message: str) -> None:
+    done = latency_sh(*args)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ")
+
+
+@pytest.mark.parametrize("run", [latency, latency_sh], ids=["rig", "script"])
+def test_help_exits_0(run) -> None:
+    done = run("--help", timeout_s=30)
+    assert done.returncode == 0 and done.stdout.startswith("usage: rig latency")
+    assert "--max-tokens" in done.stdout and "(default 200)" in done.stdout

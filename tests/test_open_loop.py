@@ -184,7 +184,7 @@ def _sweep(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("args, message", [
     (["vllm-cpu", "--rates", "0,2"], "--rates must be numbers above 0"),
-    (["vllm-cpu", "--users", "4,8"], "--users is one cap"),
+    (["vllm-cpu", "--users", "4,8"], "--users must be a positive integer, got '4,8'"),
     (["vllm-cpu", "--slo", "fast"], "--slo takes METRIC_ms=LIMIT"),
     (["nope"], "unknown engine 'nope'"),
 ])

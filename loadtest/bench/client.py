@@ -54,13 +54,14 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 
-from loadtest.cli.args import RigParser, command_prog
+from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.launch import RunSpec, run
-from loadtest.launch.command import REPO
+from loadtest.launch.options import add_run_options
+from loadtest.toolkit.repo import REPO
 from loadtest.launch.processes import free_port
-from loadtest.cli.types import (cpu_list, non_negative_int, non_negative_number, one_of,
-                                positive_int, positive_int_list, positive_number, url,
-                                writable_folder)
+from loadtest.toolkit.types import (cpu_list, non_negative_int, non_negative_number, one_of,
+                                    positive_int, positive_int_list, positive_number, url,
+                                    writable_folder)
 from loadtest.cpus import allowed_cpus, cpu_set
 from loadtest.bench.baseline import (BASELINE, BaselineError, against_baseline, baseline_tree,
                                      cost_table, interval, locustfile_in)
@@ -498,21 +499,18 @@ def parser() -> RigParser:
     p.add_argument("--engine", type=one_of(TARGETS, "engine"), default=None,
                    help="the rig's --engine (and the local engine started without --url; "
                         "default vllm-cpu, --pacer vllm)")
-    p.add_argument("--api", default="", help="the rig's --api (default the engine's)")
-    p.add_argument("--model", default="", help="model name to request (default: asked)")
-    p.add_argument("--prompts", default="mixed")
-    p.add_argument("--requests", type=positive_int, default=256)
+    add_run_options(p, "api", "model", "prompts", "requests")
     p.add_argument("--requests-per-user", type=non_negative_int, default=None,
                    help="at least this many requests per user (the larger count wins; "
                         "default 0, --pacer 5)")
-    p.add_argument("--max-tokens", type=positive_int, default=128)
+    add_run_options(p, "max_tokens")
     p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false")
     p.add_argument("--users", type=positive_int_list, default=None,
                    help="user counts, e.g. 8,32,128 (default 128; --pacer 64,256,512)")
     p.add_argument("--rounds", type=positive_int, default=11)
     p.add_argument("--no-reference", dest="reference", action="store_false",
                    help="the rig's runs only (e.g. to race a slow engine on a lent GPU)")
-    p.add_argument("--gpu", default="", help="the rig's --gpu (GPU telemetry)")
+    add_run_options(p, "gpu", helps={"gpu": "the rig's --gpu (GPU telemetry)"})
     p.add_argument("--rig-telemetry-interval", type=non_negative_number, default="2",
                    help="the rig's --telemetry-interval (its default 2; 0 = off)")
     p.add_argument("--untelemetered-rig", action="store_true",
@@ -523,7 +521,7 @@ def parser() -> RigParser:
     p.add_argument("--engine-cpus", type=cpu_list, default=None, help="cores of the started engine")
     p.add_argument("--compute-cpus", type=cpu_list, default=None,
                    help="cores of its compute threads")
-    p.add_argument("--client-cpus", type=cpu_list, default=None, help="cores of both clients")
+    add_run_options(p, "client_cpus", helps={"client_cpus": "cores of both clients"})
     p.add_argument("--out", type=writable_folder,
                    default=REPO / "results" / "bench-client" / time.strftime("%Y%m%dT%H%M%SZ",
                                                                             time.gmtime()))

@@ -45,12 +45,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loadtest.cli.args import RigParser, command_prog
+from loadtest.toolkit.repo import REPO
+from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.launch import RunSpec, command, run
-from loadtest.cli.types import (cpu_list, duration, positive_int, positive_int_list,
-                                positive_number, writable_folder)
-from loadtest.cpus import cpu_set
-from loadtest.results.metadata import cpu_model
+from loadtest.toolkit.types import (cpu_list, duration, positive_int, positive_int_list,
+                                    positive_number, writable_folder)
+from loadtest.cpus import cpu_model, cpu_set
 from loadtest.results.record import RequestRecord
 from loadtest.results.files import read_records, write_json
 from loadtest.calibration.limits import calibration_path, events_per_s, faithful_limits, headline_limit
@@ -59,7 +59,6 @@ from loadtest.calibration.server import CalibrationError, Pacer, pacer_env as _e
 
 __all__ = ["main", "analyze", "CRITERION"]
 
-REPO = Path(__file__).resolve().parents[2]
 CRITERION = {"p50_ms": 1.0, "p99_ms": 2.0}
 _PACER_LATE_P99_MS = 2.0
 SCHEMA = 1

@@ -21,12 +21,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from loadtest.toolkit.repo import REPO
 from loadtest.results.events import events_per_s  # re-exported: results owns it, never imports us
 
 __all__ = ["faithful_event_rate", "events_per_s", "calibration_path", "faithful_limits",
            "headline_limit"]
 
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "results" / "calibration"
+DEFAULT_DIR = REPO / "results" / "calibration"
 
 
 def calibration_path(directory: Path | None = None, host: str | None = None,

@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any
 
-from loadtest.cli.args import RigParser
-from loadtest.cli.types import non_negative_number, port, positive_int
+from loadtest.toolkit.args import RigParser
+from loadtest.toolkit.types import non_negative_number, port, positive_int
 
 __all__ = ["Settings", "Stats", "summarize_lateness", "serve", "main"]
 

@@ -18,11 +18,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from loadtest.toolkit.repo import REPO
 from loadtest.launch.processes import free_port, stop_process_group
 
 __all__ = ["CalibrationError", "Pacer", "pacer_env"]
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 class CalibrationError(RuntimeError):

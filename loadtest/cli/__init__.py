@@ -1,3 +1,3 @@
-"""The `rig` command and what every command line of the rig shares: one argparse base
-(`args.RigParser`), one set of option types (`types`), one Locust command builder (`locust`), one
-way to find a free port and stop a process group (`processes`)."""
+"""The `rig` command (main.py) and the commands that live here: `rig run` (run.py, the locustfile
+under Locust) and `rig k8s` (k8s.py). The top floor: nothing outside it imports it (the toolkit
+every command stands on is loadtest/toolkit, the one way to launch a run loadtest/launch)."""

@@ -23,12 +23,13 @@ from urllib.parse import urlsplit
 import yaml
 
 from loadtest.cli import run
-from loadtest.cli.args import command_prog
-from loadtest.cli.types import BadValue, non_negative_int, positive_int
+from loadtest.toolkit.args import command_prog
+from loadtest.toolkit.types import BadValue, non_negative_int, positive_int
 from loadtest.client.options import ConfigError
 from loadtest.client.targets import TARGETS
 from loadtest.deploy.kubernetes import INPUTS_DIR, LOCUSTFILE, Deployment, render
 from loadtest.launch import RunSpec, command
+from loadtest.launch.checks import check_run_options
 from loadtest.workload import WorkloadError
 from servers.images import RIG_IMAGE
 
@@ -123,7 +124,7 @@ def checked_args(argv: list[str]) -> argparse.Namespace:
     args.api_key_env = target.api_key_env if target is not None else ""
     try:
         with _key_in_secret(args.api_key_env, args.api_key_secret):
-            run.check_run_options(args, args.host)
+            check_run_options(args, args.host)
     except (ConfigError, WorkloadError) as exc:
         p.error(str(exc))
     return args

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
-from loadtest.cli.args import fail, invoked_as
-from loadtest.launch.command import REPO
+from loadtest.toolkit.args import fail, invoked_as
 
 __all__ = ["COMMANDS", "Command", "main"]
 
@@ -34,7 +32,6 @@ class Command:
     summary: str  # one line for `rig --help`
     module: str  # the module that does the work
     parser: str | None = "parser"  # its function building its RigParser (None: it parses itself)
-    script: str = ""  # a bash preset run instead of a module (scripts/...)
     check: str = ""  # "module:function" parsing AND checking argv with no side effect, where the
     #                  module checks more than its parser does (default: the parser's parse_args)
 
@@ -76,8 +73,6 @@ class Command:
             invoked_as.reset(token)
 
     def run(self, argv: list[str]) -> int:
-        if self.script:
-            return subprocess.call([str(REPO / self.script), *argv], cwd=REPO)
         entry: Callable[[list[str]], int] = self._import(self.module).main
         token = invoked_as.set(f"rig {self.name}")
         try:
@@ -109,8 +104,8 @@ COMMANDS: tuple[Command, ...] = (
             "loadtest.calibration.calibrate"),
     Command(("bench",), "the rig's client beside a lean reference client, same engine",
             "loadtest.bench.client"),
-    Command(("latency",), "the studies' latency preset: one user, servers and in-process",
-            "loadtest.inprocess.latency", parser=None, script="scripts/latency.sh"),
+    Command(("latency",), "the studies' latency preset of the race: one user, servers and in-process",
+            "loadtest.race.latency", check="loadtest.race.latency:checked_args"),
     Command(("latency-table",), "the studies' latency table from a results folder",
             "loadtest.inprocess.latency"),
     Command(("inprocess",), "the fixed workload through an engine library, in-process",

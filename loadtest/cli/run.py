@@ -13,39 +13,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from loadtest.cli.args import RigParser, command_prog, refuse_argument
-from loadtest.cli.types import cpu_list, positive_int, positive_number, url
-from loadtest.client.options import ConfigError, RunConfig, config_from_options
-from loadtest.client.progress import progress_interval_s
-from loadtest.client.timing import timing_from_options
+from loadtest.client.options import ConfigError
 from loadtest.launch import RunSpec, command
-from loadtest.launch.options import add_locustfile_options, add_rig_options
-from loadtest.workload import WorkloadError, workload_options
+from loadtest.launch.checks import check_run_options
+from loadtest.launch.options import add_locust_options, add_locustfile_options
+from loadtest.toolkit.args import RigParser, command_prog
+from loadtest.workload import WorkloadError
 
-__all__ = ["LOCUST_TYPES", "add_locustfile_options", "add_rig_options", "check_locust_parser",
-           "check_run_options", "checked_args", "main", "parser"]
-
-# Locust's own options that a run takes, each with the one type that checks it: `rig run`'s
-# parser declares them with it, and the locustfile sets it on Locust's parser
-# (check_locust_parser), so `locust -f loadtest/engines.py` refuses what `rig run` refuses, in
-# the same words.
-LOCUST_TYPES: dict[str, Callable[[object], Any]] = {
-    "--host": url, "--users": positive_int, "--spawn-rate": positive_number,
-    "--processes": positive_int}
-
-def check_locust_parser(locust_parser: Any) -> None:
-    """Locust's parser (the locustfile's init_command_line_parser hook) made to check as `rig
-    run` does: LOCUST_TYPES on Locust's own options, and any bad argument one `error:` line and
-    exit 2 (argparse prints its whole usage first). Locust's --processes -1 (one per core) goes
-    with it, as it does in `rig run`: the client's processes are counted, never guessed."""
-    for action in locust_parser._actions:
-        for option in action.option_strings:
-            if option in LOCUST_TYPES:
-                action.type = LOCUST_TYPES[option]
-    locust_parser.error = lambda message: refuse_argument(message, "rig run")
+__all__ = ["checked_args", "main", "parser"]
 
 
 def parser() -> RigParser:
@@ -59,34 +36,9 @@ def parser() -> RigParser:
                "  rig run --engine vllm-cpu --users 8 -- --loglevel DEBUG\n"
                "exit: 0 every request ok, 1 some failed (recorded), 2 bad input or the rig could "
                "not run")
-    locust = p.add_argument_group("Locust")
-    locust.add_argument("--host", type=LOCUST_TYPES["--host"], default=None,
-                        help="the engine's base URL (default: the engine's own port on 127.0.0.1, "
-                             "or its base URL variable for hosted engines)")
-    locust.add_argument("--users", type=LOCUST_TYPES["--users"], default=1,
-                        help="concurrent users, closed loop; with --rate the cap on requests in "
-                             "flight (default 1)")
-    locust.add_argument("--spawn-rate", type=LOCUST_TYPES["--spawn-rate"], default=None,
-                        help="users started per second (Locust's default 1)")
-    locust.add_argument("--processes", type=LOCUST_TYPES["--processes"], default=None,
-                        help="Locust worker processes (the client's cores)")
-    locust.add_argument("--client-cpus", type=cpu_list, default=None,
-                        help="pin the client to these cores (taskset list, e.g. 0)")
+    add_locust_options(p)
     add_locustfile_options(p)
     return p
-
-
-def check_run_options(options: Any, host: str | None) -> RunConfig:
-    """Every check of the run's options that needs no engine (the locustfile makes the same
-    ones before it asks the engine anything); ConfigError or WorkloadError, one line."""
-    from loadtest.client.run import run_options  # imports Locust (gevent's patches): only here
-
-    config = config_from_options(options, host)
-    run_options(options)  # open loop, --slo, --keep-outputs
-    timing_from_options(options)  # --duration, its window, --stages
-    workload_options(options)  # the workload's own options
-    progress_interval_s(options)  # the console's progress line
-    return config
 
 
 def checked_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:

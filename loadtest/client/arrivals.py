@@ -39,10 +39,30 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-__all__ = ["ARRIVALS", "OpenLoop", "add_arrival_options", "open_loop_from_options",
-           "send_offsets_ns"]
+from loadtest.toolkit.types import BadValue, seed
+
+__all__ = ["ARRIVALS", "OpenLoop", "add_arrival_options", "arrival_kind", "burstiness",
+           "open_loop_from_options", "send_offsets_ns"]
 
 ARRIVALS = ("constant", "poisson", "gamma")
+
+
+def arrival_kind(text: object) -> str:
+    """--arrival's one check (the locustfile's, and a command's parser's through CHECKS)."""
+    if str(text) not in ARRIVALS:
+        raise BadValue(f"must be one of {', '.join(ARRIVALS)}, got {str(text)!r}")
+    return str(text)
+
+
+def burstiness(text: object) -> float:
+    """--burstiness's one check: gamma's shape, a finite number above 0."""
+    try:
+        value = float(str(text))
+    except ValueError:
+        raise BadValue(f"must be a number above 0, got {str(text)!r}") from None
+    if not 0 < value < float("inf"):
+        raise BadValue(f"must be a number above 0, got {str(text)!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -125,13 +145,15 @@ def open_loop_from_options(options: Any) -> OpenLoop | None:
         raise ValueError(f"--rate must be a number of requests per second, got {rate_text!r}") from None
     if not rate > 0 or rate == float("inf"):
         raise ValueError(f"--rate must be above 0 requests per second, got {rate_text!r}")
-    if arrival not in ARRIVALS:
-        raise ValueError(f"--arrival must be one of {', '.join(ARRIVALS)}, got {arrival!r}")
     try:
-        seed = int(seed_text)
-    except ValueError:
-        raise ValueError(f"--arrival-seed must be a whole number, got {seed_text!r}") from None
-    return OpenLoop(rate, arrival, seed, _burstiness(burstiness_text, arrival, rate))
+        arrival = arrival_kind(arrival)
+    except BadValue as exc:
+        raise ValueError(f"--arrival {exc}") from None
+    try:
+        schedule_seed = seed(seed_text)
+    except BadValue as exc:
+        raise ValueError(f"--arrival-seed {exc}") from None
+    return OpenLoop(rate, arrival, schedule_seed, _burstiness(burstiness_text, arrival, rate))
 
 
 def _burstiness(text: str, arrival: str, rate: float) -> float:
@@ -142,11 +164,9 @@ def _burstiness(text: str, arrival: str, rate: float) -> float:
     if arrival != "gamma":
         raise ValueError(f"--burstiness shapes --arrival gamma, not {arrival}")
     try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"--burstiness must be a number above 0, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise ValueError(f"--burstiness must be a number above 0, got {text!r}")
+        value = burstiness(text)
+    except BadValue as exc:
+        raise ValueError(f"--burstiness {exc}") from None
     if not 0 < rate * value < float("inf"):
         raise ValueError(f"--burstiness {text} with --rate {rate:g} leaves no gap to draw")
     return value

@@ -6,19 +6,36 @@ Bad input is refused with one line (ConfigError) before anything is sent.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtest.cli.types import BadValue, at_least, positive_int
-from loadtest.cli.types import url as checked_url
+from loadtest.client.arrivals import arrival_kind, burstiness
+from loadtest.toolkit.types import BadValue, at_least, positive_int, positive_number, seed
+from loadtest.toolkit.types import url as checked_url
+from loadtest.results.goodput import slo_text
 from loadtest.results.redact import redact
 from loadtest.client.targets import TARGETS, Target
 
-__all__ = ["ConfigError", "RunConfig", "add_options", "config_from_options", "ensure_writable"]
+__all__ = ["CHECKS", "ConfigError", "RunConfig", "add_options", "checked", "config_from_options",
+           "ensure_writable", "users_of"]
 
 
 HOSTED_REQUEST_CAP = 100  # a hosted engine's default --max-spend-requests
+
+# The one check of each of these options' values, by dest, wherever a value enters: a command's
+# parser (as the option's type: loadtest/launch/options.py add_run_options), the locustfile
+# (config_from_options, which sees the web UI form's values too), a sweep matrix's workload.
+# The locustfile declares its own as text: Locust's web UI hands a form's values over in the type
+# of the default, and the check here turns them into numbers. Locust's own options (--host,
+# --users, ...) are in it as well; loadtest/launch/checks.py sets them on Locust's parser.
+CHECKS: dict[str, Callable[[object], Any]] = {
+    "host": checked_url, "users": positive_int, "spawn_rate": positive_number,
+    "processes": positive_int, "requests": positive_int, "max_tokens": positive_int,
+    "temperature": at_least(0.0), "read_timeout": at_least(0.001), "repeat": positive_int,
+    "telemetry_interval": at_least(0.0), "max_spend_requests": positive_int, "slo": slo_text,
+    "arrival": arrival_kind, "arrival_seed": seed, "burstiness": burstiness}
 
 
 class ConfigError(ValueError):
@@ -108,35 +125,33 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
     api = options.api or _default_api(options, target)
     if api not in target.apis:
         raise ConfigError(f"engine {engine} speaks --api {' or '.join(target.apis)}, not {api!r}")
-    try:  # the check `rig run`'s --host has (a value from the web UI's form comes here too)
-        url = checked_url(host or _base_url(engine, target))
-    except BadValue as exc:
-        raise ConfigError(f"--host {exc}") from None
+    # the check `rig run`'s --host has (a value from the web UI's form comes here too)
+    url = checked("host", host or _base_url(engine, target))
     url = url.removesuffix("/v1")  # the base URL: the API paths are added per request
     if engine == "openai" and not options.model:
         raise ConfigError("--engine openai needs --model (an endpoint serves many)")
     api_key = os.environ.get(target.api_key_env) or None
     if target.hosted and not api_key:
         raise ConfigError(f"--engine {engine} needs its key in the environment: set {target.api_key_env}")
-    requests = _positive_int("--requests", options.requests)
+    requests = checked("requests", options.requests)
     _check_spend(engine, target, requests, getattr(options, "max_spend_requests", ""))
     if engine == "tgi" and api == "generate" and options.ignore_eos:
         raise ConfigError("tgi's /generate_stream has no ignore_eos; use --api chat or drop --ignore-eos")
-    if getattr(options, "num_users", None) is not None and options.num_users < 1:
-        raise ConfigError(f"--users must be at least 1, got {options.num_users}")
+    if getattr(options, "num_users", None) is not None:  # None: Locust's own default, later
+        checked("users", options.num_users)
     return RunConfig(
         engine=engine, target=target, url=url, api=api,
         requests=requests,
         prompts=options.prompts,
-        max_tokens=_positive_int("--max-tokens", options.max_tokens),
+        max_tokens=checked("max_tokens", options.max_tokens),
         ignore_eos=bool(options.ignore_eos), model=options.model,
-        temperature=_number("--temperature", options.temperature, minimum=0.0),
+        temperature=checked("temperature", options.temperature),
         out=Path(options.out), flags=redact(options.flags), gpu=options.gpu,
-        read_timeout_s=_number("--read-timeout", options.read_timeout, minimum=0.001),
-        repeat=_positive_int("--repeat", options.repeat),
+        read_timeout_s=checked("read_timeout", options.read_timeout),
+        repeat=checked("repeat", options.repeat),
         tag=redact(options.tag),  # a label may hold a secret (token=sk-...), as flags may
         warmup=bool(options.warmup),
-        telemetry_interval_s=_number("--telemetry-interval", options.telemetry_interval, 0.0),
+        telemetry_interval_s=checked("telemetry_interval", options.telemetry_interval),
         api_key=api_key,
         recount=bool(getattr(options, "recount", False)),
         engine_urls=_engine_urls(getattr(options, "engine_urls", "")),
@@ -183,11 +198,17 @@ def _check_spend(engine: str, target: Target, requests: int, cap_option: str) ->
     closed before any answer is reopened once; neither is an answered, billed request)."""
     if not cap_option and not target.hosted:
         return
-    cap = _positive_int("--max-spend-requests", cap_option) if cap_option else HOSTED_REQUEST_CAP
+    cap = checked("max_spend_requests", cap_option) if cap_option else HOSTED_REQUEST_CAP
     if requests > cap:
         raise ConfigError(f"--requests {requests} is over --max-spend-requests {cap} for {engine}"
                           f"{' (a hosted, billed endpoint)' if target.hosted else ''}; "
                           "raise --max-spend-requests if you mean to send them")
+
+
+def users_of(options: Any) -> int:
+    """The run's users, read where it needs them: Locust's --users, checked where it entered
+    (its parser, the web UI's form); None until a headless run starts, which then takes 1."""
+    return options.num_users if options.num_users is not None else 1
 
 
 def ensure_writable(folder: Path, name: str = "--out") -> None:
@@ -201,15 +222,11 @@ def ensure_writable(folder: Path, name: str = "--out") -> None:
         raise ConfigError(f"{name} {str(folder)!r}: not writable")
 
 
-def _positive_int(name: str, value: Any) -> int:
+def checked(dest: str, value: Any) -> Any:
+    """`value` through the one check of the option `dest` (CHECKS); ConfigError naming the
+    option (`--max-tokens must be a positive integer, got '0'`) when it fails."""
     try:
-        return positive_int(value)
+        return CHECKS[dest](value)
     except BadValue as exc:
-        raise ConfigError(f"{name} {exc}") from None
-
-
-def _number(name: str, value: Any, minimum: float) -> float:
-    try:
-        return at_least(minimum)(value)
-    except BadValue as exc:
-        raise ConfigError(f"{name} {exc}") from None
+        flag = f"--{dest.replace('_', '-')}"
+        raise ConfigError(str(exc) if str(exc).startswith(flag) else f"{flag} {exc}") from None

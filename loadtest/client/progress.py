@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
-from loadtest.cli.types import non_negative_number
+from loadtest.toolkit.types import non_negative_number
 from loadtest.client.options import ConfigError
 from loadtest.results.record import RequestRecord
 

@@ -33,7 +33,7 @@ from loadtest.cpus import cpu_set
 from loadtest.local_engine import started_engine_at
 from loadtest.client.timing import print_window, timing_from_options
 from loadtest.results.metadata import collect_client_metadata, collect_model_metadata, collect_rig_metadata
-from loadtest.client.options import ConfigError, RunConfig
+from loadtest.client.options import ConfigError, RunConfig, users_of
 from loadtest.client.probe import EngineInfo
 from loadtest.results.record import RequestRecord
 from loadtest.results.equivalence import OUTPUTS_FILE, write_outputs
@@ -234,7 +234,7 @@ class Run:
         if self.prefix_cache_reset.startswith("failed"):
             log.warning("warning: the engine's prefix cache was not emptied (%s)",
                         self.prefix_cache_reset)
-        users = self.environment.parsed_options.num_users or 1
+        users = users_of(self.environment.parsed_options)
         now = time.gmtime()
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", now)
         self.run_id = (f"{time.strftime('%Y%m%dT%H%M%SZ', now)}-{self.config.engine}-u{users}"

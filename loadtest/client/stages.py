@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from loadtest.cli.types import BadValue, duration, positive_int, positive_number
+from loadtest.toolkit.types import BadValue, duration, positive_int, positive_number
 
 __all__ = ["Stage", "StageError", "load_stages", "parse_stages", "stage_bounds", "stage_offsets_ns"]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtest.cli.types import duration, existing_file, non_negative_number, positive_number
+from loadtest.toolkit.types import duration, existing_file, non_negative_number, positive_number
 from loadtest.client.arrivals import OpenLoop, send_offsets_ns
 from loadtest.client.options import ConfigError
 from loadtest.client.stages import Stage, StageError, load_stages, stage_bounds, stage_offsets_ns

@@ -19,8 +19,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.types import writable_folder
+from loadtest.toolkit.args import RigParser, command_prog
+from loadtest.toolkit.types import writable_folder
 
 __all__ = ["main", "one_line", "parser"]
 

@@ -4,7 +4,7 @@ engines.py (the one table: venv, adapter, model, variants, paired server) -> run
 side: workload, worker, records, rows) -> worker.py (engine side, in the engine's venv) -> one
 adapter per library: hf_generate.py, vllm_offline.py, ct2.py, llamacpp_python.py (stamps.py: what
 they share). cli.py is `python -m loadtest.inprocess`; latency.py the studies' table
-(scripts/latency.sh); overhead.py the server-vs-in-process comparison.
+(`rig latency`, loadtest/race/latency.py); overhead.py the server-vs-in-process comparison.
 """
 
 __all__: list[str] = []

@@ -15,9 +15,10 @@ import signal
 import sys
 from pathlib import Path
 
-from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.types import (cpu_list, duration, non_negative_int, positive_int,
-                                positive_int_list, writable_folder)
+from loadtest.launch.options import add_run_options
+from loadtest.toolkit.args import RigParser, command_prog
+from loadtest.toolkit.types import (cpu_list, duration, non_negative_int, positive_int,
+                                    positive_int_list, writable_folder)
 from loadtest.cpus import complete_layout
 from loadtest.inprocess.engines import ENGINES, SpecError, parse_spec
 from loadtest.inprocess.runner import InprocError, InprocRun, run_inprocess
@@ -53,26 +54,24 @@ def parser() -> RigParser:
                    help="sequences at once, as users for a server (default 1); a list, e.g. "
                         f"1,4,16,64, runs each size in turn on the engine loaded once, with at "
                         f"least {PER_BATCH} requests per sequence")
-    p.add_argument("--requests", type=positive_int, default=18, help="requests in all (default 18)")
-    p.add_argument("--max-tokens", type=positive_int, default=200,
-                   help="output tokens per request, exactly (default 200)")
-    p.add_argument("--prompts", default="mixed", help="prompt set name or .jsonl (default mixed)")
+    add_run_options(p, "requests", "max_tokens", "prompts",
+                    helps={"max_tokens": "output tokens per request, exactly"})
     p.add_argument("--warmup-requests", type=non_negative_int, default=2,
                    help="requests run first and not recorded (at least one batch; 0 = none)")
     p.add_argument("--out", type=writable_folder, default=Path("results"), help="results folder")
-    p.add_argument("--tag", default="", help="free label recorded with the run")
-    p.add_argument("--repeat", type=positive_int, default=1,
-                   help="repeat number recorded with the (first) run (default 1)")
+    add_run_options(p, "tag", "repeat",
+                    helps={"repeat": "repeat number recorded with the (first) run"})
     p.add_argument("--repeats", type=positive_int, default=1,
                    help="runs of the workload, one after another on the engine loaded and "
                         "warmed up once, each its own row (default 1)")
-    p.add_argument("--gpu", default="", help="GPU(s) the engine runs on, to record")
+    add_run_options(p, "gpu")
     p.add_argument("--engine-cpus", type=cpu_list, default=None,
                    help="cores for the engine's worker (default: all but the first, as servers)")
     p.add_argument("--no-pin", action="store_true", help="let the worker use every core")
     p.add_argument("--timeout", type=duration, default=1800,
                    help="how long before the run is stopped: seconds, or 30m, 2h (default 1800)")
     add_workload_options(p)  # the server runs' workload sources (conversations and traces refused)
+    p.set_defaults(requests=18, max_tokens=200)
     return p
 
 

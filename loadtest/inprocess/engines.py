@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ADAPTERS", "ENGINES", "PAIRS", "InprocEngine", "REPO", "SpecError", "parse_spec"]
+from loadtest.toolkit.repo import REPO
 
-REPO = Path(__file__).resolve().parents[2]
+__all__ = ["ADAPTERS", "ENGINES", "PAIRS", "InprocEngine", "SpecError", "parse_spec"]
+
 TINY_MODEL = REPO / "models" / "tiny-llama"
 TINY_GGUF = REPO / "models" / "tiny-llama.gguf"
 LIBLLAMA = REPO / "build" / "llama.cpp" / "cpu" / "bin"  # beside llama-server, from its build

@@ -3,7 +3,7 @@
     python -m loadtest.inprocess.latency DIR [--tag latency] [--md FILE] [--png FILE]
 
 One row per platform and options (engine, mode, flags, gpu) over the runs.csv rows under DIR
-with that tag (scripts/latency.sh writes them): the studies' columns, computed from every
+with that tag (`rig latency`, loadtest/race/latency.py, writes them): the studies' columns, computed from every
 completed request's record (requests.jsonl), never from run averages:
 
 - options: the run's flags (a server's cores, an in-process variant), and the users (batch)
@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.types import output_file
+from loadtest.toolkit.args import RigParser, command_prog
+from loadtest.toolkit.types import output_file
 from loadtest.report.runset import load_runs, read_requests, run_files
 
 __all__ = ["latency_rows", "latency_markdown", "main", "parser"]
@@ -115,7 +115,7 @@ def parser() -> RigParser:
     p = RigParser(prog=command_prog("python -m loadtest.inprocess.latency"),
                   description="The studies' latency table from a results folder.",
                   epilog="example:\n  rig latency-table results/latency --md latency.md")
-    p.add_argument("folder", type=Path, help="results folder (scripts/latency.sh's --out)")
+    p.add_argument("folder", type=Path, help="results folder (rig latency's --out)")
     p.add_argument("--tag", default="latency", help="runs with this tag (default latency)")
     p.add_argument("--md", type=output_file, default=None, help="also write the table here")
     p.add_argument("--png", type=output_file, default=None,

@@ -26,21 +26,23 @@ Exit: 0 every run completed, 1 some could not run or had failed requests, 2 bad 
 from __future__ import annotations
 
 import argparse
-import csv
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from loadtest.cli.args import RigParser, command_prog
+from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.launch import RunSpec, command, run
-from loadtest.cli.types import (BadValue, cpu_list, one_of, port, positive_int, positive_int_list,
-                                writable_folder)
+from loadtest.launch.options import add_run_options
+from loadtest.toolkit.types import (BadValue, cpu_list, one_of, port, positive_int,
+                                    positive_int_list, writable_folder)
 from loadtest.cpus import complete_layout
-from loadtest.inprocess.engines import PAIRS, REPO, parse_spec
+from loadtest.inprocess.engines import PAIRS, parse_spec
+from loadtest.toolkit.repo import REPO
 from loadtest.inprocess.runner import InprocError, InprocRun, run_inprocess
 from loadtest.local_engine import EngineStartError, LocalEngine
+from loadtest.results.files import read_runs
 
 __all__ = ["PAIRS", "main", "overhead_markdown"]
 
@@ -57,13 +59,6 @@ def _pairs(text: str) -> list[str]:
 
 def _requests(requests: int, batch: int) -> int:
     return max(requests, PER_USER * batch)
-
-
-def _read_rows(path: Path) -> list[dict[str, str]]:
-    if not path.exists():
-        return []
-    with path.open(newline="", encoding="utf-8") as file:
-        return list(csv.DictReader(file))
 
 
 def _paired(inprocess: str, batches: list[int]) -> list[int]:
@@ -193,19 +188,19 @@ def parser() -> RigParser:
                    help=f"of: {', '.join(PAIRS)} (default all)")
     p.add_argument("--batches", type=positive_int_list, default="1,4,16,64",
                    help="batch sizes = server users (default 1,4,16,64)")
-    p.add_argument("--requests", type=positive_int, default="96",
-                   help=f"requests per run, at least {PER_USER} per user (default 96)")
-    p.add_argument("--max-tokens", type=positive_int, default="128",
-                   help="output tokens per request, exactly (default 128)")
+    add_run_options(p, "requests", "max_tokens", helps={
+        "requests": f"requests per run, at least {PER_USER} per user",
+        "max_tokens": "output tokens per request, exactly"})
     p.add_argument("--repeats", type=positive_int, default="2",
                    help="runs per side and batch size (default 2)")
-    p.add_argument("--prompts", default="mixed", help="prompt set (default mixed)")
+    add_run_options(p, "prompts")
     p.add_argument("--out", type=writable_folder, default=Path("results/overhead"),
                    help="results folder")
     p.add_argument("--port", type=port, default="8000",
                    help="the server's port on 127.0.0.1 (default 8000)")
     p.add_argument("--engine-cpus", type=cpu_list, default=None,
                    help="the engine's cores (default: all but the first)")
+    p.set_defaults(requests=96)
     return p
 
 
@@ -224,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, terminated)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    before = {r["run_id"] for r in _read_rows(args.out / "runs.csv")}
+    before = {r["run_id"] for r in read_runs(args.out / "runs.csv")}
     ok = True
     started = time.monotonic()
     try:
@@ -235,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted; the engine was stopped", file=sys.stderr)
         return 130
-    rows = [r for r in _read_rows(args.out / "runs.csv")
+    rows = [r for r in read_runs(args.out / "runs.csv")
             if r["run_id"] not in before and r.get("tag") == TAG]
     table = overhead_markdown(overhead_rows(rows, pairs, batches))
     note = (f"{args.prompts} prompts, {args.max_tokens} output tokens, {args.requests} requests "

@@ -29,8 +29,9 @@ from typing import Any
 
 from loadtest.launch.processes import stop_process_group
 from loadtest.workload import WorkloadError, WorkloadOptions, build_workload, load_prompts
-from loadtest.cpus import allowed_cpus, cpu_set, format_cpus
-from loadtest.inprocess.engines import REPO, InprocEngine
+from loadtest.cpus import allowed_cpus, cpu_model, cpu_set, format_cpus
+from loadtest.inprocess.engines import InprocEngine
+from loadtest.toolkit.repo import REPO
 from loadtest.results.checks import WARNINGS, check_run
 from loadtest.results.files import (RecordWriter, ResultsError, append_run_row, check_runs_file,
                                     write_json)
@@ -75,16 +76,6 @@ class InprocRun:
 
     def requests_at(self, batch: int) -> int:
         return max(self.requests, self.min_requests_per_batch * batch)
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def _is_prompt_set(run: InprocRun) -> bool:
@@ -161,7 +152,7 @@ def run_inprocess(run: InprocRun, quiet: bool = False) -> list[dict[str, Any]]:
         "ignore_eos": True, "temperature": 0.0, "tag": redact(run.tag), "warmup": False,
         "engine_cpus": run.engine_cpus,
         "rig_version": rig_version(), "python_version": platform.python_version(),
-        "client_hostname": socket.gethostname(), "client_cpu_model": _cpu_model(),
+        "client_hostname": socket.gethostname(), "client_cpu_model": cpu_model(),
         "client_cpu_count": len(allowed_cpus()),
         "client_cpus": run.engine_cpus or format_cpus(allowed_cpus()),
     }

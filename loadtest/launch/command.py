@@ -11,9 +11,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["LOCUSTFILE", "REPO", "default_python", "locust_command"]
+from loadtest.toolkit.repo import REPO
 
-REPO = Path(__file__).resolve().parents[2]
+__all__ = ["LOCUSTFILE", "default_python", "locust_command"]
+
 LOCUSTFILE = REPO / "loadtest" / "engines.py"
 
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.until_known import add_until_known, check_caps
-from loadtest.cli.types import (BadValue, cpu_list, port, positive_int, positive_int_list,
-                                writable_folder)
+from loadtest.toolkit.args import RigParser, command_prog
+from loadtest.toolkit.until_known import add_until_known, check_caps
+from loadtest.toolkit.types import (BadValue, cpu_list, port, positive_int, positive_int_list,
+                                    writable_folder)
 from loadtest.cpus import complete_layout
 from loadtest.known import DEFAULT_MAX_REPEATS
 from loadtest.race.plan import DEFAULT_USERS, MAX_TOKENS, PROMPTS

@@ -24,7 +24,7 @@ def locustfile_options() -> dict[str, bool] | None:
     when they cannot be imported (scripts/demo.sh's check before installing: the race itself
     runs in the rig's venv and checks again)."""
     try:
-        from loadtest.cli.run import add_locustfile_options
+        from loadtest.launch.options import add_locustfile_options
     except ImportError:
         return None
     parser = argparse.ArgumentParser(add_help=False)

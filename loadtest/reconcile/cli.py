@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from loadtest.cli.args import RigParser, command_prog, fail
-from loadtest.cli.types import BadValue, one_of
+from loadtest.toolkit.args import RigParser, command_prog, fail
+from loadtest.toolkit.types import BadValue, one_of
 from loadtest.reconcile import DEFINITIONS, rig
 from loadtest.reconcile.peers import PEER_RESULTS, PeerError, read_peer_result
 from loadtest.reconcile.run import ReconcileError, read_run

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from loadtest.launch.command import REPO
+from loadtest.toolkit.repo import REPO
 
 __all__ = ["PEER_RESULTS", "PeerError", "peer_command", "peer_prompts", "peer_program",
            "read_peer_result"]

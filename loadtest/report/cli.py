@@ -22,8 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.types import percent, writable_folder
+from loadtest.toolkit.args import RigParser, command_prog
+from loadtest.toolkit.types import percent, writable_folder
 from loadtest.results.goodput import DEFAULT_SLO_SHARE_PCT
 
 __all__ = ["main", "parser"]

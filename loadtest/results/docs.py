@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from loadtest.cli.args import RigParser, command_prog, fail
+from loadtest.toolkit.args import RigParser, command_prog, fail
 from loadtest.results import rules, schema
 
 __all__ = ["TABLES", "block", "found", "main", "rewrite"]

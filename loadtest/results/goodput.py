@@ -33,9 +33,10 @@ from typing import Any
 import numpy as np
 
 from loadtest.results.record import RequestRecord
+from loadtest.toolkit.types import BadValue
 
 __all__ = ["DEFAULT_SLO_SHARE_PCT", "METRICS", "Slo", "Target", "add_slo_option", "goodput",
-           "parse_slo"]
+           "parse_slo", "slo_text"]
 
 METRICS = ("ttft", "itl", "e2e", "tpot")
 # the percent of a run's requests that must meet the targets for its rate to count as within them
@@ -70,6 +71,16 @@ def add_slo_option(parser: Any) -> None:
         help="latency targets, e.g. ttft_ms=500,itl_ms=50 (per request) or ttft_p99_ms=800 (the "
              "run's percentile), of ttft, itl, e2e, tpot: the row gets the share of requests "
              "meeting them and goodput (their req/s and tok/s)")
+
+
+def slo_text(text: object) -> str:
+    """--slo as a command's parser takes it: checked as parse_slo checks it (BadValue, one line),
+    kept as the text given (the runs it starts parse it again, in their own process)."""
+    try:
+        parse_slo(str(text))
+    except ValueError as exc:
+        raise BadValue(str(exc)) from None
+    return str(text)
 
 
 def parse_slo(text: str) -> Slo | None:

@@ -12,10 +12,10 @@ from typing import Any
 
 import locust
 
-from loadtest.cpus import allowed_cpus, format_cpus
+from loadtest.cpus import allowed_cpus, cpu_model, format_cpus
 from loadtest.results.version import rig_version
 
-__all__ = ["collect_rig_metadata", "collect_client_metadata", "collect_model_metadata", "cpu_model"]
+__all__ = ["collect_rig_metadata", "collect_client_metadata", "collect_model_metadata"]
 
 
 def collect_rig_metadata() -> dict[str, Any]:
@@ -36,13 +36,3 @@ def collect_model_metadata(model: str) -> dict[str, Any]:
     if digest_file.is_file():
         return {"model_sha256": digest_file.read_text().strip()}
     return {}
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()

@@ -4,20 +4,18 @@ tracked files differ from it. Kept apart from metadata.py so it imports no Locus
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 from loadtest import __version__
+from loadtest.toolkit.repo import REPO
 
 __all__ = ["rig_version"]
-
-_REPO = Path(__file__).resolve().parents[2]
 
 
 def rig_version() -> str:
     try:
-        sha = subprocess.run(["git", "-C", str(_REPO), "rev-parse", "--short", "HEAD"],
+        sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
                              capture_output=True, text=True, timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(_REPO), "status", "--porcelain",
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain",
                                 "--untracked-files=no"],
                                capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):

@@ -11,12 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from servers.registry import ENGINES
 
-from loadtest.sweep.matrix import EngineConfig, Matrix, WorkloadOptions
+from loadtest.sweep.matrix import EngineConfig, Matrix, SweepWorkload
 
 __all__ = ["Cell", "again", "config_hash", "config_slug", "expand_cells", "flags_text",
            "unique_slugs"]
@@ -29,7 +29,7 @@ class Cell:
     users: int
     repeat: int
     cell_id: str
-    workload: WorkloadOptions | None = None  # one of the matrix's `workloads:`; None: `workload:`
+    workload: SweepWorkload | None = None  # one of the matrix's `workloads:`; None: `workload:`
 
     @property
     def name(self) -> str:
@@ -97,7 +97,7 @@ def expand_cells(matrix: Matrix, workload_sha256: str | Mapping[Any, str]
     return out
 
 
-def again(cell: Cell, workload: WorkloadOptions, workload_sha256: str) -> Cell:
+def again(cell: Cell, workload: SweepWorkload, workload_sha256: str) -> Cell:
     """``cell``'s next repeat (--until-known), with the id expand_cells gives that repeat: a
     matrix whose `repeats:` grows to it measures the same cell."""
     repeat = cell.repeat + 1
@@ -105,13 +105,9 @@ def again(cell: Cell, workload: WorkloadOptions, workload_sha256: str) -> Cell:
                                                          workload_sha256, cell.users, repeat))
 
 
-def _cell_id(config_digest: str, workload: WorkloadOptions, workload_sha256: str,
+def _cell_id(config_digest: str, workload: SweepWorkload, workload_sha256: str,
              users: int, repeat: int) -> str:
-    options = asdict(workload)
-    for name in ("requests_per_user", "slo", "source", "label"):  # absent: ids of matrices
-        if not options[name]:                                         # written before them stay
-            del options[name]
-    return _digest({"config": config_digest, "workload": options,
+    return _digest({"config": config_digest, "workload": workload.identity(),
                     "workload_sha256": workload_sha256, "users": users, "repeat": repeat})
 
 

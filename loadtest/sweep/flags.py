@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from servers.gpus import gpu_count
-from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.until_known import add_until_known, check_caps
-from loadtest.cli.types import writable_folder
+from loadtest.toolkit.args import RigParser, command_prog
+from loadtest.toolkit.until_known import add_until_known, check_caps
+from loadtest.toolkit.types import writable_folder
 from loadtest.known import DEFAULT_MAX_REPEATS
 from loadtest.sweep.matrix import MatrixError, load_matrix
 from loadtest.sweep.repeats import UntilKnown, check_until_known

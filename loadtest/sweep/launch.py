@@ -28,6 +28,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Protocol
 
+from loadtest.toolkit.repo import REPO
 from loadtest.launch.processes import free_port, stop_process_groups
 from loadtest.cpus import default_layout
 from loadtest.local_engine import EngineStartError, LocalEngine
@@ -51,7 +52,6 @@ __all__ = [
     "make_launcher",
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
 _LOG_LINES = 30
 _DOWN_TIMEOUT_S = 20
 
@@ -336,13 +336,13 @@ class ComposeService:
     def files(self) -> list[Path]:
         if self.config.replicas:
             return [self.workdir / "compose.replicas.yml"]
-        files = [ROOT / "docker-compose.yml"]
+        files = [REPO / "docker-compose.yml"]
         if self.config.network == "host":
             files.append(self.workdir / "compose.host-network.yml")
         return files
 
     def command(self, *args: str) -> list[str]:
-        cmd = ["docker", "compose", "-p", self.project, "--project-directory", str(ROOT),
+        cmd = ["docker", "compose", "-p", self.project, "--project-directory", str(REPO),
                "--env-file", str(self.workdir / "engine.env")]
         for path in self.files():
             cmd += ["-f", str(path)]
@@ -420,7 +420,7 @@ class ComposeService:
     def _run(self, args: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
         keep = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONFIG", "HF_TOKEN")
         env = {k: os.environ[k] for k in keep if k in os.environ}
-        return subprocess.run(self.command(*args), capture_output=True, text=True, env=env, cwd=ROOT,
+        return subprocess.run(self.command(*args), capture_output=True, text=True, env=env, cwd=REPO,
                               timeout=timeout_s)
 
     def _containers(self) -> list[Any]:

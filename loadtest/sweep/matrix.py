@@ -37,17 +37,18 @@ with one line (MatrixError) before anything starts.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from types import SimpleNamespace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from loadtest.cli.types import BadValue
-from loadtest.cli.types import url as checked_url
+from loadtest.toolkit.types import BadValue
+from loadtest.client.options import CHECKS
 from loadtest.client.targets import TARGETS
-from loadtest.workload import WorkloadError, build_workload, workload_options
+from loadtest.launch.options import run_defaults
+from loadtest.workload import WorkloadError, WorkloadOptions, build_workload, workload_options
 from loadtest.workload.build import workload_sha256
 from loadtest.workload.options import OPTION_FLAGS
 from loadtest.results.goodput import parse_slo
@@ -59,7 +60,7 @@ __all__ = [
     "EngineConfig",
     "Matrix",
     "MatrixError",
-    "WorkloadOptions",
+    "SweepWorkload",
     "check_gpus",
     "default_warmup_requests",
     "load_matrix",
@@ -70,8 +71,10 @@ _TOP_KEYS = {"name", "workload", "workloads", "users", "repeats", "warmup_reques
              "run_timeout_s", "interleave_repeats", "engines"}
 _ENGINE_KEYS = {"engine", "launch", "settings", "sweep", "gpus", "replicas", "network"}
 _RUNNING_KEYS = {"engine", "host", "flags", "gpus"}
-_WORKLOAD_KEYS = {"prompts", "requests", "max_tokens", "ignore_eos", "api", "temperature",
-                  "requests_per_user", "slo"}
+# The run options a `workload:` takes (the locustfile's, by dest), and the sweep's own.
+_RUN_KEYS = ("prompts", "requests", "max_tokens", "ignore_eos", "api", "temperature", "slo")
+_WORKLOAD_KEYS = {*_RUN_KEYS, "requests_per_user"}
+_DEFAULTS = run_defaults(*_RUN_KEYS)  # the locustfile's own defaults, parsed
 # The workload source's own options, by attribute name ("source" is --workload).
 _SOURCE_KEYS = {"source", *(name for name in OPTION_FLAGS if name != "workload")}
 _SWEEP_OWNED = {"PORT": "the sweep picks a free port", "HOST": "set `network: host` instead",
@@ -84,19 +87,35 @@ class MatrixError(ValueError):
 
 
 @dataclass(frozen=True)
-class WorkloadOptions:
-    prompts: str = "mixed"
-    requests: int = 256
-    max_tokens: int = 128
-    ignore_eos: bool = False
-    api: str = ""
-    temperature: float = 0.0
+class SweepWorkload:
+    """What a sweep's cells run: the run options of a matrix's `workload:` (the locustfile's
+    options by dest, their defaults the locustfile's own: tests/test_layers.py holds them to
+    it), how the requests grow with the users, and the workload source, parsed once here into
+    the workload's own type (loadtest/workload/options.py's WorkloadOptions)."""
+
+    prompts: str = _DEFAULTS["prompts"]
+    requests: int = _DEFAULTS["requests"]
+    max_tokens: int = _DEFAULTS["max_tokens"]
+    ignore_eos: bool = _DEFAULTS["ignore_eos"]
+    api: str = _DEFAULTS["api"]
+    temperature: float = _DEFAULTS["temperature"]
     requests_per_user: int = 0  # at U users, max(requests, requests_per_user x U) requests
-    slo: str = ""  # latency targets for goodput (loadtest/results/goodput.py), canonical text
-    # The workload source and its options as (attribute, text) pairs, sorted: --workload and
-    # the rest of loadtest/workload/options.py; empty for a prompt set.
+    slo: str = _DEFAULTS["slo"]  # latency targets for goodput (results/goodput.py), canonical text
+    # The workload source and its options as given, (dest, text) pairs, sorted: --workload and
+    # the rest of loadtest/workload/options.py, handed to each cell's run as they were written
+    # (and part of its cell id); empty for a prompt set.
     source: tuple[tuple[str, str], ...] = ()
     label: str = ""  # its name under `workloads:` (cells' folders); "" for the one `workload:`
+    # `source` parsed (None for a prompt set): what the sweep itself builds and hashes.
+    options: WorkloadOptions | None = field(default=None, compare=False, repr=False)
+
+    def identity(self) -> dict[str, Any]:
+        """What of the workload a cell's id is made of: every field but `options` (`source`
+        says it), and the newer ones only where set, so ids of matrices written before them
+        stay."""
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "options"}
+        return {k: v for k, v in values.items()
+                if v or k not in ("requests_per_user", "slo", "source", "label")}
 
     def requests_at(self, users: int) -> int:
         """The fixed workload's size at ``users`` users."""
@@ -127,7 +146,7 @@ class EngineConfig:
 @dataclass(frozen=True)
 class Matrix:
     name: str
-    workload: WorkloadOptions
+    workload: SweepWorkload
     users: tuple[int, ...]
     repeats: int
     configs: tuple[EngineConfig, ...]
@@ -136,10 +155,10 @@ class Matrix:
     run_timeout_s: float = 1800
     interleave_repeats: bool = False
     source: dict[str, Any] = field(default_factory=dict)
-    workloads: tuple[WorkloadOptions, ...] = ()  # `workloads:`; empty: the one `workload`
+    workloads: tuple[SweepWorkload, ...] = ()  # `workloads:`; empty: the one `workload`
 
     @property
-    def all_workloads(self) -> tuple[WorkloadOptions, ...]:
+    def all_workloads(self) -> tuple[SweepWorkload, ...]:
         return self.workloads or (self.workload,)
 
 
@@ -246,7 +265,7 @@ def _running(entry: dict[str, Any], where: str) -> EngineConfig:
     if slug not in TARGETS:
         raise MatrixError(f"{where}: unknown engine {slug!r}; known: {', '.join(TARGETS)}")
     try:  # the check `rig run --host` and the locustfile's --host make
-        host = checked_url(str(entry["host"] or ""))
+        host = CHECKS["host"](str(entry["host"] or ""))
     except BadValue as exc:
         raise MatrixError(f"{where}: host {exc}") from None
     gpus = entry.get("gpus") or ""
@@ -278,16 +297,16 @@ def _check_config(config: EngineConfig, gpu_count: int | None, where: str) -> No
         check_gpus((config,), gpu_count)
 
 
-def _check_workload(workload: WorkloadOptions, engine: str, where: str) -> None:
+def _check_workload(workload: SweepWorkload, engine: str, where: str) -> None:
     target = TARGETS[engine]
     api = workload.api or target.api
     if api not in target.apis:
         raise MatrixError(f"{where}: engine {engine} speaks api {' or '.join(target.apis)}, not {api!r}")
     label = f"workloads.{workload.label}" if workload.label else "workload"
     try:
-        if workload.source:  # its files are hashed here; parsed by each cell's run (exit 2)
+        if workload.options is not None:  # its files are hashed here; read by each cell's run
             workload_sha256(workload.prompts, workload.requests, max_tokens=workload.max_tokens,
-                            source=workload_options(source_namespace(workload)))
+                            source=workload.options)
         else:
             build_workload(workload.prompts, workload.requests, api=api, model="m",
                            max_tokens=workload.max_tokens, ignore_eos=workload.ignore_eos,
@@ -296,12 +315,7 @@ def _check_workload(workload: WorkloadOptions, engine: str, where: str) -> None:
         raise MatrixError(f"{where}: {label}: {exc}") from None
 
 
-def source_namespace(workload: WorkloadOptions) -> SimpleNamespace:
-    """The workload's source options as Locust's parsed options hold them."""
-    return SimpleNamespace(**{("workload" if k == "source" else k): v for k, v in workload.source})
-
-
-def _workloads(data: Any, base: Any, where: str) -> tuple[WorkloadOptions, ...]:
+def _workloads(data: Any, base: Any, where: str) -> tuple[SweepWorkload, ...]:
     """`workloads:` NAME -> options laid over `workload:`; () when absent."""
     if data is None:
         return ()
@@ -320,41 +334,50 @@ def _workloads(data: Any, base: Any, where: str) -> tuple[WorkloadOptions, ...]:
     return tuple(out)
 
 
-def _workload(data: Any, where: str) -> WorkloadOptions:
+def _workload(data: Any, where: str) -> SweepWorkload:
     if not isinstance(data, dict):
         raise MatrixError(f"{where}: workload must be a mapping ({', '.join(sorted(_WORKLOAD_KEYS))})")
     _no_unknown(data, _WORKLOAD_KEYS | _SOURCE_KEYS, f"{where}: workload")
-    defaults = WorkloadOptions()
     per_user = data.get("requests_per_user", 0)
-    try:
-        temperature = float(data.get("temperature", defaults.temperature))
-    except (TypeError, ValueError):
-        raise MatrixError(f"{where}: workload.temperature must be a number") from None
     try:
         slo = parse_slo(str(data.get("slo") or ""))
     except ValueError as exc:
         raise MatrixError(f"{where}: workload.slo: {exc}") from None
-    return WorkloadOptions(
-        prompts=str(data.get("prompts", defaults.prompts)),
-        requests=_positive(data.get("requests", defaults.requests), f"{where}: workload.requests"),
-        max_tokens=_positive(data.get("max_tokens", defaults.max_tokens), f"{where}: workload.max_tokens"),
-        ignore_eos=bool(data.get("ignore_eos", defaults.ignore_eos)),
-        api=str(data.get("api") or ""), temperature=temperature,
+    source, options = _source(data, where)
+    return SweepWorkload(
+        prompts=str(data.get("prompts", _DEFAULTS["prompts"])),
+        requests=_checked(data, "requests", where), max_tokens=_checked(data, "max_tokens", where),
+        ignore_eos=bool(data.get("ignore_eos", _DEFAULTS["ignore_eos"])),
+        api=str(data.get("api") or ""), temperature=_checked(data, "temperature", where),
         requests_per_user=_positive(per_user, f"{where}: workload.requests_per_user") if per_user else 0,
-        slo=slo.text if slo else "", source=_source(data, where))
+        slo=slo.text if slo else "", source=source, options=options)
 
 
-def _source(data: dict[str, Any], where: str) -> tuple[tuple[str, str], ...]:
-    """The source options given, checked as the rig checks them (one line when bad)."""
+def _checked(data: dict[str, Any], key: str, where: str) -> Any:
+    """workload.`key` through the option's one check (the locustfile's and every command's),
+    its default the locustfile's."""
+    if key not in data:
+        return _DEFAULTS[key]
+    try:
+        return CHECKS[key](data[key])
+    except BadValue as exc:
+        raise MatrixError(f"{where}: workload.{key} {exc}") from None
+
+
+def _source(data: dict[str, Any], where: str) -> tuple[tuple[tuple[str, str], ...],
+                                                      WorkloadOptions | None]:
+    """The source options given, as text, and parsed as the rig parses them (one line when
+    bad); ((), None) for a prompt set."""
     given = tuple(sorted((str(k), _scalar(v) if not isinstance(v, bool) else str(v).lower())
                          for k, v in data.items() if k in _SOURCE_KEYS))
     if not given:
-        return ()
+        return (), None
     try:
-        workload_options(SimpleNamespace(**{("workload" if k == "source" else k): v for k, v in given}))
+        options = workload_options(
+            SimpleNamespace(**{("workload" if k == "source" else k): v for k, v in given}))
     except WorkloadError as exc:
         raise MatrixError(f"{where}: workload: {exc}") from None
-    return given
+    return given, options
 
 
 def _settings(data: Any, where: str) -> dict[str, str]:

@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 
 from loadtest.launch import RunSpec
-from loadtest.sweep.matrix import WorkloadOptions
+from loadtest.sweep.matrix import SweepWorkload
 
 __all__ = ["cell_spec"]
 
 
-def cell_spec(*, engine: str, url: str, users: int, workload: WorkloadOptions, out: Path,
+def cell_spec(*, engine: str, url: str, users: int, workload: SweepWorkload, out: Path,
               repeat: int, tag: str, flags: str, gpu: str, warmup_requests: int = 0,
               engine_urls: tuple[str, ...] = ()) -> RunSpec:
     """The run of one cell (or, with `warmup_requests`, the warm-up run); `engine_urls`: the

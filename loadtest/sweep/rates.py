@@ -29,13 +29,13 @@ from pathlib import Path
 from loadtest.client.arrivals import ARRIVALS
 from loadtest.cpus import complete_layout
 from loadtest.client.targets import TARGETS
-from loadtest.results.goodput import DEFAULT_SLO_SHARE_PCT, parse_slo
-from loadtest.cli.args import RigParser, command_prog, fail
+from loadtest.results.goodput import DEFAULT_SLO_SHARE_PCT
+from loadtest.toolkit.args import RigParser, command_prog, fail
 from loadtest.launch.processes import free_port
-from loadtest.cli.types import (BadValue, cpu_list, duration, one_of, percent, positive_int,
-                                positive_number, positive_number_list, seed, url,
-                                writable_folder)
+from loadtest.toolkit.types import (cpu_list, duration, one_of, percent, positive_int,
+                                    positive_number_list, writable_folder)
 from loadtest.launch import RunSpec, command, run
+from loadtest.launch.options import RUNNING_ENGINE, add_run_options
 
 __all__ = ["main", "parser"]
 
@@ -48,53 +48,29 @@ def parser() -> RigParser:
                    help=f"engine slug: {', '.join(TARGETS)}")
     p.add_argument("--rates", type=positive_number_list, default="1,2,4,8,16,32",
                    help="offered rates, req/s, comma-separated")
-    p.add_argument("--users", type=_cap, default="64",
-                   help="cap on requests in flight (default 64)")
-    p.add_argument("--arrival", choices=ARRIVALS, default="poisson",
-                   help=f"{' | '.join(ARRIVALS)} (default poisson)")
-    p.add_argument("--burstiness", type=positive_number, default=None,
-                   help="with --arrival gamma: the gaps' shape (below 1 bursty, 1 Poisson)")
-    p.add_argument("--arrival-seed", type=seed, default="0",
-                   help="the Poisson schedule's seed (default 0)")
-    p.add_argument("--requests", type=positive_int, default="128",
-                   help="fixed workload size per run (default 128)")
-    p.add_argument("--max-tokens", type=positive_int, default="64",
-                   help="output tokens per request (default 64)")
-    p.add_argument("--prompts", default="mixed", help="prompt set name or .jsonl file")
-    p.add_argument("--ignore-eos", action="store_true", help="ask for exactly --max-tokens")
-    p.add_argument("--slo", type=_slo, default="", help="latency targets, e.g. ttft_ms=500,itl_ms=50")
+    add_run_options(p, "users", helps={"users": "cap on requests in flight"})
+    add_run_options(p, "arrival", "burstiness", "arrival_seed", helps={
+        "arrival": f"{' | '.join(ARRIVALS)}",
+        "burstiness": "with --arrival gamma: the gaps' shape (below 1 bursty, 1 Poisson)",
+        "arrival_seed": "the Poisson schedule's seed"})
+    add_run_options(p, "requests", "max_tokens", "prompts", "ignore_eos", "slo")
     p.add_argument("--slo-share", type=percent, default=str(DEFAULT_SLO_SHARE_PCT),
                    help="percent of requests that must meet --slo (default 99)")
     p.add_argument("--repeats", type=positive_int, default="1", help="runs per rate (default 1)")
     p.add_argument("--all-rates", action="store_true", help="run every rate, even past saturation")
-    p.add_argument("--host", type=url, default=None,
-                   help="an engine already running at this URL: not started")
-    p.add_argument("--flags", default="", help="the engine's flags: recorded; passed to a started engine")
+    add_run_options(p, "host", "flags", helps={
+        "host": RUNNING_ENGINE["host"],
+        "flags": "the engine's flags: recorded; passed to a started engine"})
     p.add_argument("--engine-cpus", type=cpu_list, default=None,
                    help="cores for a started engine (taskset list)")
-    p.add_argument("--client-cpus", type=cpu_list, default=None,
-                   help="cores for the client (taskset list)")
+    add_run_options(p, "client_cpus", helps={"client_cpus": "cores for the client (taskset list)"})
     p.add_argument("--name", default="", help="sweep name: tag and report folder (default rates-ENGINE)")
     p.add_argument("--out", type=writable_folder, default=Path("results"),
                    help="results folder (default results/)")
     p.add_argument("--run-timeout", type=duration, default="900",
                    help="how long one run may take: seconds, or 15m (default 900)")
+    p.set_defaults(users=64, requests=128, max_tokens=64)
     return p
-
-
-def _cap(text: str) -> int:
-    if "," in text:
-        raise BadValue(f"is one cap on requests in flight, got {text!r}")
-    return positive_int(text)
-
-
-def _slo(text: str) -> str:
-    """--slo checked as the locustfile will check it; kept as text, passed on as given."""
-    try:
-        parse_slo(text)
-    except ValueError as exc:
-        raise BadValue(str(exc)) from None
-    return text
 
 
 def _check(args: argparse.Namespace) -> None:

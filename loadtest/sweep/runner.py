@@ -25,6 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Callable, Iterator, Sequence
 
+from loadtest.toolkit.repo import REPO
 from servers.local import LOCAL
 from loadtest.results.files import read_runs, write_csv
 from loadtest.results.version import rig_version
@@ -34,8 +35,7 @@ from servers.registry import ENGINES
 
 from loadtest.sweep.cells import Cell, again, config_hash, expand_cells, flags_text
 from loadtest.sweep.launch import EngineFailed, Launcher, make_launcher
-from loadtest.sweep.matrix import EngineConfig, Matrix, MatrixError, WorkloadOptions, source_namespace
-from loadtest.workload import workload_options
+from loadtest.sweep.matrix import EngineConfig, Matrix, MatrixError, SweepWorkload
 from loadtest.launch import command, find_row, run, run_ids
 from loadtest.sweep.measure import cell_spec
 from loadtest.sweep.repeats import (Plan, UntilKnown, heat_of, heat_samples, known_lines,
@@ -44,8 +44,6 @@ from loadtest.sweep.state import MEASURED, SweepState
 from loadtest.sweep.table import RULES, cell_frame, comparison_table, config_table
 
 __all__ = ["preflight", "print_tables", "run_sweep", "schedule", "sweep_dir"]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def say(message: str) -> None:
@@ -58,12 +56,12 @@ def sweep_dir(out: Path, name: str) -> Path:
     return out / "sweeps" / name
 
 
-def workload_sha256(matrix: Matrix, users: int, workload: WorkloadOptions | None = None) -> str:
+def workload_sha256(matrix: Matrix, users: int, workload: SweepWorkload | None = None) -> str:
     """The hash each cell's run will record, known before any engine starts."""
     w = workload or matrix.workload
     return source_sha256(w.prompts, w.requests_at(users), max_tokens=w.max_tokens,
                          ignore_eos=w.ignore_eos, temperature=w.temperature,
-                         source=workload_options(source_namespace(w)))
+                         source=w.options)
 
 
 def preflight(matrix: Matrix, out: Path) -> None:
@@ -438,13 +436,13 @@ def _project(name: str) -> str:
 
 
 def _report(out: Path, name: str, folder: Path) -> None:
-    if not (ROOT / "loadtest" / "report").is_dir():
+    if not (REPO / "loadtest" / "report").is_dir():
         return
     # absolute: the report runs from the repository, --out may be relative to where we are
     cmd = [sys.executable, "-m", "loadtest.report", str(out.resolve()), "--where", f"tag={name}",
            "--out", str(folder.resolve() / "report")]
     try:
-        result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+        result = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600)
     except subprocess.TimeoutExpired:
         say("report: python -m loadtest.report timed out; run it yourself")
         return

@@ -31,10 +31,10 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
-from loadtest.cli.args import RigParser, command_prog
+from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.launch.processes import free_port
-from loadtest.cli.types import (BadValue, cpu_list, duration, non_negative_number, percent,
-                                positive_int, positive_number, seed, writable_folder)
+from loadtest.toolkit.types import (BadValue, cpu_list, duration, non_negative_number, percent,
+                                    positive_int, positive_number, writable_folder)
 from loadtest.client.arrivals import ARRIVALS
 from loadtest.cpus import complete_layout
 from loadtest.race.args import DEFAULT_ENGINES, local_engines
@@ -44,6 +44,7 @@ from loadtest.results.version import rig_version
 from loadtest.sweep.cells import Cell
 from loadtest.sweep.matrix import EngineConfig
 from loadtest.launch import RunSpec, run, run_ids
+from loadtest.launch.options import add_run_options
 from loadtest.sweep.slo_search import Bracket, Judgement, Limit, Rule, Run, Width, judge, next_rate
 from loadtest.sweep.state import SweepState
 
@@ -107,27 +108,19 @@ def parser() -> RigParser:
     p.add_argument("--max-repeats", type=positive_int, default=None,
                    help="runs of one rate at most, when a verdict is too close to call "
                         "(default 3, or --trials when above)")
-    p.add_argument("--users", type=positive_int, default="64",
-                   help="cap on requests in flight (default 64)")
-    p.add_argument("--requests", type=positive_int, default="64",
-                   help="requests per probe run (default 64)")
-    p.add_argument("--max-tokens", type=positive_int, default="32",
-                   help="output tokens per request (default 32)")
-    p.add_argument("--prompts", default="mixed", help="prompt set name or .jsonl file")
-    p.add_argument("--ignore-eos", action="store_true", help="ask for exactly --max-tokens")
-    p.add_argument("--arrival", choices=ARRIVALS, default="poisson",
-                   help=f"{' | '.join(ARRIVALS)} (default poisson)")
-    p.add_argument("--arrival-seed", type=seed, default="0",
-                   help="the schedule's seed (default 0)")
+    add_run_options(p, "users", "requests", "max_tokens", "prompts", "ignore_eos",
+                    helps={"users": "cap on requests in flight"})
+    add_run_options(p, "arrival", "arrival_seed", helps={
+        "arrival": f"{' | '.join(ARRIVALS)}", "arrival_seed": "the schedule's seed"})
     p.add_argument("--engine-cpus", type=cpu_list, default=None,
                    help="the engines' cores (default: all but the first)")
-    p.add_argument("--client-cpus", type=cpu_list, default=None,
-                   help="the client's cores (default: the first)")
+    add_run_options(p, "client_cpus", helps={"client_cpus": "the client's cores (default: the first)"})
     p.add_argument("--name", default="slo", help="search name: runs' tag and folder (default slo)")
     p.add_argument("--out", type=writable_folder, default=Path("results"),
                    help="results folder (default results/)")
     p.add_argument("--run-timeout", type=duration, default="900",
                    help="how long one run may take: seconds, or 15m (default 900)")
+    p.set_defaults(users=64, requests=64, max_tokens=32)
     return p
 
 

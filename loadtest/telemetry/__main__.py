@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import sys
 
-from loadtest.cli.args import RigParser, command_prog
-from loadtest.cli.types import positive_int, positive_number, url, writable_folder
+from loadtest.toolkit.args import RigParser, command_prog
+from loadtest.toolkit.types import positive_int, positive_number, url, writable_folder
 from loadtest.telemetry.sampler import Sampler
 
 __all__ = ["main", "parser"]

@@ -21,8 +21,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from loadtest.cli.args import RigParser
-from loadtest.cli.types import positive_number, writable_folder
+from loadtest.toolkit.args import RigParser
+from loadtest.toolkit.types import positive_number, writable_folder
 from loadtest.telemetry.hook import start_telemetry
 
 __all__ = ["main"]

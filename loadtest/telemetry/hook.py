@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from loadtest.toolkit.repo import REPO
 from loadtest.telemetry.summary import per_token_columns, summarize_telemetry
 
 __all__ = ["Telemetry", "gpu_selection", "start_telemetry"]
@@ -29,7 +30,6 @@ __all__ = ["Telemetry", "gpu_selection", "start_telemetry"]
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 _STOP_WAIT_S = 10.0
 _FIRST_SAMPLE_WAIT_S = 5.0
-_REPO = Path(__file__).resolve().parents[2]
 _ROW_SKIP = {"telemetry_notes", "telemetry_interval_s", "telemetry_per_gpu"}
 
 
@@ -102,7 +102,7 @@ def start_telemetry(run_dir: Path, engine: str, url: str, gpu: str,
     for engine_url in engine_urls:
         cmd += ["--metrics-url", engine_url]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(_REPO), os.environ.get("PYTHONPATH", "")) if p)}
+        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
         with (run_dir / "telemetry.log").open("ab") as log:

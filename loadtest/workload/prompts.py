@@ -10,13 +10,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadtest.toolkit.repo import REPO
 from loadtest.workload.items import Context, Item
 from loadtest.workload.spec import WorkloadError
 
 __all__ = ["PROMPTS_DIR", "Prompt", "json_lines", "load_prompts", "prompt_items",
            "prompts_identity", "resolve_prompts"]
 
-PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
+PROMPTS_DIR = REPO / "loadtest" / "prompts"
 # A line longer than this is no prompt an engine takes (4 MiB: about a million tokens, past any
 # context), and each request holds its own body, so one would multiply by --requests in memory.
 MAX_LINE_CHARS = 4 << 20

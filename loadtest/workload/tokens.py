@@ -21,12 +21,13 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from loadtest.toolkit.repo import REPO
 from loadtest.workload.spec import WorkloadError
 
 __all__ = ["TokenText", "find_tokenizer", "load_token_text"]
 
 TOKENIZER_FILE = "tokenizer.json"
-MODELS_DIR = Path(__file__).resolve().parents[2] / "models"  # the models scripts/install.sh makes
+MODELS_DIR = REPO / "models"  # the models scripts/install.sh makes
 _WORD = re.compile(r" [A-Za-z]{2,}")
 _MIN_WORDS = 64  # fewer whole-word tokens than this: prompts would repeat too visibly
 _cache: dict[Path, "TokenText"] = {}

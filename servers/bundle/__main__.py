@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loadtest.cli.args import RigParser
+from loadtest.toolkit.repo import REPO
+from loadtest.toolkit.args import RigParser
 from servers.bundle.host import HostDescription, HostError, describe
 from servers.bundle.recipes import RECIPES
-from servers.spec import REPO
 
 EXAMPLES = """\
 examples:

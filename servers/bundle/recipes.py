@@ -12,7 +12,7 @@ import subprocess
 import tomllib
 from dataclasses import dataclass, field, replace
 
-from servers.spec import REPO
+from loadtest.toolkit.repo import REPO
 
 __all__ = ["RECIPES", "BundleRecipe", "Trim", "rig_requirements"]
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from loadtest.toolkit.repo import REPO
 from servers.bundle.host import HostDescription
 from servers.bundle.recipes import BundleRecipe
-from servers.spec import REPO
 
 __all__ = ["Locked", "ResolveError", "host_tags", "resolve"]
 

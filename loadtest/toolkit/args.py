@@ -46,7 +46,7 @@ class RigParser(argparse.ArgumentParser):
     """
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
     def error(self, message: str) -> NoReturn:
@@ -65,6 +65,21 @@ class RigParser(argparse.ArgumentParser):
 
 
 _DASHES_VALUE = re.compile(r"--?[^-=\s][^=\s]*=--")
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """The description's and epilog's line breaks kept; an option a command took from the run
+    options' registrar (loadtest/launch/options.py add_run_options, which marks it) says the
+    command's own default, when its help does not already name one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        shown = not (default is None or default is False or default == ""
+                     or default == argparse.SUPPRESS)
+        if getattr(action, "show_default", False) and shown and "default" not in text:
+            return f"{text} (default %(default)s)"
+        return action.help
 
 
 def _sentence(message: str) -> str:

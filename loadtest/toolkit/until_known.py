@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from loadtest.cli.types import duration, percent, positive_int
+from loadtest.toolkit.types import duration, percent, positive_int
 from loadtest.known import DEFAULT_MAX_REPEATS
 
 __all__ = ["CAPS", "add_until_known", "check_caps"]
