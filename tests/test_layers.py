@@ -125,7 +125,8 @@ REGISTRAR = {"loadtest/launch/options.py", "loadtest/client/options.py",
              "loadtest/client/arrivals.py", "loadtest/client/timing.py",
              "loadtest/client/bounds.py", "loadtest/client/progress.py",
              "loadtest/workload/options.py", "loadtest/results/goodput.py",
-             "loadtest/results/equivalence.py", "loadtest/cpus.py"}
+             "loadtest/results/equivalence.py", "loadtest/cpus.py",
+             "loadtest/workload/lora.py"}
 # A command's own option that shares a run option's flag but not its meaning.
 OWN_MEANING = {
     ("loadtest/sweep/threads.py", "--users"): "a list of user counts: the sweep's axis",

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.workload.items import Context, Item
+from loadtest.workload.prompts import PROMPTS_DIR
 from loadtest.workload.spec import WorkloadError
 
 __all__ = ["CONSTRAINT_SETS", "KINDS", "REGEX_FIELDS", "Task", "load_tasks", "resolve_constraints",
@@ -45,7 +46,6 @@ REGEX_FIELDS = {"structured_outputs": lambda pattern: {"structured_outputs": {"r
                 "regex": lambda pattern: {"regex": pattern}}
 TOOL_CHOICES = ("required", "auto")
 MAX_TASKS = 10_000
-_PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for a function's name
 _ALLOWED = {"id", "prompt", "system", *KINDS, "tool_choice", "parallel_tool_calls"}
 
@@ -85,7 +85,7 @@ class Task:
 def resolve_constraints(name: str) -> Path:
     """A shipped set's file (json, regex, tools) or the user's file."""
     if name in CONSTRAINT_SETS:
-        return _PROMPTS_DIR / CONSTRAINT_SETS[name]
+        return PROMPTS_DIR / CONSTRAINT_SETS[name]
     path = Path(name)
     if not path.is_file():
         raise WorkloadError(f"--constraints {name!r}: give {', '.join(CONSTRAINT_SETS)} or a "
@@ -128,7 +128,7 @@ def structured_items(tasks: list[Task], context: Context, regex_as: str) -> list
 
 
 def structured_name(path: Path, context: Context) -> str:
-    stem = next((k for k, v in CONSTRAINT_SETS.items() if _PROMPTS_DIR / v == path), path.stem)
+    stem = next((k for k, v in CONSTRAINT_SETS.items() if PROMPTS_DIR / v == path), path.stem)
     return f"structured-{stem}-{context.requests}x{context.output_label}"
 
 
