@@ -123,6 +123,21 @@ def test_the_web_ui_speaks_llm_in_its_tab_its_page_and_metrics(tmp_path: Path):
     assert sum(p["failed"] for p in timeline) == 0
 
 
+def test_with_autostart_a_run_nobody_starts_serves_its_metrics(tmp_path: Path):
+    """Locust's --autostart: the run starts at once, no form sent, and /metrics is there to
+    scrape while it goes and after (docs/web-ui.md: a dashboard's unattended runs)."""
+    out = tmp_path / "results"
+    with running_pacer("--ttft-ms", "5", "--gap-ms", "5") as engine_url, \
+            running_web_ui(engine_url, out, "--autostart", "--requests", "20", "--max-tokens", "8",
+                           "--ignore-eos") as ui:
+        wait_for(lambda: b"llm_rig_run_finished" in _get(ui + "/metrics")
+                 and json.loads(_get(ui + "/llm/live.json"))["state"] == "finished",
+                 "the run finished", timeout_s=60)
+        scraped = _get(ui + "/metrics").decode()
+    assert "llm_rig_requests_done_total{" in scraped and " 20.0" in scraped
+    assert len(_rows(out)) == 1
+
+
 def test_with_worker_processes_the_tab_shows_the_masters_merged_records(tmp_path: Path):
     out = tmp_path / "results"
     port = str(free_port())  # not Locust's 5557: other runs on this host may hold it
