@@ -69,9 +69,9 @@ def test_regex_goes_in_sglangs_field_and_an_engine_without_one_refuses_it():
 def test_the_source_sends_chat_and_its_options_are_its_own():
     with pytest.raises(WorkloadError, match="add --api chat"):
         build("json", api="completions")
-    for given in ({"constraints": "json"}, {"constrain": "off"}):
+    for options in ({"constraints": "json"}, {"constrain": "off"}):
         with pytest.raises(WorkloadError, match="are for --workload structured"):
-            workload_options(SimpleNamespace(workload="synthetic", **given))
+            workload_options(SimpleNamespace(workload="synthetic", **options))
     with pytest.raises(WorkloadError, match="--constrain 'maybe'"):
         build("json", constrain="maybe")
 

@@ -190,7 +190,7 @@ def test_under_a_web_base_path_the_rigs_routes_and_links_follow_it(tmp_path: Pat
     assert json.loads(files["run.json"])["run_id"] == row["run_id"]
     assert len(files["requests.jsonl"].splitlines()) == 6
     assert tab[0]["key"] == "llm" and any(r["figure"] == "Verdict" for r in tab[0]["data"])
-    assert f'llm_rig_requests_done_total{{engine="vllm"' in metrics
+    assert 'llm_rig_requests_done_total{engine="vllm"' in metrics
     assert 'fetch("llm/live.json"' in page and 'href="metrics"' in page  # relative: BASE/...
     assert misses == [404] * 4  # nothing of the rig's left at the root
     for href in ("/llm", "/llm/files/run.json", "/llm/files/requests.jsonl", "/llm/report"):

@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 from loadtest.client.targets import dialect_for
 from loadtest.workload.agentic import files_sha256, load_agentic
@@ -27,7 +27,7 @@ from loadtest.workload.lora import mixed_sha256, with_adapters
 from loadtest.workload.options import WorkloadOptions
 from loadtest.workload.prefixes import prefix_items, prefix_name
 from loadtest.workload.prompts import prompt_items, prompts_identity
-from loadtest.workload.spec import RequestSpec, SessionSpec, Workload, WorkloadError
+from loadtest.workload.spec import LazySequence, RequestSpec, SessionSpec, Workload, WorkloadError
 from loadtest.workload.structured import (load_tasks, resolve_constraints, structured_items,
                                           structured_name)
 from loadtest.workload.synthetic import synthetic_items, synthetic_name
@@ -66,7 +66,7 @@ class Bodies:
         return RequestSpec(request_id, item.prompt_id, self.path, self.body(item), item.prompt_tokens)
 
 
-class LazySpecs(Sequence[RequestSpec]):
+class LazySpecs(LazySequence):
     """RequestSpecs built when taken, from a lazy item sequence (a trace): O(1) memory per request."""
 
     def __init__(self, items: Sequence[Item], bodies: Bodies,
@@ -78,16 +78,7 @@ class LazySpecs(Sequence[RequestSpec]):
     def __len__(self) -> int:
         return len(self._items)
 
-    @overload
-    def __getitem__(self, index: int) -> RequestSpec: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[RequestSpec]: ...
-
-    def __getitem__(self, index: int | slice) -> RequestSpec | Sequence[RequestSpec]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
+    def _spec(self, index: int) -> RequestSpec:
         return self._bodies.spec(index, self._items[index])
 
 

@@ -21,13 +21,13 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 
 from loadtest.results.groups import group_figures
 from loadtest.results.record import RequestRecord
-from loadtest.workload.spec import RequestSpec, Workload, WorkloadError
+from loadtest.workload.spec import LazySequence, RequestSpec, Workload, WorkloadError
 
 __all__ = ["AdapterMix", "LORA_FLAGS", "add_lora_options", "adapter_figures", "lora_mix",
            "mixed_sha256", "with_adapters"]
@@ -127,7 +127,7 @@ def _renamed(body: bytes, model: str) -> bytes:
     return json.dumps(fields).encode()
 
 
-class _AdapterSpecs(Sequence[RequestSpec]):
+class _AdapterSpecs(LazySequence):
     """A lazy source's specs (a trace), each renamed when taken."""
 
     def __init__(self, specs: Sequence[RequestSpec], models: list[str]) -> None:
@@ -137,14 +137,7 @@ class _AdapterSpecs(Sequence[RequestSpec]):
     def __len__(self) -> int:
         return len(self._specs)
 
-    @overload
-    def __getitem__(self, index: int) -> RequestSpec: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[RequestSpec]: ...
-
-    def __getitem__(self, index: int | slice) -> RequestSpec | Sequence[RequestSpec]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
+    def _spec(self, index: int) -> RequestSpec:
         spec = self._specs[index]
         return replace(spec, body=_renamed(spec.body, self._models[index]))
 

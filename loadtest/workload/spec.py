@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 if TYPE_CHECKING:
     from loadtest.workload.answers import AnswerChecks
 
-__all__ = ["RequestSpec", "SessionSpec", "TurnSpec", "Workload", "WorkloadError"]
+__all__ = ["LazySequence", "RequestSpec", "SessionSpec", "TurnSpec", "Workload", "WorkloadError"]
 
 
 class WorkloadError(ValueError):
@@ -73,3 +73,26 @@ class Workload:
     longest: tuple[str, int, int] | None = None
     # Constrained answers (structured output, tool calls): each answer's check, by prompt id
     answers: AnswerChecks | None = None
+
+
+class LazySequence(Sequence[RequestSpec]):
+    """RequestSpecs made when taken (a large source's, one at a time): a subclass gives its
+    length and `_spec(i)` for 0 <= i < len; indexing by negatives and slices is done here."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def _spec(self, index: int) -> RequestSpec:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> RequestSpec: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[RequestSpec]: ...
+
+    def __getitem__(self, index: int | slice) -> RequestSpec | Sequence[RequestSpec]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        return self._spec(index)
