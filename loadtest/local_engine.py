@@ -159,9 +159,12 @@ class LocalEngine:
     def healthy_line(self, name: str) -> str:
         """What `start` says once the engine answers: where, its cores, its log."""
         assert self.process is not None
-        where = (f"cores {self.cpus}; a run against it pins its client to "
-                 f"{format_cpus(allowed_cpus() - cpu_set(self.cpus))}") if self.cpus else "every core"
-        return f"{name} healthy at {self.url} (pid {self.process.pid}, {where}, log {self.log_path})"
+        where = "every core"
+        if self.cpus:
+            where = (f"cores {self.cpus}; a run against it pins its client to "
+                     f"{format_cpus(allowed_cpus() - cpu_set(self.cpus))}")
+        return (f"{name} healthy at {self.url} (pid {self.process.pid}, {where}, "
+                f"log {self.log_path})")
 
     def log_tail(self, lines: int = 20) -> str:
         try:

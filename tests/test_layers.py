@@ -164,7 +164,8 @@ def _run_option_flags() -> set[str]:
 def test_a_run_option_is_declared_once():
     """Issue 37: `--users` was declared in seven parsers with seven defaults, `--requests` nine
     times. A command takes a run option from the registrar (add_run_options) and changes its
-    default with set_defaults; it declares the flag itself only for another meaning (OWN_MEANING)."""
+    default with set_defaults; it declares the flag itself only for another meaning
+    (OWN_MEANING)."""
     flags = _run_option_flags()
     again = set()
     for path in _sources():
@@ -211,7 +212,8 @@ def test_the_sweeps_workload_is_the_locustfiles_options_with_its_defaults():
 
     own = {"requests_per_user", "source", "label", "options"}
     run = [f for f in fields(matrix.SweepWorkload) if f.name not in own]
-    assert {f.name for f in run} == set(matrix._RUN_KEYS) and set(matrix._RUN_KEYS) <= option_dests()
+    assert {f.name for f in run} == set(matrix._RUN_KEYS)
+    assert set(matrix._RUN_KEYS) <= option_dests()
     assert {f.name: f.default for f in run} == run_defaults(*matrix._RUN_KEYS)
     assert matrix._SOURCE_KEYS == {"source", *OPTION_FLAGS} - {"workload"}
     assert set(OPTION_FLAGS) <= option_dests()

@@ -98,7 +98,8 @@ def test_refuses_what_the_sweep_owns_and_bad_shapes() -> None:
                    "sweep": {"MAX_CONCURRENT_REQUESTS": []}}]}, "must be a non-empty list of values"),
     ({"engines": [{"engine": "vllm-cpu", "launch": "local",
                    "sweep": {"MAX_CONCURRENT_REQUESTS": [4, 4]}}]}, "lists a value twice"),
-    ({"workload": {"requests": "x", "max_tokens": 8}}, "workload.requests must be a positive integer"),
+    ({"workload": {"requests": "x", "max_tokens": 8}},
+     "workload.requests must be a positive integer"),
     ({"repeats": 0}, "repeats must be a whole number >= 1, got 0"),
 ])
 def test_refuses_empty_lists_wrong_types_and_duplicate_cells(change: dict[str, Any],

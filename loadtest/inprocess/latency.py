@@ -3,7 +3,7 @@
     python -m loadtest.inprocess.latency DIR [--tag latency] [--md FILE] [--png FILE]
 
 One row per platform and options (engine, mode, flags, gpu) over the runs.csv rows under DIR
-with that tag (`rig latency`, loadtest/race/latency.py, writes them): the studies' columns, computed from every
+with that tag (`rig latency` writes them): the studies' columns, computed from every
 completed request's record (requests.jsonl), never from run averages:
 
 - options: the run's flags (a server's cores, an in-process variant), and the users (batch)

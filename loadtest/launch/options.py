@@ -28,8 +28,9 @@ from loadtest.results.goodput import add_slo_option
 from loadtest.toolkit.types import cpu_list
 from loadtest.workload.options import add_workload_options
 
-__all__ = ["RUNNING_ENGINE", "add_locust_options", "add_locustfile_options", "add_rig_options", "add_run_options",
-           "changed_options", "option_arguments", "option_dests", "run_defaults"]
+__all__ = ["RUNNING_ENGINE", "add_locust_options", "add_locustfile_options", "add_rig_options",
+           "add_run_options", "changed_options", "option_arguments", "option_dests",
+           "run_defaults"]
 
 # What --host, --flags and --gpu mean to a command that starts its engine unless given one (the
 # `helps` of add_run_options).

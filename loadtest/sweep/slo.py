@@ -114,7 +114,8 @@ def parser() -> RigParser:
         "arrival": f"{' | '.join(ARRIVALS)}", "arrival_seed": "the schedule's seed"})
     p.add_argument("--engine-cpus", type=cpu_list, default=None,
                    help="the engines' cores (default: all but the first)")
-    add_run_options(p, "client_cpus", helps={"client_cpus": "the client's cores (default: the first)"})
+    add_run_options(p, "client_cpus",
+                    helps={"client_cpus": "the client's cores (default: the first)"})
     p.add_argument("--name", default="slo", help="search name: runs' tag and folder (default slo)")
     p.add_argument("--out", type=writable_folder, default=Path("results"),
                    help="results folder (default results/)")

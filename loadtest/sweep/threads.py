@@ -26,7 +26,8 @@ from servers.local import LOCAL
 from servers.gpus import gpu_count
 from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.launch.options import RUNNING_ENGINE, add_run_options
-from loadtest.toolkit.types import non_negative_int, positive_int, positive_int_list, writable_folder
+from loadtest.toolkit.types import (non_negative_int, positive_int, positive_int_list,
+                                    writable_folder)
 from loadtest.sweep.matrix import MatrixError, default_warmup_requests, parse_matrix
 
 __all__ = ["main", "parser"]
