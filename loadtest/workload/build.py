@@ -66,7 +66,7 @@ class Bodies:
         return RequestSpec(request_id, item.prompt_id, self.path, self.body(item), item.prompt_tokens)
 
 
-class LazySpecs(LazySequence):
+class LazySpecs(LazySequence[RequestSpec]):
     """RequestSpecs built when taken, from a lazy item sequence (a trace): O(1) memory per request."""
 
     def __init__(self, items: Sequence[Item], bodies: Bodies,
@@ -78,7 +78,7 @@ class LazySpecs(LazySequence):
     def __len__(self) -> int:
         return len(self._items)
 
-    def _spec(self, index: int) -> RequestSpec:
+    def _at(self, index: int) -> RequestSpec:
         return self._bodies.spec(index, self._items[index])
 
 

@@ -127,7 +127,7 @@ def _renamed(body: bytes, model: str) -> bytes:
     return json.dumps(fields).encode()
 
 
-class _AdapterSpecs(LazySequence):
+class _AdapterSpecs(LazySequence[RequestSpec]):
     """A lazy source's specs (a trace), each renamed when taken."""
 
     def __init__(self, specs: Sequence[RequestSpec], models: list[str]) -> None:
@@ -137,7 +137,7 @@ class _AdapterSpecs(LazySequence):
     def __len__(self) -> int:
         return len(self._specs)
 
-    def _spec(self, index: int) -> RequestSpec:
+    def _at(self, index: int) -> RequestSpec:
         spec = self._specs[index]
         return replace(spec, body=_renamed(spec.body, self._models[index]))
 

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, TypeVar, overload
 
 if TYPE_CHECKING:
     from loadtest.workload.answers import AnswerChecks
 
 __all__ = ["LazySequence", "RequestSpec", "SessionSpec", "TurnSpec", "Workload", "WorkloadError"]
+
+
+T = TypeVar("T")
 
 
 class WorkloadError(ValueError):
@@ -75,24 +78,26 @@ class Workload:
     answers: AnswerChecks | None = None
 
 
-class LazySequence(Sequence[RequestSpec]):
-    """RequestSpecs made when taken (a large source's, one at a time): a subclass gives its
-    length and `_spec(i)` for 0 <= i < len; indexing by negatives and slices is done here."""
+class LazySequence(Sequence[T]):
+    """Elements made when taken (a large source's requests, one at a time): a subclass gives its
+    length and `_at(i)` for 0 <= i < len; negative indices, slices and the bounds are kept here."""
 
     def __len__(self) -> int:
         raise NotImplementedError
 
-    def _spec(self, index: int) -> RequestSpec:
+    def _at(self, index: int) -> T:
         raise NotImplementedError
 
     @overload
-    def __getitem__(self, index: int) -> RequestSpec: ...
+    def __getitem__(self, index: int) -> T: ...
     @overload
-    def __getitem__(self, index: slice) -> Sequence[RequestSpec]: ...
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
 
-    def __getitem__(self, index: int | slice) -> RequestSpec | Sequence[RequestSpec]:
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         if index < 0:
             index += len(self)
-        return self._spec(index)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._at(index)

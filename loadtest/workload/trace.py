@@ -19,12 +19,11 @@ import json
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import overload
 
 import numpy as np
 
 from loadtest.workload.items import Context, Item
-from loadtest.workload.spec import WorkloadError
+from loadtest.workload.spec import LazySequence, WorkloadError
 from loadtest.workload.tokens import TokenText
 
 __all__ = ["BLOCK_TOKENS", "Trace", "load_trace", "trace_name"]
@@ -35,7 +34,7 @@ _BLOCK_STREAM, _TAIL_STREAM = 21, 22
 _MAX_LENGTH = 1 << 20
 
 
-class Trace(Sequence[Item]):
+class Trace(LazySequence[Item]):
     """The first `requests` requests of a trace, each Item built when taken (O(its blocks))."""
 
     def __init__(self, path: Path, timestamps_ms: np.ndarray, inputs: np.ndarray,
@@ -58,18 +57,7 @@ class Trace(Sequence[Item]):
     def __len__(self) -> int:
         return len(self.inputs)
 
-    @overload
-    def __getitem__(self, index: int) -> Item: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Item]: ...
-
-    def __getitem__(self, index: int | slice) -> Item | Sequence[Item]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
+    def _at(self, index: int) -> Item:
         tokens = int(self.inputs[index])
         label = self._labels[index] if self._labels is not None else f"t{index}"
         return Item(label, self._text(index, tokens - self._tokens.special),
