@@ -169,6 +169,30 @@ def test_conversations_across_hosts_keep_each_session_on_one_worker_on_the_maste
     assert len(workers_json) == 2 and all(w["records"] > 0 for w in workers_json)
 
 
+def test_open_loop_stages_across_hosts_send_the_masters_one_schedule(hosts: Hosts,
+                                                                     tmp_path: Path):
+    """--stages from two worker hosts, one clock a day ahead: the master runs the shape and
+    numbers the sends; each stage sends its rate times its duration once, from both hosts, every
+    send on the master's clock inside the stages' six seconds."""
+    stages = tmp_path / "stages.yaml"
+    stages.write_text("- {rate: 5, duration: 3s, arrival: constant, name: slow}\n"
+                      "- {rate: 20, duration: 3s, arrival: constant, name: fast}\n")
+    out = tmp_path / "results"
+    master = _master(hosts, out, tmp_path, requests=8, extra=["--stages", str(stages)])
+    workers = [_worker(hosts, "w1", tmp_path), _worker(hosts, "w2", tmp_path, 86_400)]
+    row = _finished_row(master, workers, out, tmp_path)
+    assert (row["stages"], row["processes"], row["failed"]) == ("2", "2", "0")
+    (records_file,) = out.glob("runs/*/requests.jsonl")
+    sends = [json.loads(line) for line in records_file.read_text().splitlines()]
+    assert sorted(r["request_id"] for r in sends) == list(range(15 + 60))  # each send once
+    assert {r["worker"] for r in sends} == {0, 1}
+    stages_json = json.loads(next(records_file.parent.glob("run.json")).read_text())["stages"]
+    assert {s["stage"]: s["sent"] for s in stages_json} == {"slow": 15, "fast": 60}
+    first = min(r["scheduled_ns"] for r in sends)
+    assert max(r["scheduled_ns"] for r in sends) - first < 6e9  # one schedule, not a day apart
+    assert max(r["sent_ns"] for r in sends) - first < 6e9 + 2e9
+
+
 def test_a_worker_host_lost_mid_run_stops_the_run_with_its_records(hosts: Hosts, tmp_path: Path):
     out = tmp_path / "results"
     master = _master(hosts, out, tmp_path, requests=4096)
