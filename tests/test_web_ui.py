@@ -72,6 +72,13 @@ def _get(url: str) -> bytes:
         return answer.read()
 
 
+def _finished(ui: str) -> dict:
+    """The run page's figures once the run has finished."""
+    wait_for(lambda: json.loads(_get(ui + "/llm/live.json"))["state"] == "finished",
+             "the run finished", timeout_s=60)
+    return json.loads(_get(ui + "/llm/live.json"))
+
+
 def _start(ui: str, engine_url: str, users: int = 2) -> None:
     form = urllib.parse.urlencode({"user_count": users, "spawn_rate": users,
                                    "host": engine_url}).encode()
@@ -92,9 +99,7 @@ def test_the_web_ui_speaks_llm_in_its_tab_its_page_and_metrics(tmp_path: Path):
         assert before["state"] == "ready" and before["run_id"] == ""  # the form not sent
         assert _get(ui + "/metrics") == b""  # no run: no series
         _start(ui, engine_url)
-        wait_for(lambda: json.loads(_get(ui + "/llm/live.json"))["state"] == "finished",
-                 "the run finished", timeout_s=60)
-        live = json.loads(_get(ui + "/llm/live.json"))
+        live = _finished(ui)
         tab = json.loads(_get(ui + "/stats/requests"))["extended_stats"]
         scraped = _get(ui + "/metrics").decode()
         metrics = {m.name: m for m in text_string_to_metric_families(scraped)}
@@ -130,9 +135,8 @@ def test_with_autostart_a_run_nobody_starts_serves_its_metrics(tmp_path: Path):
     with running_pacer("--ttft-ms", "5", "--gap-ms", "5") as engine_url, \
             running_web_ui(engine_url, out, "--autostart", "--requests", "20", "--max-tokens", "8",
                            "--ignore-eos") as ui:
-        wait_for(lambda: b"llm_rig_run_finished" in _get(ui + "/metrics")
-                 and json.loads(_get(ui + "/llm/live.json"))["state"] == "finished",
-                 "the run finished", timeout_s=60)
+        _finished(ui)
+        wait_for(lambda: b"llm_rig_run_finished" in _get(ui + "/metrics"), "the run's last series")
         scraped = _get(ui + "/metrics").decode()
     assert "llm_rig_requests_done_total{" in scraped and " 20.0" in scraped
     assert len(_rows(out)) == 1
@@ -148,9 +152,7 @@ def test_with_worker_processes_the_tab_shows_the_masters_merged_records(tmp_path
         wait_for(lambda: json.loads(_get(ui + "/stats/requests"))["worker_count"] == 2,
                  "both workers connected", timeout_s=60)
         _start(ui, engine_url)
-        wait_for(lambda: json.loads(_get(ui + "/llm/live.json"))["state"] == "finished",
-                 "the run finished", timeout_s=60)
-        live = json.loads(_get(ui + "/llm/live.json"))
+        live = _finished(ui)
     row = _rows(out)[0]
     assert (live["run_id"], live["done"], live["output_tokens"]) == (row["run_id"], 16, 128)
     assert row["processes"] == "2"
@@ -170,9 +172,7 @@ def test_under_a_web_base_path_the_rigs_routes_and_links_follow_it(tmp_path: Pat
         root = ui.removesuffix(base)
         index = _get(ui + "/").decode()
         _start(ui, engine_url)
-        wait_for(lambda: json.loads(_get(ui + "/llm/live.json"))["state"] == "finished",
-                 "the run finished", timeout_s=60)
-        live = json.loads(_get(ui + "/llm/live.json"))
+        live = _finished(ui)
         tab = json.loads(_get(ui + "/stats/requests"))["extended_stats"]
         page = _get(ui + "/llm").decode()
         metrics = _get(ui + "/metrics").decode()
