@@ -12,6 +12,7 @@ import os
 import secrets
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,12 +97,13 @@ def workers_section(records: list[RequestRecord],
     if not reports:
         return []
     lags = {w["worker"]: w for w in worker_send_lags(records)}
+    counts = Counter(r.worker for r in records)
     out = []
     for report in sorted(reports, key=lambda r: r.get("worker", -1)):
         index = report.get("worker")
         lag = lags.get(index, {})
         out.append({"worker": index,
-                    "records": sum(1 for r in records if r.worker == index),
+                    "records": counts[index],
                     "clock_offset_ms": report.get("clock_offset_ms"),
                     "clock_sync_error_ms": report.get("clock_sync_error_ms"),
                     "send_lag_p50_ms": lag.get("send_lag_p50_ms"),
