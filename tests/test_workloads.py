@@ -311,6 +311,10 @@ def test_a_trace_builds_bodies_lazily_and_alike_on_every_take(tmp_path: Path):
     workload = build(2, workload="trace", trace=str(trace))
     assert not isinstance(workload.specs, list)
     assert workload.specs[1].body == workload.specs[1].body and len(workload.specs) == 2
+    # the asks a lazy source gives without a body are the bodies' own (asked_lengths.py)
+    from loadtest.client.bounds import requested_tokens
+    assert [workload.specs.output_asked(i) for i in range(2)] == [
+        requested_tokens(spec.body) for spec in workload.specs] == [10, 20]
 
 
 @pytest.mark.parametrize("row, message", [

@@ -23,12 +23,15 @@ def asked_length_columns(workload: Workload, records: Iterable[RequestRecord],
     output lengths; {} otherwise (no --ignore-eos, conversations, one length asked)."""
     if not ignore_eos or workload.sessions or not workload.specs:
         return {}
+    # a lazy source (a trace) says each ask without building the body again
+    ask = getattr(workload.specs, "output_asked", None) or (
+        lambda i: requested_tokens(workload.specs[i].body))
     pairs = []
     for record in records:
         if (record.error_kind is not None or record.output_tokens is None
                 or not 0 <= record.request_id < len(workload.specs)):
             continue
-        asked = requested_tokens(workload.specs[record.request_id].body)
+        asked = ask(record.request_id)
         if asked is not None:
             pairs.append((asked, record.output_tokens))
     if len({asked for asked, _ in pairs}) < 2:

@@ -69,11 +69,12 @@ class Bodies:
 class LazySpecs(LazySequence[RequestSpec]):
     """RequestSpecs built when taken, from a lazy item sequence (a trace): O(1) memory per request."""
 
-    def __init__(self, items: Sequence[Item], bodies: Bodies,
-                 asked: Callable[[int], int | None]) -> None:
+    def __init__(self, items: Sequence[Item], bodies: Bodies, asked: Callable[[int], int | None],
+                 output_asked: Callable[[int], int]) -> None:
         self._items = items
         self._bodies = bodies
         self.asked = asked  # request i's prompt tokens, without building its body
+        self.output_asked = output_asked  # and its output tokens
 
     def __len__(self) -> int:
         return len(self._items)
@@ -238,7 +239,8 @@ def _trace_workload(context: Context, bodies: Bodies, sampling: dict[str, Any], 
                "trace_duration_s": round(float(trace.timestamps_ms[-1] - trace.timestamps_ms[0])
                                          / 1000 / source.speedup, 3), **described}
     return Workload(name,
-                    LazySpecs(trace, bodies, lambda i: int(trace.inputs[i])),
+                    LazySpecs(trace, bodies, lambda i: int(trace.inputs[i]),
+                              lambda i: int(trace.outputs[i])),
                     _digest(source, sampling, trace.file_sha256),
                     schedule_ns=trace.schedule_ns(source.speedup), source=source.source,
                     columns=columns,

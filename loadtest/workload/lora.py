@@ -133,6 +133,7 @@ class _AdapterSpecs(LazySequence[RequestSpec]):
     def __init__(self, specs: Sequence[RequestSpec], models: list[str]) -> None:
         self._specs, self._models = specs, models
         self.asked = getattr(specs, "asked", None)
+        self.output_asked = getattr(specs, "output_asked", None)
 
     def __len__(self) -> int:
         return len(self._specs)
