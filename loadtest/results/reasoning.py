@@ -30,13 +30,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 
+from loadtest.results.distribution import STATS, distribution
 from loadtest.results.record import RequestRecord
 
 __all__ = ["reasoning_tokens", "summarize_reasoning"]
-
-_STATS = ("mean", "p50", "p90", "p99")
 
 
 def reasoning_tokens(record: RequestRecord) -> int | None:
@@ -64,7 +62,7 @@ def summarize_reasoning(records: Sequence[RequestRecord]) -> dict[str, Any]:
         "reasoning_tokens": total if known else None,
         "answer_tokens": max(output - total, 0) if known else None,
         "reasoning_tokens_source": "usage" if known else "none",
-        **_ms("ttfa", [_ttfa(r) for r in done], _STATS),
+        **_ms("ttfa", [_ttfa(r) for r in done], STATS),
         **_ms("ttfr", [_span(r.sent_ns, r.first_reasoning_ns) for r in reasoned]),
         **_ms("reasoning_time", [_span(r.first_reasoning_ns, r.last_reasoning_ns)
                                  for r in reasoned]),
@@ -92,9 +90,4 @@ def _span(start_ns: int | None, end_ns: int | None) -> int | None:
 
 def _ms(metric: str, spans_ns: list[int | None],
         stats: tuple[str, ...] = ("p50", "p99")) -> dict[str, float | None]:
-    values = np.asarray([s / 1e6 for s in spans_ns if s is not None], dtype=float)
-    if not values.size:
-        return {f"{metric}_{stat}_ms": None for stat in stats}
-    figures = {"mean": lambda: values.mean(), "p50": lambda: np.percentile(values, 50),
-               "p90": lambda: np.percentile(values, 90), "p99": lambda: np.percentile(values, 99)}
-    return {f"{metric}_{stat}_ms": float(figures[stat]()) for stat in stats}
+    return distribution(metric, [s / 1e6 for s in spans_ns if s is not None], stats)

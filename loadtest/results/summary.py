@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from loadtest.results.distribution import distribution
 from loadtest.results.reasoning import summarize_reasoning
 from loadtest.results.record import RequestRecord
 from loadtest.results.sessions import summarize_sessions
@@ -68,10 +69,10 @@ def summarize(records: Sequence[RequestRecord]) -> dict[str, Any]:
     seconds = row["completion_time_s"]
     row["output_tok_per_s"] = row["output_tokens"] / seconds if seconds else None
     row["req_per_s"] = len(done) / seconds if seconds else None
-    row.update(_distribution("ttft", [r.ttft_ms for r in done if r.ttft_ms is not None]))
-    row.update(_distribution("itl", [g / 1e6 for r in done for g in r.chunk_gaps_ns]))
-    row.update(_distribution("e2e", [r.e2e_ms for r in done if r.e2e_ms is not None]))
-    row.update(_distribution("tpot", [_tpot(r) for r in done if _tpot(r) is not None]))
+    row.update(distribution("ttft", [r.ttft_ms for r in done if r.ttft_ms is not None]))
+    row.update(distribution("itl", [g / 1e6 for r in done for g in r.chunk_gaps_ns]))
+    row.update(distribution("e2e", [r.e2e_ms for r in done if r.e2e_ms is not None]))
+    row.update(distribution("tpot", [_tpot(r) for r in done if _tpot(r) is not None]))
     if any(r.scheduled_ns is not None for r in records):
         row.update(_schedule(records, done))
     row.update(summarize_sessions(records))
@@ -81,8 +82,8 @@ def summarize(records: Sequence[RequestRecord]) -> dict[str, Any]:
 
 def _schedule(records: Sequence[RequestRecord], done: Sequence[RequestRecord]) -> dict[str, Any]:
     row: dict[str, Any] = {}
-    row.update(_distribution("ttft_sched", [r.ttft_sched_ms for r in done if r.ttft_sched_ms is not None]))
-    row.update(_distribution("e2e_sched", [r.e2e_sched_ms for r in done if r.e2e_sched_ms is not None]))
+    row.update(distribution("ttft_sched", [r.ttft_sched_ms for r in done if r.ttft_sched_ms is not None]))
+    row.update(distribution("e2e_sched", [r.e2e_sched_ms for r in done if r.e2e_sched_ms is not None]))
     lags = np.asarray([r.send_lag_ms for r in records if r.send_lag_ms is not None], dtype=float)
     p50, p99 = np.percentile(lags, [50, 99])
     row.update({"send_lag_p50_ms": float(p50), "send_lag_p99_ms": float(p99),
@@ -137,15 +138,6 @@ def _tpot(record: RequestRecord) -> float | None:
     if record.ttft_ms is None or record.e2e_ms is None or (record.output_tokens or 0) < 2:
         return None
     return (record.e2e_ms - record.ttft_ms) / (record.output_tokens - 1)
-
-
-def _distribution(metric: str, values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {f"{metric}_{s}_ms": None for s in ("mean", "p50", "p90", "p99")}
-    array = np.asarray(values, dtype=float)
-    p50, p90, p99 = np.percentile(array, [50, 90, 99])
-    return {f"{metric}_mean_ms": float(array.mean()), f"{metric}_p50_ms": float(p50),
-            f"{metric}_p90_ms": float(p90), f"{metric}_p99_ms": float(p99)}
 
 
 def _tokens_source(records: Sequence[RequestRecord]) -> str | None:
