@@ -4,6 +4,7 @@ starts vLLM CPU with two adapters (marked engine)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import struct
 from collections import Counter
@@ -164,6 +165,11 @@ def test_vllm_serves_the_adapters_and_the_run_reports_each(tmp_path: Path):
     assert sum(f["requests"] for f in figures.values()) == 16
     assert all(f["failed"] == 0 and f["output_tokens"] == 4 * f["requests"]
                for f in figures.values())
+    with (tmp_path / "out" / "runs.csv").open(newline="") as file:
+        (row,) = list(csv.DictReader(file))
+    # the adapters' rates add up to the run's own, counted apart from them in its row
+    assert sum(f["output_tok_per_s"] for f in figures.values()) == pytest.approx(
+        float(row["output_tok_per_s"]), abs=1e-3)  # the row keeps 3 decimals
     from loadtest.report.cli import main as report_main
 
     assert report_main([str(tmp_path / "out"), "--out", str(tmp_path / "report")]) == 0
