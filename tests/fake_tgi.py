@@ -30,8 +30,8 @@ __all__ = ["FakeTGI", "Served", "served_medians"]
 @dataclass(frozen=True)
 class Served:
     """One streamed answer as the server sent it, in seconds from reading its request."""
-    events_s: tuple[float, ...]  # when each token's event was written
-    end_s: float  # when the stream's last chunk was written
+    events_s: tuple[float, ...]  # when each token's event was handed to the socket
+    end_s: float  # when the last token's event was (the end the client can see first)
 
     @property
     def gaps_s(self) -> list[float]:
@@ -138,13 +138,15 @@ class FakeTGI:
                              "top_tokens": None,
                              "generated_text": " tok" * tokens if last else None,
                              "details": details}
-                    self._chunk(b"data:" + json.dumps(event).encode() + b"\n\n")
+                    # stamped before the write: the client may read the event before this
+                    # thread runs again, so a stamp after it could trail what the client saw
                     events.append(time.perf_counter() - received)
+                    self._chunk(b"data:" + json.dumps(event).encode() + b"\n\n")
                     if not last:
                         time.sleep(fake.token_s)
                 self._chunk(b"")
-                with fake._lock:
-                    fake.served.append(Served(tuple(events), time.perf_counter() - received))
+                with fake._lock:  # the answer ends with its last event (written after its stamp)
+                    fake.served.append(Served(tuple(events), events[-1]))
 
             def _chunk(self, data: bytes) -> None:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
