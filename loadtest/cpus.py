@@ -69,14 +69,15 @@ def allowed_cpus() -> set[int]:
     return set(range(os.cpu_count() or 1))
 
 
-def default_layout(cores: set[int] | None = None) -> tuple[str, str]:
-    """(engine cores, client cores) as CPU lists: the client alone on the lowest core, the engine
-    on the others; ("", "") (nothing pinned) when there are fewer than two cores."""
+def default_layout(cores: set[int] | None = None, client_cores: int = 1) -> tuple[str, str]:
+    """(engine cores, client cores) as CPU lists: the client alone on the lowest `client_cores`
+    cores (one a client process), the engine on the others; ("", "") (nothing pinned) when that
+    leaves the engine no core."""
     cores = allowed_cpus() if cores is None else cores
-    if len(cores) < 2:
+    if len(cores) <= client_cores:
         return "", ""
-    client = min(cores)
-    return format_cpus(cores - {client}), str(client)
+    client = set(sorted(cores)[:client_cores])
+    return format_cpus(cores - client), format_cpus(client)
 
 
 def complete_layout(engine: str = "", client: str = "") -> tuple[str, str]:

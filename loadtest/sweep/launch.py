@@ -76,13 +76,15 @@ class Launcher(Protocol):
     def stop(self) -> None: ...
 
 
-def make_launcher(config: EngineConfig, workdir: Path, project: str) -> Launcher:
+def make_launcher(config: EngineConfig, workdir: Path, project: str,
+                  client_cores: int = 1) -> Launcher:
+    """`client_cores`: the cores a local engine leaves its client (one a client process)."""
     if config.launch == "running":
         return RunningEngine(config.host)
     if config.launch == "local" and config.replicas:
-        return LocalReplicas(config, free_port(), workdir)
+        return LocalReplicas(config, free_port(), workdir, client_cores)
     if config.launch == "local":
-        return LocalProcess(config, free_port(), workdir / "engine.log")
+        return LocalProcess(config, free_port(), workdir / "engine.log", client_cores)
     return ComposeService(config, free_port(), workdir, project)
 
 
@@ -143,13 +145,14 @@ def _shown(env: dict[str, str], argv: list[str]) -> str:
 
 class LocalProcess:
     engine_urls: tuple[str, ...] = ()
-    """One local engine, on every core but the first like every engine the rig starts (the run's
-    client then pins itself to the core left: loadtest/cpus.py), so neither starves the other."""
+    """One local engine, on every core but the client's like every engine the rig starts (the
+    run's client then pins itself to the cores left: loadtest/cpus.py), so neither starves the
+    other."""
 
-    def __init__(self, config: EngineConfig, port: int, log_path: Path) -> None:
+    def __init__(self, config: EngineConfig, port: int, log_path: Path, client_cores: int = 1) -> None:
         self.engine = LocalEngine(port, extra_args=local_args(config), log_path=log_path,
                                   engine=config.engine, env=gpu_env(config),
-                                  cpus=default_layout()[0] or None)
+                                  cpus=default_layout(client_cores=client_cores)[0] or None)
         self.url = self.engine.url
 
     def describe(self, timeout_s: float) -> str:
@@ -181,9 +184,9 @@ class LocalProcess:
 class LocalReplicas:
     """Replicas as local processes behind a local nginx: each replica's log is
     ``engine-NAME.log``, nginx's ``balancer.log``; stop() gathers them all in ``engine.log``.
-    The replicas and nginx keep off the client's core as one local engine does (LocalProcess)."""
+    The replicas and nginx keep off the client's cores as one local engine does (LocalProcess)."""
 
-    def __init__(self, config: EngineConfig, port: int, workdir: Path) -> None:
+    def __init__(self, config: EngineConfig, port: int, workdir: Path, client_cores: int = 1) -> None:
         self.config = config
         self.port = port
         # absolute: nginx reads -c and the paths inside its configuration relative to -p
@@ -194,7 +197,7 @@ class LocalReplicas:
         else:
             names = [(str(i), None) for i in range(int(config.replicas))]
         ports = _distinct_ports(len(names), taken={port})
-        self.cpus = default_layout()[0]
+        self.cpus = default_layout(client_cores=client_cores)[0]
         self.replicas = {
             name: LocalEngine(replica_port, extra_args=local_args(config), engine=config.engine,
                               log_path=self.workdir / f"engine-{name}.log", env=gpu_env(config, gpu),

@@ -16,6 +16,8 @@
     run_timeout_s: 1800                  # optional: one Locust run
     interleave_repeats: true             # optional: repeat 1 of every configuration, then repeat 2, ...
                                          #   (each engine started once per repeat; drift hits all alike)
+    client_processes: 4                  # optional (default 1): the client's Locust processes; a
+                                         #   local engine keeps off as many cores
     engines:
       - engine: vllm-cpu                 # a servers/ slug
         launch: local                    # local (embedded vLLM CPU process) | compose (default)
@@ -68,7 +70,7 @@ __all__ = [
 ]
 
 _TOP_KEYS = {"name", "workload", "workloads", "users", "repeats", "warmup_requests", "health_timeout_s",
-             "run_timeout_s", "interleave_repeats", "engines"}
+             "run_timeout_s", "interleave_repeats", "client_processes", "engines"}
 _ENGINE_KEYS = {"engine", "launch", "settings", "sweep", "gpus", "replicas", "network"}
 _RUNNING_KEYS = {"engine", "host", "flags", "gpus"}
 # The run options a `workload:` takes (the locustfile's, by dest), and the sweep's own.
@@ -156,6 +158,9 @@ class Matrix:
     interleave_repeats: bool = False
     source: dict[str, Any] = field(default_factory=dict)
     workloads: tuple[SweepWorkload, ...] = ()  # `workloads:`; empty: the one `workload`
+    # The client's Locust processes (its cores): one process streams ~25,000 tok/s on a GPU
+    # host's core, less than four GPUs serve; the engines keep off as many cores.
+    client_processes: int = 1
 
     @property
     def all_workloads(self) -> tuple[SweepWorkload, ...]:
@@ -202,7 +207,8 @@ def parse_matrix(data: dict[str, Any], gpu_count: int | None, where: str = "matr
                   configs=tuple(configs), warmup_requests=warmup,
                   health_timeout_s=_positive(data.get("health_timeout_s", 900), f"{where}: health_timeout_s"),
                   run_timeout_s=_positive(data.get("run_timeout_s", 1800), f"{where}: run_timeout_s"),
-                  interleave_repeats=interleave, source=data, workloads=workloads)
+                  interleave_repeats=interleave, source=data, workloads=workloads,
+                  client_processes=_positive(data.get("client_processes", 1), f"{where}: client_processes"))
 
 
 def default_warmup_requests(users: tuple[int, ...]) -> int:

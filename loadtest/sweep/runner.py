@@ -249,7 +249,7 @@ def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cel
             return "skipped"
         return earlier
     workdir = sweep_dir(out, matrix.name) / slug
-    launcher = make_launcher(config, workdir, _project(matrix.name))
+    launcher = make_launcher(config, workdir, _project(matrix.name), matrix.client_processes)
     kept = {} if earlier == "failed" else {"reason": "", "log_tail": ""}  # an earlier failure stays
     state.set_config(slug, **info, status="starting", **kept,
                      engine_log=str(workdir / "engine.log") if config.launch != "running" else "")
@@ -292,6 +292,7 @@ def _warm_up(matrix: Matrix, config: EngineConfig, slug: str, launcher: Launcher
     spec = cell_spec(engine=config.engine, url=launcher.url, engine_urls=launcher.engine_urls,
                      users=users, workload=matrix.workload,
                      out=out, repeat=1, tag=matrix.name, flags=flags_text(config), gpu=config.gpus,
+                     processes=matrix.client_processes,
                      warmup_requests=matrix.warmup_requests)
     say(f"warm-up {slug}: {matrix.warmup_requests} requests at {users} users (not in runs.csv)")
     log = sweep_dir(out, matrix.name) / slug / "warmup.log"
@@ -311,7 +312,8 @@ def _measure(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path, state: S
     spec = cell_spec(engine=config.engine, url=launcher.url, engine_urls=launcher.engine_urls,
                      users=cell.users,
                      workload=cell.workload or matrix.workload, out=out, repeat=cell.repeat,
-                     tag=matrix.name, flags=flags_text(config), gpu=config.gpus)
+                     tag=matrix.name, flags=flags_text(config), gpu=config.gpus,
+                     processes=matrix.client_processes)
     say(f"run {cell.path}")
     log = sweep_dir(out, matrix.name) / cell.path / "locust.log"
     try:
@@ -406,7 +408,8 @@ def _print_plan(matrix: Matrix, plan: Plan, out: Path, until: UntilKnown | None)
     print(f"dry run: sweep {matrix.name}, {len(plan)} configuration(s), {total} cell(s){order}"
           f"{more}; nothing started")
     for config, slug, cells in schedule(plan, matrix.interleave_repeats):
-        launcher = make_launcher(config, sweep_dir(out, matrix.name) / slug, _project(matrix.name))
+        launcher = make_launcher(config, sweep_dir(out, matrix.name) / slug, _project(matrix.name),
+                                 matrix.client_processes)
         print(f"\n== {slug}  [{flags_text(config) or 'engine defaults'}]  hash {config_hash(config)}")
         print(f"start: {launcher.describe(matrix.health_timeout_s)}")
         if matrix.warmup_requests:
@@ -414,13 +417,15 @@ def _print_plan(matrix: Matrix, plan: Plan, out: Path, until: UntilKnown | None)
                              engine_urls=launcher.engine_urls, users=max(matrix.users),
                              workload=matrix.workload, out=out, repeat=1, tag=matrix.name,
                              flags=flags_text(config), gpu=config.gpus,
+                             processes=matrix.client_processes,
                              warmup_requests=matrix.warmup_requests)
             print(f"warm-up: {_show(command(warm))}")
         for cell in cells:
             spec = cell_spec(engine=config.engine, url=launcher.url, engine_urls=launcher.engine_urls,
                      users=cell.users,
                              workload=cell.workload or matrix.workload, out=out, repeat=cell.repeat,
-                             tag=matrix.name, flags=flags_text(config), gpu=config.gpus)
+                             tag=matrix.name, flags=flags_text(config), gpu=config.gpus,
+                     processes=matrix.client_processes)
             print(f"{cell.name} [{cell.cell_id}]: {_show(command(spec))}")
         print("stop" + ("" if config.launch != "running" else ": (not started here)"))
 
