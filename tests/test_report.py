@@ -151,6 +151,21 @@ def test_flag_effects_against_named_baseline(tmp_path: Path):
     assert "1.49x slower" in effects  # 150.5 / 101.5, well outside the spread
 
 
+def test_flag_effects_never_judge_runs_the_rig_marked_invalid(tmp_path: Path):
+    """Four GPUs at 512 users: one server's runs were invalid (its API server starved), so its
+    3.6x slower is quoted with why, never as a verdict."""
+    rows = [_row(f"a{r}", flags="REPLICAS=per-gpu", output_tok_per_s=52000.0 + r, repeat=r)
+            for r in (1, 2)]
+    rows += [_row(f"b{r}", flags="SHARDS=4", output_tok_per_s=14400.0 + r, repeat=r,
+                  verdict="invalid", verdict_reasons="answers_arrived_whole") for r in (1, 2)]
+    _write(tmp_path, rows)
+    _, md = _report(tmp_path)
+    effects = md.split("### Flag effects")[1].split("###")[0]
+    assert "x slower" not in effects and "x faster" not in effects
+    assert "not judged: options 2 of 2 runs invalid (answers_arrived_whole)" in effects
+    assert "0.28x" in effects  # the ratio is still shown, beside why it is not a verdict
+
+
 def test_different_workloads_at_one_user_count_are_two_heats(tmp_path: Path):
     _write(tmp_path, [_row("r1"), _row("r2", workload_sha256=_SHA_B, workload="story-32x32")])
     _, md = _report(tmp_path)

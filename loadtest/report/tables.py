@@ -146,6 +146,12 @@ def _effect(cell: pd.Series, base: pd.Series) -> dict[str, Any]:
 
 
 def _verdict(cell: pd.Series, base: pd.Series) -> str:
+    """Faster, slower or not significant; never judged where a side has a run the rig marked
+    invalid (its numbers describe the measurer or the host as much as the options)."""
+    invalid = [f"{side} {c['invalid']} of {c['runs']} runs invalid ({c['invalid_reasons'].replace(';', ', ')})"
+               for side, c in (("options", cell), ("baseline", base)) if c.get("invalid", 0)]
+    if invalid:
+        return "not judged: " + "; ".join(invalid)
     if cell["runs"] < 2 or base["runs"] < 2:
         return "not significant (one repeat: no spread)"
     difference = cell["tok_s_mean"] - base["tok_s_mean"]
