@@ -54,7 +54,8 @@ class Target:
     # --recount checks against the model's tokenizer.
     token_ids: bool = False
     # How the engine takes a regex-constrained answer (loadtest/workload/structured.py
-    # REGEX_FIELDS): "structured_outputs" (vLLM), "regex" (SGLang); "" where it takes none.
+    # REGEX_FIELDS): "structured_outputs" (vLLM), "regex" (SGLang), "grammar" (llama.cpp: the
+    # task's GBNF twin of its regex); "" where it takes none.
     regex_as: str = ""
     # A hosted, billed endpoint: its base URL and key come from the environment (never from a
     # file or a results column), and --max-spend-requests caps a run's requests by default.

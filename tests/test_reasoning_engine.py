@@ -1,5 +1,7 @@
-"""A real reasoning stream through the rig: vLLM CPU with a reasoning parser, the tiny model made
-to reason by a regex-constrained answer shaped `<think>...</think>...`.
+"""A real reasoning stream through the rig: vLLM CPU with a reasoning parser, and llama.cpp with a
+chat template that renders reasoning in `<think>` (its parser learns the markers from the
+template), the tiny model made to reason by an answer constrained to `<think>...</think>...`
+(vLLM: the task's regex; llama.cpp: its GBNF twin).
 
 The tiny tokenizer has no `<think>` token (it is five tokens, `</think>` six), so the parsers that
 look for one token id (deepseek_r1, qwen3) cannot run on it. vLLM's `hf` parser reads the
@@ -16,12 +18,15 @@ from pathlib import Path
 import pytest
 
 from loadtest.local_engine import LocalEngine
+from servers.local import LOCAL
 from rig_helpers import REPO, VLLM_EAGER, VLLM_QUICK_ENV, free_port, run_locust
 
 pytestmark = pytest.mark.engine
 
 MODEL = REPO / "models" / "tiny-llama"
 TASKS = REPO / "tests" / "data" / "reasoning-regex.jsonl"  # <think>[a-z ]{16,40}</think>[a-z ]{4,20}
+# the tiny model's template, with an assistant's reasoning rendered in <think>...</think>
+THINK_TEMPLATE = REPO / "tests" / "data" / "think.jinja"
 RESPONSE_TEMPLATE = {"version": 1, "start_anchor": "assistant: ",
                      "fields": {"thinking": {"open": "<think>", "close": "</think>"},
                                 "content": {}}}
@@ -74,3 +79,32 @@ def test_a_reasoning_stream_is_timed_and_counted_apart_from_its_answer(tmp_path:
     assert {r["reasoning_tokens"] for r in records} == {0}
     assert row["reasoning_tokens_source"] == "none" and row["reasoning_tokens"] == ""
     assert row["answer_tokens"] == "" and int(row["output_tokens"]) > reasoning + answer
+
+
+def test_llamacpp_reasons_with_a_template_that_renders_reasoning(tmp_path: Path):
+    """llama.cpp's chat parser takes its reasoning markers from the template (rendered with and
+    without an assistant's reasoning_content), and `--reasoning-format deepseek` streams what is
+    between them as reasoning_content; the task's grammar makes the random model write them."""
+    if LOCAL["llamacpp-cpu"].missing():
+        pytest.skip(LOCAL["llamacpp-cpu"].missing() or "")
+    args = ["--chat-template-file", str(THINK_TEMPLATE), "--reasoning-format", "deepseek"]
+    with LocalEngine(port=free_port(), extra_args=args, engine="llamacpp-cpu",
+                     log_path=tmp_path / "engine.log") as engine:
+        out = tmp_path / "out"
+        result = run_locust("--engine", "llamacpp-cpu", "--host", engine.url, "--api", "chat",
+                            "--workload", "structured", "--constraints", str(TASKS),
+                            "--users", "4", "--requests", "8", "--max-tokens", "96",
+                            "--telemetry-interval", "0", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    with (out / "runs.csv").open() as file:
+        row = list(csv.DictReader(file))[-1]
+    [run] = (out / "runs").iterdir()
+    records = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+    assert int(row["completed"]) == 8 and int(row["reasoning_requests"]) == 8
+    assert int(row["reasoning_unanswered"]) == 0
+    for r in records:
+        assert r["first_chunk_ns"] == r["first_reasoning_ns"] <= r["last_reasoning_ns"]
+        assert r["last_reasoning_ns"] < r["first_answer_ns"] < r["done_ns"]
+    assert float(row["ttfa_p50_ms"]) > float(row["ttft_p50_ms"]) == float(row["ttfr_p50_ms"])
+    # llama.cpp's usage has no reasoning count: none is made up
+    assert row["reasoning_tokens_source"] == "none" and row["reasoning_tokens"] == ""

@@ -17,7 +17,7 @@ from loadtest.workload import WorkloadError, build_workload, workload_options
 from loadtest.workload.answers import FAILURES, AnswerChecks, answer_columns
 from loadtest.workload.build import workload_sha256
 from loadtest.workload.structured import CONSTRAINT_SETS, load_tasks, resolve_constraints
-from rig_helpers import first_through_the_process
+from rig_helpers import REPO, first_through_the_process
 
 _fast = settings(max_examples=60, deadline=None,
                  suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -62,8 +62,23 @@ def test_the_unconstrained_baseline_sends_the_same_prompts_bare_and_checks_nothi
 
 def test_regex_goes_in_sglangs_field_and_an_engine_without_one_refuses_it():
     assert bodies(build("regex", regex_as="regex"))[0]["regex"] == "[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    # every shipped regex task has its GBNF twin, for llama.cpp
+    assert all(b["grammar"].startswith("root ::= ") for b in bodies(build("regex", regex_as="grammar")))
     with pytest.raises(WorkloadError, match="takes no regex constraint"):
         build("regex", regex_as="")
+
+
+def test_llamacpp_takes_a_regex_tasks_grammar_twin_and_refuses_one_without(tmp_path: Path):
+    """llama.cpp takes GBNF, not regexes: a task's `grammar` goes in its `grammar` field, the
+    answer still checked against the regex; a task with no twin is refused before sending."""
+    think = build(str(REPO / "tests" / "data" / "reasoning-regex.jsonl"), regex_as="grammar")
+    [body] = bodies(think)[:1]
+    assert body["grammar"].startswith("root ::= ") and "structured_outputs" not in body
+    assert think.answers.verdict("think", "<think>abcdefghijklmnopq</think>done", []) == "valid"
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text(json.dumps({"id": "d", "prompt": "A date?", "regex": "[0-9]{4}"}) + "\n")
+    with pytest.raises(WorkloadError, match="takes a grammar .GBNF., not a regex: give the task"):
+        build(str(bare), regex_as="grammar")
 
 
 def test_the_source_sends_chat_and_its_options_are_its_own():
@@ -171,6 +186,10 @@ BAD_TASKS = [
     (json.dumps({**GOOD, "regex": "([0-9]"}), "regex does not compile"),
     (json.dumps({**GOOD, "regex": ""}), "regex must be a non-empty text"),
     (json.dumps({**GOOD, "tool_choice": "auto"}), "tool_choice is for a task with tools"),
+    (json.dumps({**GOOD, "grammar": "start ::= [0-9]"}), "grammar must be GBNF text with a rule `root"),
+    (json.dumps({**GOOD, "grammar": ["root ::= x"]}), "grammar must be GBNF text"),
+    (json.dumps({"prompt": "x", "json_schema": {}, "grammar": "root ::= x"}),
+     "grammar is the GBNF twin of a task's regex"),
     (json.dumps({"prompt": "x", "json_schema": {"type": "nothing"}}), "not a valid JSON schema"),
     (json.dumps({"prompt": "x", "json_schema": {"properties": {"a": {"minLength": -1}}}}),
      "not a valid JSON schema"),
@@ -233,7 +252,7 @@ def test_a_schema_may_refer_to_its_own_definitions(tmp_path: Path):
 
 
 _TASK_KEYS = st.sampled_from(["id", "prompt", "system", "json_schema", "regex", "tools",
-                              "tool_choice", "parallel_tool_calls", "other"])
+                              "tool_choice", "parallel_tool_calls", "grammar", "other"])
 
 
 @given(line=st.one_of(
@@ -241,7 +260,8 @@ _TASK_KEYS = st.sampled_from(["id", "prompt", "system", "json_schema", "regex", 
     st.dictionaries(_TASK_KEYS, _JSON, max_size=5).map(json.dumps),
     st.fixed_dictionaries({"prompt": st.just("x")},
                           optional={"json_schema": _JSON, "tools": _JSON, "regex": _JSON,
-                                    "tool_choice": _JSON}).map(json.dumps)))
+                                    "tool_choice": _JSON,
+                                    "grammar": _JSON | st.just("root ::= [a-z]+")}).map(json.dumps)))
 @_fast
 def test_any_task_line_is_a_task_or_one_line_error(line: str, tmp_path: Path):
     """Generated lines: each makes a task whose request builds and whose answer can be checked,
@@ -255,8 +275,11 @@ def test_any_task_line_is_a_task_or_one_line_error(line: str, tmp_path: Path):
         return
     checks = AnswerChecks(tasks)
     for task in tasks:
-        fields = task.request_fields("structured_outputs")
-        json.dumps(fields)
+        for regex_as in ("structured_outputs", "grammar"):
+            try:
+                json.dumps(task.request_fields(regex_as))
+            except WorkloadError as exc:  # a regex task without a grammar twin, for llama.cpp
+                assert regex_as == "grammar" and "\n" not in str(exc)
         assert checks.verdict(task.task_id, "{}", []) in ("valid", *FAILURES)
 
 

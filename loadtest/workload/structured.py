@@ -6,6 +6,10 @@ A constraints file is JSON Lines, one task a line, requests cycling through them
 
     {"id": "invoice", "prompt": "...", "json_schema": {...}}      a JSON-schema answer
     {"id": "iso-date", "prompt": "...", "regex": "..."}            an answer matching a regex
+    {"id": "iso-date", "prompt": "...", "regex": "...", "grammar": "root ::= ..."}
+                                                                   the same, and its language in
+                                                                   GBNF for engines that take a
+                                                                   grammar, not a regex (llama.cpp)
     {"id": "weather", "prompt": "...", "tools": [...], "tool_choice": "required",
      "parallel_tool_calls": false}                                 a tool call (OpenAI tools)
 
@@ -19,7 +23,10 @@ answer is then checked (loadtest/workload/answers.py) and counted in the row.
 How each constraint reaches the engine: a JSON schema as OpenAI's `response_format`
 (`json_schema`), tools as OpenAI's `tools` and `tool_choice` (all the OpenAI-compatible engines
 that constrain answers take these), a regex in the engine's own field (REGEX_FIELDS: vLLM's
-`structured_outputs`, SGLang's `regex`); an engine with none refuses a regex task before the run.
+`structured_outputs`, SGLang's `regex`), or, for an engine that takes grammars only (llama.cpp's
+`grammar`, GBNF), the task's `grammar`: the same language written as a grammar, the answer still
+checked against the regex (so a grammar that strays from it shows as `no_match`). An engine with
+neither refuses a regex task before the run.
 """
 
 from __future__ import annotations
@@ -41,13 +48,15 @@ __all__ = ["CONSTRAINT_SETS", "KINDS", "REGEX_FIELDS", "Task", "load_tasks", "re
 KINDS = ("json_schema", "regex", "tools")
 CONSTRAINT_SETS = {"json": "structured-json.jsonl", "regex": "structured-regex.jsonl",
                    "tools": "structured-tools.jsonl"}
-# How a regex constraint is sent, by the engine's Target.regex_as
+# How a regex constraint is sent, by the engine's Target.regex_as ("grammar": its GBNF twin)
 REGEX_FIELDS = {"structured_outputs": lambda pattern: {"structured_outputs": {"regex": pattern}},
                 "regex": lambda pattern: {"regex": pattern}}
+GRAMMAR_FIELD = "grammar"
+_ROOT_RULE = re.compile(r"^[ \t]*root[ \t]*::=", re.MULTILINE)  # GBNF starts at the rule `root`
 TOOL_CHOICES = ("required", "auto")
 MAX_TASKS = 10_000
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for a function's name
-_ALLOWED = {"id", "prompt", "system", *KINDS, "tool_choice", "parallel_tool_calls"}
+_ALLOWED = {"id", "prompt", "system", *KINDS, "tool_choice", "parallel_tool_calls", "grammar"}
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,7 @@ class Task:
     tool_choice: str = "required"
     system: str = ""
     parallel_tool_calls: bool | None = None  # None: not sent (the engine's default)
+    grammar: str = ""  # a regex task's language in GBNF, for engines that take no regex
 
     def messages(self) -> list[dict[str, str]]:
         system = [{"role": "system", "content": self.system}] if self.system else []
@@ -75,6 +85,12 @@ class Task:
             if self.parallel_tool_calls is not None:
                 fields["parallel_tool_calls"] = self.parallel_tool_calls
             return fields
+        if regex_as == GRAMMAR_FIELD and self.grammar:
+            return {GRAMMAR_FIELD: self.grammar}
+        if regex_as == GRAMMAR_FIELD:
+            raise WorkloadError(f"task {self.task_id!r} asks for a regex-constrained answer, and "
+                                "this engine takes a grammar (GBNF), not a regex: give the task "
+                                "a `grammar` of the same language beside its `regex`")
         if regex_as not in REGEX_FIELDS:
             raise WorkloadError(f"task {self.task_id!r} asks for a regex-constrained answer, and "
                                 "this engine takes no regex constraint: use --constraints json "
@@ -162,12 +178,15 @@ def _task(line: str, number: int, where: str) -> Task:
     for name in ("tool_choice", "parallel_tool_calls"):
         if name in raw and kind != "tools":
             raise WorkloadError(f"{where}: {name} is for a task with tools")
+    if "grammar" in raw and kind != "regex":
+        raise WorkloadError(f"{where}: grammar is the GBNF twin of a task's regex; this task has none")
     if choice not in TOOL_CHOICES:
         raise WorkloadError(f"{where}: tool_choice must be one of {', '.join(TOOL_CHOICES)}")
     if parallel is not None and type(parallel) is not bool:
         raise WorkloadError(f"{where}: parallel_tool_calls must be true or false")
     checker = {"json_schema": _schema, "regex": _regex, "tools": _tools}[kind]
-    return Task(task_id, prompt, kind, checker(raw[kind], where), choice, system, parallel)
+    grammar = _grammar(raw["grammar"], where) if "grammar" in raw else ""
+    return Task(task_id, prompt, kind, checker(raw[kind], where), choice, system, parallel, grammar)
 
 
 def _schema(schema: Any, where: str, name: str = "json_schema") -> dict[str, Any]:
@@ -231,6 +250,13 @@ def _regex(pattern: Any, where: str) -> str:
     except (re.error, RecursionError, OverflowError) as exc:
         raise WorkloadError(f"{where}: regex does not compile ({_one_line(str(exc))})") from None
     return pattern
+
+
+def _grammar(grammar: Any, where: str) -> str:
+    """GBNF is the engine's to parse; what is checked here is that it is one, with its `root`."""
+    if not isinstance(grammar, str) or not _ROOT_RULE.search(grammar):
+        raise WorkloadError(f"{where}: grammar must be GBNF text with a rule `root ::= ...`")
+    return grammar
 
 
 def _tools(tools: Any, where: str) -> list[dict[str, Any]]:
