@@ -166,6 +166,18 @@ def test_flag_effects_never_judge_runs_the_rig_marked_invalid(tmp_path: Path):
     assert "0.28x" in effects  # the ratio is still shown, beside why it is not a verdict
 
 
+def test_runs_csvs_of_different_columns_are_one_race(tmp_path: Path):
+    """Two engines' runs.csv files, one without a column the other has (vLLM records its
+    model's digest, llama.cpp cannot): both engines are in the heat. pandas 3 kept the missing
+    text as NaN, the model's key with it, and grouping dropped llama.cpp's runs unsaid."""
+    _write(tmp_path / "vllm", [_row("v1", model_sha256=_SHA_A)])
+    _write(tmp_path / "llamacpp", [_row("l1", engine="llamacpp-cpu", output_tok_per_s=300.0)])
+    _, md = _report(tmp_path)
+    [heat] = [title for title in _sections(md) if title.startswith("Heat: ")]
+    assert {cell["platform"] for cell in _heat_rows(md)} == {"vllm", "llamacpp-cpu"}, heat
+    assert "Not comparable" not in md  # one model: llama.cpp's run takes the digest of its name
+
+
 def test_different_workloads_at_one_user_count_are_two_heats(tmp_path: Path):
     _write(tmp_path, [_row("r1"), _row("r2", workload_sha256=_SHA_B, workload="story-32x32")])
     _, md = _report(tmp_path)

@@ -162,7 +162,7 @@ def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
     report = Report(out)
     everything, open_loop = runs, runs[is_open_loop(runs)]
     runs = runs[~is_open_loop(runs)]  # closed loop: the cells below are engine x users
-    models = list(runs.groupby(MODEL, sort=False))
+    models = list(runs.groupby(MODEL, sort=False, dropna=False))
     report.heading(1, "llm-load-rig report")
     report.text(f"{len(everything)} run{'' if len(everything) == 1 else 's'} of "
                 f"{', '.join(sorted(everything['engine'].unique()))}"
@@ -184,7 +184,7 @@ def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
         about = f" ({model_label(model)})" if len(models) > 1 else ""
         _race_section(report, model, race, failed or {}, suffix, about)
         _curves_section(report, model, suffix, about)
-        heats = sorted(model.groupby(HEAT, sort=False), key=_heat_order)
+        heats = sorted(model.groupby(HEAT, sort=False, dropna=False), key=_heat_order)
         several_shas = len({sha for (_, sha, _), _ in heats}) > len(
             {str(h["workload"].iloc[0]) for _, h in heats})
         for index, (_, heat) in enumerate(heats, start=1):

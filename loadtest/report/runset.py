@@ -73,6 +73,8 @@ def load_runs(root: Path) -> pd.DataFrame:
     for column in runs.columns:
         if column not in _TEXT and not column.startswith("_"):
             runs[column] = _numeric(runs[column])
+        elif column in _TEXT:  # a column one runs.csv has and another lacks: empty, as written
+            runs[column] = runs[column].fillna("")
     for column in {*CELL, "model", "model_sha256", "workload_sha256", "output_tokens_source",
                    "warnings", "tag", "timestamp", "workload"} - {"users"}:
         if column not in runs:
