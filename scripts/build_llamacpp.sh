@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: scripts/build_llamacpp.sh [--rebuild] [--source DIR] [--server-only | --cuda ARCH | --pack-source DIR | --gguf MODEL OUT]
+# usage: scripts/build_llamacpp.sh [--rebuild] [--source DIR] [--server-only | --cuda ARCH | --pack-source DIR | --gguf MODEL OUT | --lora-gguf ADAPTER OUT]
 #   Builds llama.cpp's real llama-server from the llama.cpp tree vendored in PyPI's
 #   llama-cpp-python sdist (version pinned in servers/llamacpp_cpu.py), and converts
 #   models/tiny-llama to models/tiny-llama.gguf. Re-runs reuse what is already built.
@@ -15,6 +15,9 @@
 #                     CUDA backends only), to DIR, to carry to a machine with no network
 #   --gguf MODEL OUT  only convert the model folder MODEL (e.g. tiny_model.py --shape llama3-8b's)
 #                     to the GGUF file OUT in bf16, with the vendored converter; no build
+#   --lora-gguf ADAPTER OUT  only convert a PEFT LoRA adapter folder (python -m servers.lora's)
+#                     to the GGUF adapter OUT (f32) llama-server's --lora takes, against the base
+#                     model its adapter_config.json names; no build
 #   --source DIR      build from DIR (a tree written by --pack-source) instead of the sdist
 #   --rebuild         rebuild the binary and the GGUF even if present
 #   The sdist comes from `pip download --no-deps --no-binary :all: llama-cpp-python==VERSION`,
@@ -22,12 +25,12 @@
 #   there; RIG_ENGINE_PYTHON overrides the converter's python.
 set -euo pipefail
 usage() { if [[ ${1:-2} == 0 ]]; then help; exit 0; fi; help >&2; exit 2; }
-help() { sed -n '2,24s/^# \{0,1\}//p' "$0"; }
+help() { sed -n '2,27s/^# \{0,1\}//p' "$0"; }
 die() { echo "error: $*" >&2; exit 1; }
 run() { echo "+ $*" >&2; "$@"; }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-rebuild=0 server_only=0 cuda="" pack="" source="" gguf_model="" arch_re='^[0-9][0-9a-z;-]*$'
+rebuild=0 server_only=0 cuda="" pack="" source="" gguf_model="" lora="" arch_re='^[0-9][0-9a-z;-]*$'
 while [[ $# -gt 0 ]]; do
   case $1 in
     -h|--help) usage 0 ;;
@@ -38,12 +41,15 @@ while [[ $# -gt 0 ]]; do
     --pack-source) [[ $# -ge 2 && -n $2 ]] || die "--pack-source takes a folder"; pack=$2; shift 2 ;;
     --gguf) [[ $# -ge 3 && -f $2/config.json && -n $3 ]] || die "--gguf takes a model folder (with config.json) and a GGUF file"
             gguf_model=$(cd "$2" && pwd) gguf_out=$3; shift 3 ;;
+    --lora-gguf) [[ $# -ge 3 && -f $2/adapter_config.json && -n $3 ]] || die "--lora-gguf takes an adapter folder (with adapter_config.json) and a GGUF file"
+            lora=$(cd "$2" && pwd) lora_out=$3; shift 3 ;;
     --source) [[ $# -ge 2 && -d $2 ]] || die "--source takes an existing folder"; source=$(cd "$2" && pwd); shift 2 ;;
     *) echo "error: unknown argument: $1" >&2; usage ;;
   esac
 done
 [[ -n $cuda && -n $pack ]] && die "--cuda and --pack-source are separate runs"
 [[ -n $gguf_model && ( -n $cuda || -n $pack ) ]] && die "--gguf is a run of its own"
+[[ -n $lora && ( -n $cuda || -n $pack || -n $gguf_model ) ]] && die "--lora-gguf is a run of its own"
 
 read -r version sdist_sha256 < <(cd "$root" && python3 -c \
   'from servers.llamacpp_cpu import LLAMA_CPP_PYTHON_VERSION as v, LLAMA_CPP_PYTHON_SHA256 as s; print(v, s)')
@@ -140,6 +146,23 @@ PY
   echo "GGUF: written to $gguf ($(du -h "$gguf" | cut -f1))" >&2
 }
 
+convert_lora() {  # ADAPTER OUT: a PEFT adapter -> a GGUF adapter, base from its adapter_config.json
+  local adapter=$1 out=$2 base
+  [[ -x $python ]] || die "no converter python at $python (torch, transformers): run scripts/install.sh"
+  base=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["base_model_name_or_path"])' "$adapter/adapter_config.json")
+  [[ -f $base/config.json ]] || die "$adapter: its base model $base has no config.json here"
+  fetch_source
+  run "$python" - "$source" "$adapter" "$base" "$out" <<'PY'
+import runpy, sys
+src, adapter, base, out = sys.argv[1:]
+sys.path[:0] = [src, src + "/gguf-py"]
+sys.argv = ["convert_lora_to_gguf.py", adapter, "--base", base, "--outfile", out + ".tmp", "--outtype", "f32"]
+runpy.run_path(src + "/convert_lora_to_gguf.py", run_name="__main__")
+PY
+  mv "$out.tmp" "$out"
+  echo "LoRA GGUF: written to $out" >&2
+}
+
 pack_source() {  # the server build's inputs only: no models, docs, tests, examples, UI sources
   fetch_source
   local out=$1/llama.cpp
@@ -157,7 +180,9 @@ pack_source() {  # the server build's inputs only: no models, docs, tests, examp
   echo "packed source: $out ($(du -sh "$out" | cut -f1)); build it with: scripts/build_llamacpp.sh --source $out --cuda ARCH" >&2
 }
 
-if [[ -n $gguf_model ]]; then
+if [[ -n $lora ]]; then
+  convert_lora "$lora" "$lora_out"
+elif [[ -n $gguf_model ]]; then
   convert_model "$gguf_model" "$gguf_out" bf16
 elif [[ -n $pack ]]; then
   pack_source "$pack"

@@ -83,7 +83,7 @@ RECIPE = LocalRecipe(slug="llamacpp", command=command, missing=missing, model_na
 SPEC = EngineSpec(
     slug="llamacpp",
     container=ENGINE,
-    target=Target(ENGINE.host_port, regex_as="grammar"),  # a regex task's GBNF twin
+    target=Target(ENGINE.host_port, regex_as="grammar", lora_as="lora"),
     local=RECIPE,
     metrics=LLAMACPP_METRICS,
     prefix_cache=PREFIX_CACHE,

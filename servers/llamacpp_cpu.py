@@ -132,7 +132,7 @@ RECIPE = LocalRecipe(slug="llamacpp-cpu", command=command, missing=missing, mode
 SPEC = EngineSpec(
     slug="llamacpp-cpu",
     container=ENGINE,
-    target=Target(ENGINE.host_port, regex_as="grammar"),  # a regex task's GBNF twin
+    target=Target(ENGINE.host_port, regex_as="grammar", lora_as="lora"),
     local=RECIPE,
     metrics=LLAMACPP_METRICS,
     prefix_cache=PREFIX_CACHE,

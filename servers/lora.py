@@ -1,8 +1,10 @@
 """Random-weight LoRA adapters for a local Llama (models/tiny-llama), and the engine flags that
-serve them: one base model, many adapters, as vLLM's `--enable-lora --lora-modules` takes them.
+serve them: one base model, many adapters, as vLLM's `--enable-lora --lora-modules` takes them,
+or llama.cpp's `--lora FILE.gguf` (converted with scripts/build_llamacpp.sh --lora-gguf).
 
     python -m servers.lora 16 models/tiny-lora            # writes lora0..lora15, prints the flags
     rig engine start vllm-cpu -- $(python -m servers.lora 16 models/tiny-lora)
+    rig engine start llamacpp-cpu -- $(python -m servers.lora 16 models/tiny-lora --engine llamacpp)
 
 No model hub and no peft: each adapter is PEFT's layout written here, `adapter_config.json`
 (peft_type LORA, rank, alpha, target modules) and `adapter_model.safetensors` (safetensors'
@@ -17,12 +19,14 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["RANK", "TARGETS", "adapter_names", "build_adapters", "lora_flags", "main"]
+__all__ = ["RANK", "TARGETS", "adapter_names", "build_adapters", "gguf_adapters", "llamacpp_flags",
+           "lora_flags", "main"]
 
 RANK = 8
 ALPHA = 16
@@ -99,20 +103,47 @@ def lora_flags(folders: list[Path], rank: int = RANK) -> list[str]:
             "--lora-modules", *(f"{folder.name}={folder.resolve()}" for folder in folders)]
 
 
+def gguf_adapters(folders: list[Path]) -> list[Path]:
+    """Each adapter as the GGUF file llama.cpp's --lora takes (FOLDER.gguf beside it), converted
+    by the vendored converter (scripts/build_llamacpp.sh --lora-gguf); RuntimeError (one line)
+    when the conversion fails."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "build_llamacpp.sh"
+    files = []
+    for folder in folders:
+        out = folder.with_suffix(".gguf")
+        done = subprocess.run(["bash", str(script), "--lora-gguf", str(folder), str(out)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise RuntimeError(f"{folder.name}: the GGUF conversion failed ({why})")
+        files.append(out)
+    return files
+
+
+def llamacpp_flags(files: list[Path]) -> list[str]:
+    """llama-server's flags loading these adapters in order (a request's `lora` id is its place
+    here), none applied unless a request asks (--lora-init-without-apply)."""
+    return ["--lora-init-without-apply", *(part for file in files for part in ("--lora", str(file.resolve())))]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2 or not args[0].isdecimal():
-        print("usage: python -m servers.lora COUNT OUT_DIR  (adapters for models/tiny-llama)",
-              file=sys.stderr)
+    engine = "vllm"
+    if len(args) == 4 and args[2] == "--engine":
+        engine, args = args[3], args[:2]
+    if len(args) != 2 or not args[0].isdecimal() or engine not in ("vllm", "llamacpp"):
+        print("error: usage: python -m servers.lora COUNT OUT_DIR [--engine vllm|llamacpp]  "
+              "(adapters for models/tiny-llama)", file=sys.stderr)
         return 2
     from servers.vllm_cpu import TINY_MODEL
 
     try:
         folders = build_adapters(TINY_MODEL, Path(args[1]), int(args[0]))
-    except (ValueError, OSError) as exc:
+        flags = lora_flags(folders) if engine == "vllm" else llamacpp_flags(gguf_adapters(folders))
+    except (ValueError, OSError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(" ".join(lora_flags(folders)))
+    print(" ".join(flags))
     return 0
 
 

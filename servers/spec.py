@@ -57,6 +57,10 @@ class Target:
     # REGEX_FIELDS): "structured_outputs" (vLLM), "regex" (SGLang), "grammar" (llama.cpp: the
     # task's GBNF twin of its regex); "" where it takes none.
     regex_as: str = ""
+    # How a request names its LoRA adapter (loadtest/workload/lora.py): "model", the request's
+    # model name (vLLM's --lora-modules NAME=PATH); "lora", llama.cpp's `lora` field, the
+    # adapter's id (the order of the server's --lora flags).
+    lora_as: str = "model"
     # A hosted, billed endpoint: its base URL and key come from the environment (never from a
     # file or a results column), and --max-spend-requests caps a run's requests by default.
     hosted: bool = False

@@ -1,6 +1,6 @@
 """LoRA adapter mixes: the adapters built here (servers/lora.py), requests spread over them by
-model name (loadtest/workload/lora.py), per-adapter figures in run.json and the report. One test
-starts vLLM CPU with two adapters (marked engine)."""
+model name or by llama.cpp's `lora` id (loadtest/workload/lora.py), per-adapter figures in run.json
+and the report. Two tests start vLLM CPU and llama.cpp with two adapters (marked engine)."""
 
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ def _models(workload) -> list[str]:
     return [json.loads(spec.body)["model"] for spec in workload.specs]
 
 
-def _build(requests: int = 40, api: str = "completions", **given: str):
+def _build(requests: int = 40, api: str = "completions", lora_as: str = "model", **given: str):
     return build_workload("mixed", requests, api=api, model="tiny-llama", max_tokens=8,
-                          source=_options(**given))
+                          source=_options(**given), lora_as=lora_as)
 
 
 def test_uniform_and_zipf_shares():
@@ -104,6 +104,21 @@ def test_sources_without_a_model_name_or_with_sessions_are_refused():
     with pytest.raises(WorkloadError, match="conversations keep one model"):
         build_workload("mixed", 2, api="chat", model="m", max_tokens=4, source=_options(
             workload="conversation", lora_adapters="2", tokenizer=str(TINY_MODEL)))
+
+
+def test_llamacpp_gets_the_same_mix_as_ids_in_its_lora_field():
+    """llama.cpp picks an adapter by its id in the body's `lora` field (the order of its --lora
+    flags): the same draw as vLLM's model names, the same hash, so the two race on it."""
+    by_name = _build(lora_adapters="4", lora_mix="zipf:1.2", seed="3")
+    by_id = _build(lora_adapters="4", lora_mix="zipf:1.2", seed="3", lora_as="lora")
+    sent = [json.loads(spec.body) for spec in by_id.specs]
+    assert {body["model"] for body in sent} == {"tiny-llama"}
+    assert [f"lora{body['lora'][0]['id']}" for body in sent] == _models(by_name)
+    assert {body["lora"][0]["scale"] for body in sent} == {1.0}
+    assert by_id.sha256 == by_name.sha256 and by_id.name == by_name.name
+    records = [RequestRecord(i, "p", 0.0, 0, first_chunk_ns=1_000_000, done_ns=2_000_000,
+                             output_tokens=8) for i in range(40)]
+    assert adapter_figures(by_id, records, 1.0) == adapter_figures(by_name, records, 1.0)
 
 
 def test_per_adapter_figures_come_from_the_bodies_sent():
@@ -175,3 +190,35 @@ def test_vllm_serves_the_adapters_and_the_run_reports_each(tmp_path: Path):
     assert report_main([str(tmp_path / "out"), "--out", str(tmp_path / "report")]) == 0
     text = (tmp_path / "report" / "report.md").read_text()
     assert "## LoRA adapters: figures per adapter" in text and "| lora0 |" in text
+
+
+@pytest.mark.engine
+def test_llamacpp_serves_gguf_adapters_picked_by_id(tmp_path: Path):
+    """llama.cpp started with two adapters converted here to GGUF (scripts/build_llamacpp.sh
+    --lora-gguf), none applied unless asked; each request names its adapter's id, and the run
+    reports each adapter."""
+    from loadtest.local_engine import LocalEngine
+    from rig_helpers import free_port, run_locust
+    from servers.local import LOCAL
+    from servers.lora import gguf_adapters, llamacpp_flags
+
+    if LOCAL["llamacpp-cpu"].missing():
+        pytest.skip(LOCAL["llamacpp-cpu"].missing() or "")
+    files = gguf_adapters(build_adapters(TINY_MODEL, tmp_path / "adapters", 2))
+    assert [f.name for f in files] == ["lora0.gguf", "lora1.gguf"]
+    with LocalEngine(port=free_port(), engine="llamacpp-cpu", log_path=tmp_path / "engine.log",
+                     extra_args=llamacpp_flags(files)) as engine:
+        import urllib.request
+        with urllib.request.urlopen(engine.url + "/lora-adapters", timeout=10) as response:
+            loaded = json.loads(response.read())
+        result = run_locust("--engine", "llamacpp-cpu", "--host", engine.url, "--users", "4",
+                            "--requests", "16", "--max-tokens", "4", "--ignore-eos",
+                            "--lora-adapters", "2", "--telemetry-interval", "0",
+                            "--out", str(tmp_path / "out"))
+    assert [(a["id"], Path(a["path"]).name) for a in loaded] == [(0, "lora0.gguf"), (1, "lora1.gguf")]
+    assert result.returncode == 0, result.stderr[-2000:]
+    [run] = list((tmp_path / "out" / "runs").iterdir())
+    figures = json.loads((run / "run.json").read_text())["adapters"]
+    assert set(figures) == {"lora0", "lora1"}
+    assert sum(f["requests"] for f in figures.values()) == 16
+    assert all(f["failed"] == 0 and f["output_tokens"] == 4 * f["requests"] for f in figures.values())

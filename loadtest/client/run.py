@@ -154,7 +154,8 @@ class Run:
                                                   and config.target.token_ids),
                                        source=workload_options(environment.parsed_options),
                                        model_dir=self.model_dir,
-                                       regex_as=config.target.regex_as)
+                                       regex_as=config.target.regex_as,
+                                       lora_as=config.target.lora_as)
         self.bounds = run_bounds(self.options.request_deadline_s, config.read_timeout_s)
         dialect = dialect_for(config.api)
         self.parse_line = (dialect.parse_line if config.target.empty_chunk_is_token

@@ -97,17 +97,18 @@ def build_workload(prompts_name: str, requests: int, *, api: str, model: str, ma
                    ignore_eos: bool = False, temperature: float = 0.0,
                    ignore_eos_as: str = "ignore_eos", token_ids: bool = False,
                    source: WorkloadOptions | None = None, model_dir: str = "",
-                   regex_as: str = "") -> Workload:
+                   regex_as: str = "", lora_as: str = "model") -> Workload:
     """The run's workload: --prompts (source None or prompts) or the source's own requests,
     spread over LoRA adapters where asked. `requests` counts sessions for conversation
-    workloads; `regex_as` is how the engine takes a regex constraint (Target.regex_as).
+    workloads; `regex_as` is how the engine takes a regex constraint (Target.regex_as),
+    `lora_as` how it takes a request's adapter (Target.lora_as).
     WorkloadError (one line) when the options, files or tokenizer do not make a workload."""
     source = source or WorkloadOptions()
     built = _source_workload(prompts_name, requests, api=api, model=model, max_tokens=max_tokens,
                              ignore_eos=ignore_eos, temperature=temperature,
                              ignore_eos_as=ignore_eos_as, token_ids=token_ids, source=source,
                              model_dir=model_dir, regex_as=regex_as)
-    return with_adapters(built, source.lora, source.seed)
+    return with_adapters(built, source.lora, source.seed, lora_as)
 
 
 def _source_workload(prompts_name: str, requests: int, *, api: str, model: str, max_tokens: int,

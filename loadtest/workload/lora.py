@@ -4,13 +4,17 @@
     --lora-mix uniform | zipf:S      how requests spread over them (default uniform); zipf: the
                                      k-th adapter's share is proportional to 1 / k^S
 
-An engine picks the adapter by the request's model name (vLLM's `--lora-modules NAME=PATH`), so
-the mix rewrites each request's `model` after the source built it: any single-turn source (a
-prompt set, synthetic lengths, a dataset, shared prefixes, a trace) can be spread over adapters.
+An engine picks the adapter by the request's model name (vLLM's `--lora-modules NAME=PATH`) or
+by its id in the request's `lora` field (llama.cpp: `[{"id": I, "scale": 1.0}]`, I the adapter's
+place in --lora-adapters, which must be the order of the server's `--lora` flags), so the mix
+rewrites each request after the source built it: any single-turn source (a prompt set, synthetic
+lengths, a dataset, shared prefixes, a trace) can be spread over adapters. Both engines get the
+same mix and the same workload hash, so they race on it.
 The choice is seeded (--seed), so the same options send the same adapter to each request; the
 workload's hash covers it. Per adapter, run.json gets the figures (requests, failures, output
 tok/s over the run's completion time, TTFT p50 and p99 from the actual send), read back from the
-bodies that were sent: the model named there is the one fact of which adapter a request used.
+bodies that were sent: the model or id named there is the one fact of which adapter a request
+used.
 """
 
 from __future__ import annotations
@@ -118,20 +122,28 @@ def mixed_sha256(sha256: str, mix: AdapterMix | None, seed: int) -> str:
     return hashlib.sha256(described.encode()).hexdigest()
 
 
-def _renamed(body: bytes, model: str) -> bytes:
+LORA_AS = ("model", "lora")  # how an engine takes a request's adapter (Target.lora_as)
+
+
+def _adapted(body: bytes, model: str, mix: AdapterMix, lora_as: str) -> bytes:
+    """The body sent to the adapter `model`: by its name, or by its id in llama.cpp's field."""
     fields = json.loads(body)
     if "model" not in fields:
         raise WorkloadError("--lora-adapters picks the adapter by the request's model name; "
                             "this API's requests carry none (use an OpenAI-style --api)")
-    fields["model"] = model
+    if lora_as == "lora":
+        fields["lora"] = [{"id": mix.names.index(model), "scale": 1.0}]
+    else:
+        fields["model"] = model
     return json.dumps(fields).encode()
 
 
 class _AdapterSpecs(LazySequence[RequestSpec]):
-    """A lazy source's specs (a trace), each renamed when taken."""
+    """A lazy source's specs (a trace), each sent to its adapter when taken."""
 
-    def __init__(self, specs: Sequence[RequestSpec], models: list[str]) -> None:
-        self._specs, self._models = specs, models
+    def __init__(self, specs: Sequence[RequestSpec], models: list[str], mix: AdapterMix,
+                 lora_as: str) -> None:
+        self._specs, self._models, self._mix, self._lora_as = specs, models, mix, lora_as
         self.asked = getattr(specs, "asked", None)
         self.output_asked = getattr(specs, "output_asked", None)
 
@@ -140,11 +152,13 @@ class _AdapterSpecs(LazySequence[RequestSpec]):
 
     def _at(self, index: int) -> RequestSpec:
         spec = self._specs[index]
-        return replace(spec, body=_renamed(spec.body, self._models[index]))
+        return replace(spec, body=_adapted(spec.body, self._models[index], self._mix, self._lora_as))
 
 
-def with_adapters(workload: Workload, mix: AdapterMix | None, seed: int) -> Workload:
-    """The workload with each request's model set to its adapter; as it was without a mix."""
+def with_adapters(workload: Workload, mix: AdapterMix | None, seed: int,
+                  lora_as: str = "model") -> Workload:
+    """The workload with each request sent to its adapter (by model name, or by id in
+    llama.cpp's `lora` field: `lora_as`); as it was without a mix."""
     if mix is None:
         return workload
     if workload.sessions:
@@ -152,20 +166,25 @@ def with_adapters(workload: Workload, mix: AdapterMix | None, seed: int) -> Work
                             "model per session (not done)")
     models = mix.assign(len(workload.specs), seed)
     if isinstance(workload.specs, list):
-        specs: Sequence[RequestSpec] = [replace(s, body=_renamed(s.body, m))
+        specs: Sequence[RequestSpec] = [replace(s, body=_adapted(s.body, m, mix, lora_as))
                                         for s, m in zip(workload.specs, models)]
     else:
-        _renamed(workload.specs[0].body, models[0])  # refused now, not while sending
-        specs = _AdapterSpecs(workload.specs, models)
+        _adapted(workload.specs[0].body, models[0], mix, lora_as)  # refused now, not while sending
+        specs = _AdapterSpecs(workload.specs, models, mix, lora_as)
     tag = f"lora{len(mix.names)}" + ("" if mix.zipf_s is None else f"z{mix.zipf_s:g}")
-    return replace(workload, name=f"{workload.name}-{tag}", specs=specs,
+    return replace(workload, name=f"{workload.name}-{tag}", specs=specs, adapters=mix.names,
                    sha256=mixed_sha256(workload.sha256, mix, seed),
                    columns={**workload.columns, "lora_adapters": len(mix.names),
                             "lora_mix": mix.text})
 
 
-def _model_of(spec: RequestSpec) -> str:
-    return str(json.loads(spec.body).get("model", ""))
+def _adapter_of(spec: RequestSpec, names: Sequence[str]) -> str:
+    """The adapter a sent body names: its `lora` id's name, else its model."""
+    fields = json.loads(spec.body)
+    chosen = fields.get("lora")
+    if chosen:
+        return names[chosen[0]["id"]]
+    return str(fields.get("model", ""))
 
 
 def adapter_figures(workload: Workload, records: Sequence[RequestRecord],
@@ -174,5 +193,6 @@ def adapter_figures(workload: Workload, records: Sequence[RequestRecord],
     if "lora_adapters" not in workload.columns or not workload.specs:
         return {}
     count = len(workload.specs)
-    return group_figures(records, lambda r: _model_of(workload.specs[r.request_id % count]),
-                         completion_time_s)
+    return group_figures(
+        records, lambda r: _adapter_of(workload.specs[r.request_id % count], workload.adapters),
+        completion_time_s)

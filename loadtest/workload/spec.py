@@ -76,6 +76,9 @@ class Workload:
     longest: tuple[str, int, int] | None = None
     # Constrained answers (structured output, tool calls): each answer's check, by prompt id
     answers: AnswerChecks | None = None
+    # The LoRA adapters requests are spread over, in --lora-adapters' order (an id in a body's
+    # `lora` field is a place here); () without a mix
+    adapters: tuple[str, ...] = ()
 
 
 class LazySequence(Sequence[T]):
