@@ -14,6 +14,7 @@ import pytest
 
 from loadtest.client.arrivals import send_offsets_ns
 from loadtest.client.run import workers_section
+from loadtest.results.rules import SEND_LAG_LIMIT_MS
 from loadtest.results.record import RequestRecord
 from loadtest.results.summary import summarize, worker_send_lags
 from loadtest.results.verdict import judge
@@ -117,14 +118,17 @@ def test_a_sustained_poisson_run_follows_its_schedule(sustained: Path):
     assert [r["scheduled_ns"] - origin for r in records] == planned  # the seeded schedule
     lags_ms = [(r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in records]
     assert min(lags_ms) >= 0 and np.median(lags_ms) < 5, lags_ms  # sent on time
-    assert np.percentile(lags_ms, 99) < 50, lags_ms  # within the verdict's limit
     assert all(r["cap_wait_ns"] == 0 for r in records)  # the cap was never full
     for r in records:  # from the schedule = from the send + the lag
         assert r["ttft_sched_ms"] == pytest.approx(r["ttft_ms"] + (r["sent_ns"] - r["scheduled_ns"]) / 1e6)
     assert (row["rate"], row["arrival"], row["arrival_seed"]) == ("4", "poisson", "3")
-    assert float(row["send_lag_p99_ms"]) < 50
     assert float(row["ttft_sched_p50_ms"]) >= float(row["ttft_p50_ms"])
-    assert "behind_schedule" not in row["verdict_reasons"]
+    # The row's send lag is the records', and past the limit it is the verdict's reason: on a
+    # host starved mid-run (other work on its cores: one send 427 ms late in a CI run) the rig
+    # says its schedule slipped rather than pass it as kept.
+    assert float(row["send_lag_p99_ms"]) == pytest.approx(np.percentile(lags_ms, 99), rel=0.05, abs=0.5)
+    late = float(row["send_lag_p99_ms"]) > SEND_LAG_LIMIT_MS
+    assert ("behind_schedule" in row["verdict_reasons"]) == late, (row["send_lag_p99_ms"], lags_ms)
     # 24 requests at a cap of 16 users: not "too few" in open loop, where users only cap
     assert "too_few_requests" not in row["verdict_reasons"] + row["warnings"]
 

@@ -44,40 +44,47 @@ def reasoning_model(folder: Path) -> Path:
     return folder
 
 
+def _reasoning_run(engine: str, url: str, out: Path) -> tuple[dict[str, str], list[dict]]:
+    """Eight reasoning requests through the rig: the row, and each request's record, every
+    one checked to have reasoned first and answered after."""
+    result = run_locust("--engine", engine, "--host", url, "--api", "chat",
+                        "--workload", "structured", "--constraints", str(TASKS),
+                        "--users", "4", "--requests", "8", "--max-tokens", "96",
+                        "--telemetry-interval", "0", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    with (out / "runs.csv").open() as file:
+        row = list(csv.DictReader(file))[-1]
+    [run] = (out / "runs").iterdir()
+    records = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+    assert int(row["completed"]) == 8 and int(row["reasoning_requests"]) == 8
+    assert int(row["reasoning_unanswered"]) == 0
+    for r in records:  # each stream: reasoning first, then the answer
+        assert r["first_chunk_ns"] == r["first_reasoning_ns"] <= r["last_reasoning_ns"]
+        assert r["last_reasoning_ns"] < r["first_answer_ns"] < r["done_ns"]
+    # the first answer token comes after the reasoning: TTFA over TTFT
+    assert float(row["ttfa_p50_ms"]) > float(row["ttft_p50_ms"]) == float(row["ttfr_p50_ms"])
+    # neither engine counts reasoning tokens (vLLM's hf parser says 0 for answers that
+    # reasoned, llama.cpp's usage has no field): none is taken or made up from chunks
+    assert row["reasoning_tokens_source"] == "none" and row["reasoning_tokens"] == ""
+    return row, records
+
+
 def test_a_reasoning_stream_is_timed_and_counted_apart_from_its_answer(tmp_path: Path):
     model = reasoning_model(tmp_path / "tiny-think")
     args = [VLLM_EAGER, "--model", str(model), "--reasoning-parser", "hf",
             "--structured-outputs-config", json.dumps({"enable_in_reasoning": True})]
     with LocalEngine(port=free_port(), extra_args=args, env=VLLM_QUICK_ENV,
                      log_path=tmp_path / "engine.log") as engine:
-        out = tmp_path / "out"
-        result = run_locust("--engine", "vllm-cpu", "--host", engine.url, "--api", "chat",
-                            "--workload", "structured", "--constraints", str(TASKS),
-                            "--users", "4", "--requests", "8", "--max-tokens", "96",
-                            "--telemetry-interval", "0", "--out", str(out))
-    assert result.returncode == 0, result.stderr[-3000:]
-    with (out / "runs.csv").open() as file:
-        row = list(csv.DictReader(file))[-1]
-    [run] = (out / "runs").iterdir()
-    records = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
-
-    assert int(row["completed"]) == 8 and int(row["reasoning_requests"]) == 8
-    assert int(row["reasoning_unanswered"]) == 0
-    for r in records:  # each stream: reasoning first, then the answer
-        assert r["first_chunk_ns"] == r["first_reasoning_ns"] <= r["last_reasoning_ns"]
-        assert r["last_reasoning_ns"] < r["first_answer_ns"] < r["done_ns"]
+        row, records = _reasoning_run("vllm-cpu", engine.url, tmp_path / "out")
+    for r in records:
         assert 1 <= r["reasoning_chunks"] < r["output_chunks"]
         assert "answer_check" not in r  # a regex the parser split is not checked
     reasoning, answer = int(row["reasoning_chunks"]), int(row["answer_chunks"])
     assert reasoning == sum(r["reasoning_chunks"] for r in records) and answer >= 8
     assert reasoning + answer == int(row["output_chunks"])
-    # the first answer token comes after the reasoning: TTFA over TTFT, the switch between them
-    assert float(row["ttfa_p50_ms"]) > float(row["ttft_p50_ms"]) == float(row["ttfr_p50_ms"])
     assert float(row["switch_p50_ms"]) > 0 and float(row["reasoning_time_p50_ms"]) >= 0
-    # vLLM's hf parser reports 0 reasoning tokens for answers that reasoned: not taken, and no
-    # count is made up from chunks (the markers are tokens that stream no chunk)
+    # the markers are tokens that stream no chunk: the chunks are no token count
     assert {r["reasoning_tokens"] for r in records} == {0}
-    assert row["reasoning_tokens_source"] == "none" and row["reasoning_tokens"] == ""
     assert row["answer_tokens"] == "" and int(row["output_tokens"]) > reasoning + answer
 
 
@@ -90,21 +97,4 @@ def test_llamacpp_reasons_with_a_template_that_renders_reasoning(tmp_path: Path)
     args = ["--chat-template-file", str(THINK_TEMPLATE), "--reasoning-format", "deepseek"]
     with LocalEngine(port=free_port(), extra_args=args, engine="llamacpp-cpu",
                      log_path=tmp_path / "engine.log") as engine:
-        out = tmp_path / "out"
-        result = run_locust("--engine", "llamacpp-cpu", "--host", engine.url, "--api", "chat",
-                            "--workload", "structured", "--constraints", str(TASKS),
-                            "--users", "4", "--requests", "8", "--max-tokens", "96",
-                            "--telemetry-interval", "0", "--out", str(out))
-    assert result.returncode == 0, result.stderr[-3000:]
-    with (out / "runs.csv").open() as file:
-        row = list(csv.DictReader(file))[-1]
-    [run] = (out / "runs").iterdir()
-    records = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
-    assert int(row["completed"]) == 8 and int(row["reasoning_requests"]) == 8
-    assert int(row["reasoning_unanswered"]) == 0
-    for r in records:
-        assert r["first_chunk_ns"] == r["first_reasoning_ns"] <= r["last_reasoning_ns"]
-        assert r["last_reasoning_ns"] < r["first_answer_ns"] < r["done_ns"]
-    assert float(row["ttfa_p50_ms"]) > float(row["ttft_p50_ms"]) == float(row["ttfr_p50_ms"])
-    # llama.cpp's usage has no reasoning count: none is made up
-    assert row["reasoning_tokens_source"] == "none" and row["reasoning_tokens"] == ""
+        _reasoning_run("llamacpp-cpu", engine.url, tmp_path / "out")

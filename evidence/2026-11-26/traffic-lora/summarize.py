@@ -1,4 +1,5 @@
-"""The table of evidence/2026-11-26/traffic-lora/README.md from run.sh's results folder.
+"""The table of evidence/2026-11-26/traffic-lora/README.md (and ../traffic-lora-llamacpp's) from
+run.sh's results folder, one line per condition in the order they ran.
 usage: .venv/bin/python evidence/2026-11-26/traffic-lora/summarize.py OUT"""
 
 import csv
@@ -7,15 +8,13 @@ import statistics
 import sys
 from pathlib import Path
 
-ORDER = ["base", "base-eager", "lora16-engine-base", "lora1", "lora4", "lora16", "lora16-zipf"]
-
 
 def main(out: Path) -> None:
     rows = list(csv.DictReader((out / "runs.csv").open()))
     print("| condition | runs (verdict) | output tok/s per run | TTFT p50 / p99 (ms, mean) "
           "| ITL p50 (ms) | adapters' TTFT p99 (ms, lowest-highest, each run) |")
     print("|---|---|---|---|---|---|")
-    for tag in ORDER:
+    for tag in dict.fromkeys(r["tag"] for r in rows):
         mine = [r for r in rows if r["tag"] == tag]
         if not mine:
             continue
