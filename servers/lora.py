@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from loadtest.toolkit.repo import REPO
+
 __all__ = ["RANK", "TARGETS", "adapter_names", "build_adapters", "gguf_adapters", "llamacpp_flags",
            "lora_flags", "main"]
 
@@ -107,7 +109,7 @@ def gguf_adapters(folders: list[Path]) -> list[Path]:
     """Each adapter as the GGUF file llama.cpp's --lora takes (FOLDER.gguf beside it), converted
     by the vendored converter (scripts/build_llamacpp.sh --lora-gguf); RuntimeError (one line)
     when the conversion fails."""
-    script = Path(__file__).resolve().parents[1] / "scripts" / "build_llamacpp.sh"
+    script = REPO / "scripts" / "build_llamacpp.sh"
     files = []
     for folder in folders:
         out = folder.with_suffix(".gguf")
