@@ -33,7 +33,8 @@ import gevent
 import psutil
 from gevent.event import Event
 
-from loadtest.client.options import ConfigError, config_from_options, ensure_writable, users_of
+from loadtest.client.options import (ConfigError, config_from_options, engine_urls_of,
+                                     ensure_writable, users_of)
 from loadtest.client.probe import (EngineInfo, ProbeError, check_prompts_fit, check_request_fits,
                                    probe_engine)
 from loadtest.results.record import RequestRecord
@@ -122,7 +123,7 @@ def _pin(environment: Any, url: str | None) -> None:
     default: on a small machine the two starve each other); the row says what was done."""
     options = environment.parsed_options
     if url:  # replicas behind a balancer (--engine-urls) are found by their own ports
-        behind = [u.strip() for u in str(getattr(options, "engine_urls", "") or "").split(",") if u.strip()]
+        behind = engine_urls_of(getattr(options, "engine_urls", ""))
         options.client_pinned_by = pin_client_beside(url, bool(getattr(options, "no_pin", False)),
                                                      behind)
 

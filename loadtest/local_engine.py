@@ -31,8 +31,8 @@ import sys
 import tempfile
 import time
 import urllib.request
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 

@@ -19,7 +19,7 @@ from loadtest.results.redact import redact
 from loadtest.client.targets import TARGETS, Target
 
 __all__ = ["CHECKS", "ConfigError", "RunConfig", "add_options", "checked", "config_from_options",
-           "ensure_writable", "users_of"]
+           "engine_urls_of", "ensure_writable", "users_of"]
 
 
 HOSTED_REQUEST_CAP = 100  # a hosted engine's default --max-spend-requests
@@ -154,11 +154,11 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
         telemetry_interval_s=checked("telemetry_interval", options.telemetry_interval),
         api_key=api_key,
         recount=bool(getattr(options, "recount", False)),
-        engine_urls=_engine_urls(getattr(options, "engine_urls", "")),
+        engine_urls=engine_urls_of(getattr(options, "engine_urls", "")),
     )
 
 
-def _engine_urls(text: str) -> tuple[str, ...]:
+def engine_urls_of(text: str) -> tuple[str, ...]:
     """--engine-urls: comma-separated base URLs, each checked as --host is."""
     urls = []
     for part in (p.strip() for p in str(text or "").split(",")):

@@ -148,7 +148,8 @@ def _effect(cell: pd.Series, base: pd.Series) -> dict[str, Any]:
 def _verdict(cell: pd.Series, base: pd.Series) -> str:
     """Faster, slower or not significant; never judged where a side has a run the rig marked
     invalid (its numbers describe the measurer or the host as much as the options)."""
-    invalid = [f"{side} {c['invalid']} of {c['runs']} runs invalid ({c['invalid_reasons'].replace(';', ', ')})"
+    invalid = [f"{side} {c['invalid']} of {c['runs']} runs invalid "
+               f"({c['invalid_reasons'].replace(';', ', ')})"
                for side, c in (("options", cell), ("baseline", base)) if c.get("invalid", 0)]
     if invalid:
         return "not judged: " + "; ".join(invalid)

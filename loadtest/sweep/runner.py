@@ -36,7 +36,7 @@ from servers.registry import ENGINES
 from loadtest.sweep.cells import Cell, again, config_hash, expand_cells, flags_text
 from loadtest.sweep.launch import EngineFailed, Launcher, make_launcher
 from loadtest.sweep.matrix import EngineConfig, Matrix, MatrixError, SweepWorkload
-from loadtest.launch import command, find_row, run, run_ids
+from loadtest.launch import RunSpec, command, find_row, run, run_ids
 from loadtest.sweep.measure import cell_spec
 from loadtest.sweep.repeats import (Plan, UntilKnown, heat_of, heat_samples, known_lines,
                                     known_rows, next_pass)
@@ -283,17 +283,30 @@ def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cel
     return status
 
 
+def _warmup_spec(matrix: Matrix, config: EngineConfig, launcher: Launcher, out: Path) -> RunSpec:
+    """The warm-up run after a start: the matrix's warm-up requests at its most users."""
+    return cell_spec(engine=config.engine, url=launcher.url, engine_urls=launcher.engine_urls,
+                     users=max(matrix.users), workload=matrix.workload, out=out, repeat=1,
+                     tag=matrix.name, flags=flags_text(config), gpu=config.gpus,
+                     processes=matrix.client_processes, warmup_requests=matrix.warmup_requests)
+
+
+def _cell_run_spec(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path) -> RunSpec:
+    """One cell's measured run (the dry run prints the same)."""
+    config = cell.config
+    return cell_spec(engine=config.engine, url=launcher.url, engine_urls=launcher.engine_urls,
+                     users=cell.users, workload=cell.workload or matrix.workload, out=out,
+                     repeat=cell.repeat, tag=matrix.name, flags=flags_text(config),
+                     gpu=config.gpus, processes=matrix.client_processes)
+
+
 def _warm_up(matrix: Matrix, config: EngineConfig, slug: str, launcher: Launcher, out: Path,
              state: SweepState) -> None:
     if not matrix.warmup_requests:
         state.set_config(slug, warmup={"requests": 0})
         return
     users = max(matrix.users)
-    spec = cell_spec(engine=config.engine, url=launcher.url, engine_urls=launcher.engine_urls,
-                     users=users, workload=matrix.workload,
-                     out=out, repeat=1, tag=matrix.name, flags=flags_text(config), gpu=config.gpus,
-                     processes=matrix.client_processes,
-                     warmup_requests=matrix.warmup_requests)
+    spec = _warmup_spec(matrix, config, launcher, out)
     say(f"warm-up {slug}: {matrix.warmup_requests} requests at {users} users (not in runs.csv)")
     log = sweep_dir(out, matrix.name) / slug / "warmup.log"
     outcome = run(spec, log, matrix.run_timeout_s)
@@ -306,14 +319,9 @@ def _warm_up(matrix: Matrix, config: EngineConfig, slug: str, launcher: Launcher
 
 
 def _measure(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path, state: SweepState) -> None:
-    config = cell.config
     runs_csv = out / "runs.csv"
     before = run_ids(runs_csv)
-    spec = cell_spec(engine=config.engine, url=launcher.url, engine_urls=launcher.engine_urls,
-                     users=cell.users,
-                     workload=cell.workload or matrix.workload, out=out, repeat=cell.repeat,
-                     tag=matrix.name, flags=flags_text(config), gpu=config.gpus,
-                     processes=matrix.client_processes)
+    spec = _cell_run_spec(matrix, cell, launcher, out)
     say(f"run {cell.path}")
     log = sweep_dir(out, matrix.name) / cell.path / "locust.log"
     try:
@@ -413,19 +421,9 @@ def _print_plan(matrix: Matrix, plan: Plan, out: Path, until: UntilKnown | None)
         print(f"\n== {slug}  [{flags_text(config) or 'engine defaults'}]  hash {config_hash(config)}")
         print(f"start: {launcher.describe(matrix.health_timeout_s)}")
         if matrix.warmup_requests:
-            warm = cell_spec(engine=config.engine, url=launcher.url,
-                             engine_urls=launcher.engine_urls, users=max(matrix.users),
-                             workload=matrix.workload, out=out, repeat=1, tag=matrix.name,
-                             flags=flags_text(config), gpu=config.gpus,
-                             processes=matrix.client_processes,
-                             warmup_requests=matrix.warmup_requests)
-            print(f"warm-up: {_show(command(warm))}")
+            print(f"warm-up: {_show(command(_warmup_spec(matrix, config, launcher, out)))}")
         for cell in cells:
-            spec = cell_spec(engine=config.engine, url=launcher.url, engine_urls=launcher.engine_urls,
-                     users=cell.users,
-                             workload=cell.workload or matrix.workload, out=out, repeat=cell.repeat,
-                             tag=matrix.name, flags=flags_text(config), gpu=config.gpus,
-                     processes=matrix.client_processes)
+            spec = _cell_run_spec(matrix, cell, launcher, out)
             print(f"{cell.name} [{cell.cell_id}]: {_show(command(spec))}")
         print("stop" + ("" if config.launch != "running" else ": (not started here)"))
 

@@ -122,9 +122,6 @@ def mixed_sha256(sha256: str, mix: AdapterMix | None, seed: int) -> str:
     return hashlib.sha256(described.encode()).hexdigest()
 
 
-LORA_AS = ("model", "lora")  # how an engine takes a request's adapter (Target.lora_as)
-
-
 def _adapted(body: bytes, model: str, mix: AdapterMix, lora_as: str) -> bytes:
     """The body sent to the adapter `model`: by its name, or by its id in llama.cpp's field."""
     fields = json.loads(body)
