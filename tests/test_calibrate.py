@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.calibration.calibrate import split_cores
+from loadtest.calibration.calibrate import (faithful_by_hosts, format_table, host_cores,
+                                            split_cores)
 from loadtest.calibration.limits import calibration_path, events_per_s, faithful_event_rate
 from loadtest.results.files import read_runs
 from rig_helpers import REPO
@@ -97,3 +98,34 @@ def test_the_pacer_gets_a_third_of_the_cores_and_the_client_the_rest():
     assert split_cores([0, 1], None, None) == ([0], [1])
     assert split_cores([3], None, None) == ([3], [3])  # one core: shared
     assert split_cores(list(range(4)), [0], None) == ([0], [1, 2, 3])
+
+
+def test_worker_hosts_get_cores_of_their_own_after_the_masters():
+    assert host_cores(list(range(5, 16)), 4, 2) == ([5], [[6, 7], [8, 9], [10, 11], [12, 13]], False)
+    assert host_cores([1], 2, 1) == ([1], [[1], [1]], True)  # too few: shared, and said so
+    assert host_cores([4, 5, 6], 2, 2) == ([4], [[5, 6], [4, 5]], True)
+
+
+def _host_row(hosts: int, users: int, per_process: float, faithful: str) -> dict:
+    stats = {"p50": 0.5, "p99": 0.9, "abs_p50": 0.5, "abs_p99": 0.9}
+    return {"hosts": hosts, "processes": hosts, "users": users, "events_per_s_per_process": per_process,
+            "ttft_err_ms": stats, "itl_err_ms": stats, "delivery_ms": stats,
+            "pacer_lateness_ms": stats, "client_cpu_max_pct": 10.0, "loop_lag_p99_ms": 1.0,
+            "failed": 0, "faithful": faithful}
+
+
+def test_the_table_of_worker_hosts_leads_with_hosts_and_events_in_all():
+    rows = [_host_row(1, 32, 1500.0, "yes"), _host_row(1, 128, 6000.0, "no"),
+            _host_row(2, 64, 1500.0, "yes"), _host_row(4, 128, 1500.0, "?")]
+    lines = format_table(rows).splitlines()
+    assert lines[0].split()[:4] == ["hosts", "events/s", "procs", "users"]
+    assert lines[4].split()[:3] == ["2", "3,000", "2"]
+    assert faithful_by_hosts(rows) == {"1": 1500.0, "2": 3000.0, "4": 0.0}
+
+
+def test_worker_hosts_and_processes_are_one_choice():
+    bad = subprocess.run([SCRIPT, "--worker-hosts", "1,2", "--processes", "2"], capture_output=True,
+                         text=True, timeout=30)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.startswith("error: ") and len(bad.stderr.strip().splitlines()) == 1
+    assert "--worker-hosts and --processes" in bad.stderr

@@ -1,6 +1,6 @@
-"""The rig's distributed mode across hosts (network namespaces on one bridge: tests/net_hosts.py):
-the pacing server on one host, the Locust master on another, its workers on others, as
-docs/client.md tells a user to run them on separate machines."""
+"""The rig's distributed mode across hosts (network namespaces on one bridge:
+loadtest/calibration/hosts.py): the pacing server on one host, the Locust master on another, its
+workers on others, as docs/client.md tells a user to run them on separate machines."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import pytest
 
 from loadtest.calibration.server import pacer_env
 from loadtest.client.arrivals import send_offsets_ns
-from loadtest.launch.command import locust_command
-from net_hosts import Hosts
+from loadtest.launch.command import locust_command, worker_command
+from loadtest.calibration.hosts import Hosts
 from rig_helpers import REPO
 
 pytestmark = pytest.mark.engine  # several Python processes a test: not the fast tier's
@@ -214,6 +214,30 @@ def test_a_worker_host_lost_mid_run_stops_the_run_with_its_records(hosts: Hosts,
     assert kept and kept[0].read_text().count("\n") >= 1, log[-3000:]
 
 
+def test_the_calibration_drives_the_pacer_from_worker_hosts(tmp_path: Path):
+    """`calibrate --worker-hosts`: the pacer, the master and each worker on a host of its own;
+    every answer the pacer wrote is matched to its record, and two hosts of the same users each
+    carry twice the events of one (the pacer's schedule sets the rate)."""
+    if Hosts.missing():
+        pytest.skip(Hosts.missing())
+    done = subprocess.run([sys.executable, "-m", "loadtest.calibration.calibrate",
+                           "--worker-hosts", "1,2", "--users", "8", "--requests", "2",
+                           "--tokens", "16", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, cwd=REPO, env=pacer_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[0].split()[:2] == ["hosts", "events/s"]
+    (written,) = tmp_path.glob("*-hosts.json")
+    data = json.loads(written.read_text())
+    rows = data["rows"]
+    assert [(r["hosts"], r["users"]) for r in rows] == [(1, 8), (2, 16)]
+    for row in rows:
+        assert row["matched"] == row["requests"] == 2 * row["users"] and row["failed"] == 0
+    one, two = (r["events_per_s_per_process"] * r["processes"] for r in rows)
+    assert two > 1.3 * one, (one, two)
+    assert set(data["faithful_events_per_s_by_hosts"]) == {"1", "2"}
+    assert not (tmp_path / f"{written.stem.removesuffix('-hosts')}.json").exists()
+
+
 def _finished_row(master: subprocess.Popen[bytes], workers: list[subprocess.Popen[bytes]],
                   out: Path, tmp_path: Path) -> dict[str, str]:
     """The run's one row once the master has ended with 0 (its workers stopped in any case)."""
@@ -239,8 +263,7 @@ def _worker(hosts: Hosts, name: str, tmp_path: Path, clock_ahead_s: int = 0
             ) -> subprocess.Popen[bytes]:
     """A worker on host NAME; `clock_ahead_s`: its monotonic clock that far ahead of the
     master's (a time namespace), as two machines' clocks are: each counts from its own boot."""
-    cmd = locust_command(host="", users=1)
-    cmd = cmd[:cmd.index("-f") + 2] + ["--worker", "--master-host", hosts.address("master")]
+    cmd = worker_command(hosts.address("master"))
     if clock_ahead_s:
         cmd = ["unshare", "--time", "--monotonic", str(clock_ahead_s), "--fork", *cmd]
     return hosts.popen(name, cmd, tmp_path / f"{name}.log", REPO)

@@ -30,14 +30,17 @@ class CalibrationError(RuntimeError):
 
 class Pacer:
     def __init__(self, python: str, cores: list[int] | None, workers: int, args: argparse.Namespace,
-                 log: Path) -> None:
+                 log: Path, host: tuple[list[str], str] | None = None) -> None:
+        """`host`: (the command prefix that runs inside a host of its own, its address), for a
+        pacer the client reaches over a network; default this host's loopback."""
+        prefix, address = host or ([], "127.0.0.1")
         self.port = free_port()
         control = free_port() if workers > 1 else self.port
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.control_url = f"http://127.0.0.1:{control}"
-        cmd = [python, "-m", "loadtest.calibration.pacer", "--port", str(self.port),
-               "--ttft-ms", str(args.ttft_ms), "--gap-ms", str(args.gap_ms),
-               "--tokens", str(args.tokens), "--workers", str(workers)]
+        self.url = f"http://{address}:{self.port}"
+        self.control_url = f"http://{address}:{control}"
+        cmd = [*prefix, python, "-m", "loadtest.calibration.pacer", "--host", address,
+               "--port", str(self.port), "--ttft-ms", str(args.ttft_ms), "--gap-ms",
+               str(args.gap_ms), "--tokens", str(args.tokens), "--workers", str(workers)]
         if workers > 1:
             cmd += ["--control-port", str(control)]
         if cores:

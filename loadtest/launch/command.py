@@ -13,7 +13,7 @@ from pathlib import Path
 
 from loadtest.toolkit.repo import REPO
 
-__all__ = ["LOCUSTFILE", "default_python", "locust_command"]
+__all__ = ["LOCUSTFILE", "default_python", "locust_command", "worker_command"]
 
 LOCUSTFILE = REPO / "loadtest" / "engines.py"
 
@@ -51,3 +51,13 @@ def locust_command(*, host: str, users: int, rig_options: Sequence[str] = (),
         cmd += ["--processes", str(processes)]
     cmd += list(rig_options)
     return cmd
+
+
+def worker_command(master_host: str, *, processes: int = 1, cpus: str | None = None,
+                   python: str | None = None, locust: Sequence[str] | None = None) -> list[str]:
+    """`[taskset -c CPUS] PY -m locust -f loadtest/engines.py --worker --master-host H
+    [--processes P]`: a worker takes every other option from its master."""
+    cmd = ["taskset", "-c", cpus] if cpus else []
+    cmd += [*(locust or [python or default_python(), "-m", "locust"]), "-f", str(LOCUSTFILE),
+            "--worker", "--master-host", master_host]
+    return cmd + (["--processes", str(processes)] if processes > 1 else [])

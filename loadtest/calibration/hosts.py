@@ -1,6 +1,7 @@
 """Separate hosts on this machine: each a network namespace with its own address on one bridge,
 so the rig's distributed runs cross a real network stack (their own loopback, routes and links),
-not 127.0.0.1. Root only; `Hosts.missing()` says why they cannot be made here.
+not 127.0.0.1. Root only; `Hosts.missing()` says why they cannot be made here. The calibration's
+`--worker-hosts` and the distributed-run tests make them.
 
     with Hosts(["engine", "master", "w1"]) as hosts:
         server = hosts.popen("engine", [...])          # runs inside that namespace
@@ -24,9 +25,9 @@ class Hosts:
     def __init__(self, names: Sequence[str]) -> None:
         self.names = list(names)
         tag = f"{os.getpid() % 10000}"  # two pytest runs at once make two networks
-        self._prefix = f"rig{tag}"
+        self._name = f"rig{tag}"
         self._subnet = f"10.77.{os.getpid() % 250}"
-        self._bridge = f"{self._prefix}br"
+        self._bridge = f"{self._name}br"
         self._made: list[str] = []
 
     @staticmethod
@@ -48,12 +49,16 @@ class Hosts:
         return f"{self._subnet}.{self.names.index(name) + 1}"
 
     def namespace(self, name: str) -> str:
-        return f"{self._prefix}-{name}"
+        return f"{self._name}-{name}"
+
+    def prefix(self, name: str) -> list[str]:
+        """What runs a command inside host NAME."""
+        return ["ip", "netns", "exec", self.namespace(name)]
 
     def popen(self, name: str, cmd: Sequence[str], log: Path, cwd: Path, **kwargs: Any
               ) -> subprocess.Popen[bytes]:
         """CMD inside host NAME, its output in LOG, in a process group of its own."""
-        return subprocess.Popen(["ip", "netns", "exec", self.namespace(name), *cmd], cwd=cwd,
+        return subprocess.Popen([*self.prefix(name), *cmd], cwd=cwd,
                                 stdout=log.open("wb"), stderr=subprocess.STDOUT,
                                 start_new_session=True, **kwargs)
 
@@ -94,7 +99,7 @@ class Hosts:
         _ip("-n", ns, "link", "set", "lo", "up")
 
     def _veth(self, name: str) -> str:
-        return f"{self._prefix}{self.names.index(name)}"  # interface names: 15 characters at most
+        return f"{self._name}{self.names.index(name)}"  # interface names: 15 characters at most
 
 
 def _ip(*args: str) -> None:
