@@ -14,8 +14,10 @@ differs per engine (command, environment, install check) is its recipe
 
 Clean by default: `start` pins the engine to every core but the first (loadtest/cpus.py's
 layout) unless given `--cpus` or `--no-pin`. Every engine started here is written down in a
-state file (``state_dir()``, one per port: pid, engine, cores), so that a run against it on this
-host pins its client to the other cores by itself (``pin_client_beside``), and `list` shows it.
+state file (``state_dir()``, one per port: pid, engine, cores, the flags it was started with),
+so that a run against it on this host pins its client to the other cores by itself
+(``pin_client_beside``) and records those flags unless told others (``started_flags``), and
+`list` shows it.
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ import argparse
 import ctypes
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -40,12 +43,14 @@ from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.launch.processes import stop_process_group
 from loadtest.toolkit.types import cpu_list, port, positive_number
 from loadtest.cpus import allowed_cpus, checked_cpus, cpu_set, default_layout, format_cpus
+from loadtest.results.redact import redact
 from servers.gpus import MULTI_GPU_ENV
 from servers.local import LOCAL, LocalRecipe
 from servers.vllm_cpu import ENGINE_PYTHON, TINY_MODEL
 
-__all__ = ["ENGINE_PYTHON", "TINY_MODEL", "LocalEngine", "EngineStartError", "pin_client_beside",
-           "recipe", "started_engine_at", "started_engines", "state_dir", "stop_group"]
+__all__ = ["ENGINE_PYTHON", "TINY_MODEL", "LocalEngine", "EngineStartError", "engine_flags",
+           "pin_client_beside", "recipe", "started_engine_at", "started_engines", "started_flags",
+           "state_dir", "stop_group"]
 
 _STOP_GRACE_S = 20
 # how often a starting engine is asked for its health: llama.cpp is up in about a second
@@ -94,6 +99,11 @@ class LocalEngine:
     @property
     def model_name(self) -> str:
         return self.recipe.model_name
+
+    @property
+    def flags(self) -> str:
+        """What it was asked beyond its recipe's defaults, as a run records it (engine_flags)."""
+        return engine_flags(self.extra_args, self.cpus, self.compute_cpus, self.env)
 
     def command(self) -> list[str]:
         pin = ["taskset", "-c", self.cpus] if self.cpus else []
@@ -150,7 +160,8 @@ class LocalEngine:
         write only costs the client its automatic pinning."""
         assert self.process is not None
         state = {"pid": self.process.pid, "engine": self.recipe.slug, "port": self.port,
-                 "url": self.url, "cpus": self.cpus or "", "log": str(self.log_path)}
+                 "url": self.url, "cpus": self.cpus or "", "log": str(self.log_path),
+                 "flags": self.flags}
         try:
             _state_file(self.port).parent.mkdir(parents=True, exist_ok=True)
             _state_file(self.port).write_text(json.dumps(state) + "\n")
@@ -179,6 +190,21 @@ class LocalEngine:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+def engine_flags(extra_args: Sequence[str] = (), cpus: str | None = None,
+                 compute_cpus: str | None = None, env: Mapping[str, str] | None = None) -> str:
+    """A local engine's `flags` as runs.csv records them, secrets hidden: the variables set for
+    it alone (NAME=VALUE, sorted), the cores it was pinned to (`--cpus`, as the race records
+    them; `--compute-cpus` where they differ), then its extra arguments, quoted as a shell
+    would need them. The rig's one spelling of them, so that an engine started alike reads
+    alike, however it was started."""
+    words = [f"{name}={value}" for name, value in sorted((env or {}).items())]
+    if cpus:
+        words += ["--cpus", cpus]
+    if compute_cpus and compute_cpus != cpus:
+        words += ["--compute-cpus", compute_cpus]
+    return redact(shlex.join([*words, *extra_args]))
 
 
 def _die_with_parent() -> None:
@@ -241,6 +267,18 @@ def started_engine_at(url: str) -> dict[str, Any] | None:
     if parsed.hostname not in ("127.0.0.1", "localhost", "::1", "0.0.0.0"):
         return None
     return next((s for s in started_engines() if s.get("port") == parsed.port), None)
+
+
+def started_flags(url: str, behind: Sequence[str] = ()) -> str | None:
+    """The flags the rig started its engine at ``url`` on this host with, or the replicas
+    behind the balancer there (``behind``; each distinct value, joined by " | "); None when
+    that engine, or any of those replicas, is not one the rig started here (or its state file,
+    from an older rig, does not say)."""
+    direct = started_engine_at(url)
+    states = [direct] if direct is not None else [started_engine_at(u) for u in behind]
+    if not states or any(s is None or not isinstance(s.get("flags"), str) for s in states):
+        return None
+    return " | ".join(dict.fromkeys(str(s["flags"]) for s in states))  # type: ignore[index]
 
 
 def pin_client_beside(url: str, no_pin: bool = False, behind: Sequence[str] = ()) -> str:

@@ -58,7 +58,9 @@ def add_options(parser: Any) -> None:
     group.add_argument("--model", default="", help="model name to request (default: ask the engine)")
     group.add_argument("--temperature", type=str, default="0", help="sampling temperature")
     group.add_argument("--out", default="results", help="results folder (default results/)")
-    group.add_argument("--flags", default="", help="engine flags to record with the run, as given")
+    group.add_argument("--flags", default=None,
+                       help="engine flags to record with the run, as given (default: those of "
+                            "an engine the rig started at --host on this host, else none)")
     group.add_argument("--gpu", default="", help="GPU(s) the engine runs on, to record")
     group.add_argument("--read-timeout", type=str, default="600",
                        help="seconds a stream may stay silent before the request fails")
@@ -94,7 +96,7 @@ class RunConfig:
     model: str
     temperature: float
     out: Path
-    flags: str
+    flags: str | None  # None: not told (--flags), so read from an engine the rig started
     gpu: str
     read_timeout_s: float
     repeat: int
@@ -146,7 +148,8 @@ def config_from_options(options: Any, host: str | None) -> RunConfig:
         max_tokens=checked("max_tokens", options.max_tokens),
         ignore_eos=bool(options.ignore_eos), model=options.model,
         temperature=checked("temperature", options.temperature),
-        out=Path(options.out), flags=redact(options.flags), gpu=options.gpu,
+        out=Path(options.out), flags=None if options.flags is None else redact(options.flags),
+        gpu=options.gpu,
         read_timeout_s=checked("read_timeout", options.read_timeout),
         repeat=checked("repeat", options.repeat),
         tag=redact(options.tag),  # a label may hold a secret (token=sk-...), as flags may

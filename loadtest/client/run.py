@@ -31,7 +31,7 @@ from loadtest.client.loop_lag import LoopLag
 from loadtest.client.progress import Progress
 from loadtest.client.runqueue import EngineRunQueueWait
 from loadtest.cpus import cpu_set
-from loadtest.local_engine import started_engine_at
+from loadtest.local_engine import started_engine_at, started_flags
 from loadtest.client.timing import print_window, timing_from_options
 from loadtest.results.metadata import collect_client_metadata, collect_model_metadata, collect_rig_metadata
 from loadtest.client.options import ConfigError, RunConfig, users_of
@@ -57,8 +57,8 @@ from loadtest.workload.usage import prompt_token_columns
 from servers.prefix_cache import reset_prefix_cache
 from servers.registry import SPECS
 
-__all__ = ["Run", "RunOptions", "WORST_PROCESS_COLUMNS", "run_options", "workers_section",
-           "worst_process"]
+__all__ = ["Run", "RunOptions", "WORST_PROCESS_COLUMNS", "recorded_flags", "run_options",
+           "workers_section", "worst_process"]
 
 log = logging.getLogger("llm-load-rig")
 
@@ -125,6 +125,18 @@ def engine_runqueue_at(url: str) -> EngineRunQueueWait | None:
         except OSError:
             cores = os.cpu_count() or 1
     return EngineRunQueueWait(pid, cores)
+
+
+def recorded_flags(config: RunConfig) -> dict[str, str]:
+    """The row's `flags` and where they came from: --flags as told (always first), else those
+    the rig started its engine at --host (or the replicas behind it) with on this host, else
+    none."""
+    if config.flags is not None:
+        return {"flags": config.flags, "flags_from": "--flags"}
+    found = started_flags(config.url, config.engine_urls)
+    if found is None:
+        return {"flags": "", "flags_from": ""}
+    return {"flags": found, "flags_from": "started engine"}
 
 
 def run_options(options: object) -> RunOptions:
@@ -287,7 +299,7 @@ class Run:
         processes = max(getattr(self.environment.runner, "worker_count", 0), 1)
         return {
             "timestamp": stamp, "run_id": self.run_id, "engine": c.engine,
-            "model": c.model or self.info.model, "host": redact_url(c.url), "flags": c.flags,
+            "model": c.model or self.info.model, "host": redact_url(c.url), **recorded_flags(c),
             "gpu": c.gpu,
             "users": users, "requests": c.requests, "workload": self.workload.name,
             "workload_sha256": self.workload.sha256, "workload_source": self.workload.source,

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import FrameType
 
 from loadtest.launch import Launched, RunSpec, command, run
-from loadtest.local_engine import EngineStartError, LocalEngine
+from loadtest.local_engine import EngineStartError, LocalEngine, engine_flags
 from loadtest.race.args import RaceArgs
 from loadtest.known import more_runs, repeat_plan, standing
 from loadtest.race.plan import MAX_TOKENS, PROMPTS, Leg, Race, earlier_counts, first_counts
@@ -212,7 +212,7 @@ def _locust(args: RaceArgs, engine: str, *, users: int, requests: int, warmup: b
     its log, a run's to this process's stdout and stderr."""
     spec = RunSpec.of(
         engine=engine, host=f"http://127.0.0.1:{args.port}", users=users, only_summary=True,
-        out=args.out, flags=f"--cpus {args.engine_cpus}" if args.engine_cpus else None,
+        out=args.out, flags=engine_flags(cpus=args.engine_cpus) or None,
         requests=requests, warmup=warmup, tag=None if warmup else TAG, repeat=repeat,
         cpus=args.client_cpus or None, locust_options=tuple(args.run_options), **WORKLOAD)
     print(f"+ {shlex.join(command(spec))}", file=sys.stderr)

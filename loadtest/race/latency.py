@@ -215,7 +215,7 @@ def _server(preset: Preset, engine: str) -> int:
     spec = RunSpec.of(engine=engine, host=f"http://127.0.0.1:{preset.port}", users=1,
                       only_summary=True, out=preset.out, max_tokens=preset.max_tokens,
                       ignore_eos=True, gpu=preset.gpu or None, cpus=preset.client_cpus or None,
-                      flags=f"--cpus {preset.engine_cpus}" if preset.engine_cpus else None)
+                      flags=local.flags or None)
     try:
         code = run(spec.with_(requests=WARMUP_REQUESTS["server"], warmup=True),
                    preset.out / f"warmup-{engine}.log").exit_code

@@ -127,8 +127,14 @@ def flag_effects(runs: pd.DataFrame, baseline: str | None = None) -> pd.DataFram
 
 
 def _first_flags(runs: pd.DataFrame, engine: str, gpu: str, users: Any) -> str:
-    same = runs[(runs["engine"] == engine) & (runs["gpu"] == gpu) & (runs["users"] == users)]
+    same = runs[_is(runs["engine"], engine) & _is(runs["gpu"], gpu) & _is(runs["users"], users)]
     return str(same.sort_values("timestamp").iloc[0]["flags"])
+
+
+def _is(column: pd.Series, value: Any) -> pd.Series:
+    """``column == value``, where a missing value (a column no row wrote) matches missing ones,
+    as groupby(dropna=False) groups them."""
+    return column.isna() if pd.isna(value) else column == value
 
 
 def _effect(cell: pd.Series, base: pd.Series) -> dict[str, Any]:

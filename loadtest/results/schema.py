@@ -50,7 +50,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("engine", str, "", "the engine's slug (servers/)"),
     Column("model", str, "", "the model as the engine served it (--model, else its /v1/models)"),
     Column("host", str, "", "the URL the run was sent to, credentials removed"),
-    Column("flags", str, "", "the engine's settings as told by --flags (the race adds --cpus)"),
+    Column("flags", str, "", "the engine's settings: as told by --flags (the race adds --cpus), else "
+           "those the rig started its engine at --host on this host with (flags_from says which)"),
+    Column("flags_from", str, "", "where flags came from: --flags (told), started engine (read from "
+           "the rig's record of the engine it started), empty when neither"),
     Column("gpu", str, "", "--gpu: the GPUs the engine ran on, as told"),
     Column("users", int, "", "concurrent users (closed loop), the cap on requests in flight (open loop)"),
     Column("processes", int, "", "client processes (Locust workers; 1 without)"),

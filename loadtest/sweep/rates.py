@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 engine_cpus = complete_layout(args.engine_cpus or "", args.client_cpus or "")[0]
                 engine = LocalEngine(port=free_port(), log_path=log, engine=args.engine,
-                                     extra_args=args.flags.split(), cpus=engine_cpus or None)
+                                     extra_args=(args.flags or "").split(), cpus=engine_cpus or None)
                 with engine:
                     code = _sweep(args, engine.url, rates, users, repeats, tag)
             except EngineStartError as exc:
