@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import re
 import statistics
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from loadtest.calibration.server import pacer_env
 from loadtest.client.arrivals import send_offsets_ns
 from loadtest.launch.command import locust_command, worker_command
 from loadtest.calibration.hosts import Hosts
+from servers.llamacpp_cpu import RECIPE as LLAMACPP
 from rig_helpers import REPO
 
 pytestmark = pytest.mark.engine  # several Python processes a test: not the fast tier's
@@ -212,6 +215,43 @@ def test_a_worker_host_lost_mid_run_stops_the_run_with_its_records(hosts: Hosts,
     assert not (out / "runs.csv").exists() or len((out / "runs.csv").read_text().splitlines()) <= 1
     kept = list(out.glob("runs/*/requests.jsonl"))
     assert kept and kept[0].read_text().count("\n") >= 1, log[-3000:]
+
+
+def test_a_real_engine_on_its_own_host_answers_workers_on_two_others(tmp_path: Path):
+    """llama.cpp's server (CPU) on one host, the master on another, a worker on each of two
+    more: each request sent once from the one queue, every answer streamed back across the
+    network, the records merged into one row; the engine's own counter saw each request."""
+    why = Hosts.missing() or LLAMACPP.missing()
+    if why:
+        pytest.skip(why)
+    requests, port = 16, 8080
+    with Hosts(["engine", "master", "w1", "w2"]) as made:
+        url = f"http://{made.address('engine')}:{port}"
+        engine = made.popen("engine", LLAMACPP.command(port, ["--host", "0.0.0.0"]),
+                            tmp_path / "engine.log", REPO, env={**os.environ, **LLAMACPP.env})
+        try:
+            _wait_until_answers(f"{url}/health", engine, tmp_path / "engine.log")
+            out = tmp_path / "results"
+            cmd = locust_command(host=url, users=4, rig_options=[
+                "--engine", "llamacpp-cpu", "--requests", str(requests), "--max-tokens", "8",
+                "--telemetry-interval", "0", "--out", str(out)])
+            master = made.popen("master", [*cmd, "--master", "--expect-workers", "2"],
+                                tmp_path / "master.log", REPO)
+            workers = [_worker(made, name, tmp_path) for name in ("w1", "w2")]
+            row = _finished_row(master, workers, out, tmp_path)
+            metrics = urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+                f"{url}/metrics", timeout=10).read().decode()
+        finally:
+            engine.kill()
+            engine.wait()
+    assert (row["completed"], row["failed"], row["processes"]) == (str(requests), "0", "2")
+    assert row["host"] == url and int(row["output_tokens"]) > 0
+    (records,) = out.glob("runs/*/requests.jsonl")
+    sent = [json.loads(line) for line in records.read_text().splitlines()]
+    assert sorted(r["request_id"] for r in sent) == list(range(requests))
+    assert {r["worker"] for r in sent} == {0, 1}
+    predicted = re.search(r"^llamacpp:tokens_predicted_total (\S+)", metrics, re.MULTILINE)
+    assert predicted and float(predicted.group(1)) >= int(row["output_tokens"]), metrics[:800]
 
 
 def test_the_calibration_drives_the_pacer_from_worker_hosts(tmp_path: Path):

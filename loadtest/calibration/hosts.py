@@ -11,6 +11,7 @@ not 127.0.0.1. Root only; `Hosts.missing()` says why they cannot be made here. T
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -20,13 +21,15 @@ from typing import Any
 
 __all__ = ["Hosts"]
 
+_MADE = itertools.count()
+
 
 class Hosts:
     def __init__(self, names: Sequence[str]) -> None:
         self.names = list(names)
-        tag = f"{os.getpid() % 10000}"  # two pytest runs at once make two networks
-        self._name = f"rig{tag}"
-        self._subnet = f"10.77.{os.getpid() % 250}"
+        made = next(_MADE)  # two networks at once, or one made as the last is torn down, differ
+        self._name = f"rig{os.getpid() % 10000}{made % 100:02d}"
+        self._subnet = f"10.{64 + made % 128}.{os.getpid() % 250}"
         self._bridge = f"{self._name}br"
         self._made: list[str] = []
 
@@ -92,6 +95,7 @@ class Hosts:
         self._made.append(f"netns:{ns}")
         _ip("link", "add", veth, "type", "veth", "peer", "name", f"{veth}b")
         _ip("link", "set", veth, "netns", ns)
+        self._made.append(f"link:{veth}b")  # its peer goes with it
         _ip("link", "set", f"{veth}b", "master", self._bridge)
         _ip("link", "set", f"{veth}b", "up")
         _ip("-n", ns, "addr", "add", f"{self.address(name)}/24", "dev", veth)
@@ -99,7 +103,7 @@ class Hosts:
         _ip("-n", ns, "link", "set", "lo", "up")
 
     def _veth(self, name: str) -> str:
-        return f"{self._name}{self.names.index(name)}"  # interface names: 15 characters at most
+        return f"{self._name}{self.names.index(name)}"  # 15 characters at most, peer's "b" too
 
 
 def _ip(*args: str) -> None:
