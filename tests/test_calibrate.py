@@ -123,9 +123,12 @@ def test_the_table_of_worker_hosts_leads_with_hosts_and_events_in_all():
     assert faithful_by_hosts(rows) == {"1": 1500.0, "2": 3000.0, "4": 0.0}
 
 
-def test_worker_hosts_and_processes_are_one_choice():
-    bad = subprocess.run([SCRIPT, "--worker-hosts", "1,2", "--processes", "2"], capture_output=True,
-                         text=True, timeout=30)
+@pytest.mark.parametrize("args, message", [
+    (["--worker-hosts", "1,2", "--processes", "2"], "--worker-hosts and --processes"),
+    (["--cores-per-host", "2"], "--cores-per-host goes with --worker-hosts"),
+])
+def test_worker_hosts_options_that_do_not_go_together(args: list[str], message: str):
+    bad = subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.startswith("error: ") and len(bad.stderr.strip().splitlines()) == 1
-    assert "--worker-hosts and --processes" in bad.stderr
+    assert message in bad.stderr

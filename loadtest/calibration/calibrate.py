@@ -90,6 +90,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.worker_hosts and args.processes:
         rig_parser.error("--worker-hosts and --processes: give one (a worker host runs "
                          "--cores-per-host processes)")
+    if args.cores_per_host is not None and not args.worker_hosts:
+        rig_parser.error("--cores-per-host goes with --worker-hosts: add it")
+    args.cores_per_host = args.cores_per_host or 1
     args.users = args.users or ([1, 32, 256] if args.quick else [1, 32, 128, 512])
     args.requests = args.requests or (2 if args.quick else 8)
     args.tokens = args.tokens or (32 if args.quick else 64)
@@ -129,7 +132,7 @@ def parser() -> RigParser:
                         help="worker host counts: the client as a master and that many workers, "
                              "each a host of its own (a network namespace; root only) on cores of "
                              "its own; --users then counts users per host")
-    parser.add_argument("--cores-per-host", type=positive_int, default=1,
+    parser.add_argument("--cores-per-host", type=positive_int,
                         help="cores (and Locust processes) a worker host gets (default 1)")
     parser.add_argument("--timeout", type=duration, default=600.0,
                         help="how long one setting may take: seconds, or 10m (default 600)")
