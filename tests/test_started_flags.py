@@ -23,6 +23,8 @@ from loadtest.launch import RunSpec, command
 from loadtest.local_engine import LocalEngine, engine_flags, started_engines, started_flags
 from loadtest.report.runset import load_runs
 from loadtest.report.tables import cell_table
+from loadtest.sweep.cells import run_flags
+from loadtest.sweep.matrix import EngineConfig
 from servers.local import LOCAL
 
 
@@ -160,3 +162,15 @@ def test_runs_against_one_engine_started_with_other_arguments_land_in_other_cell
     assert sorted(runs["flags"]) == told and set(runs["flags_from"]) == {"started engine"}
     cells = cell_table(runs)
     assert sorted(cells["flags"]) == told and list(cells["runs"]) == [1, 1]
+
+
+def test_a_sweep_of_a_running_engine_told_no_flags_leaves_them_to_the_run():
+    """A running engine's cell run gets --flags only where the matrix gave some; otherwise the
+    run records what the rig started that engine with (or nothing, as before)."""
+    running = EngineConfig("llamacpp-cpu", "running", {}, "", host="http://127.0.0.1:8080")
+    told = EngineConfig("llamacpp-cpu", "running", {}, "", host="http://127.0.0.1:8080",
+                        flags_text="--parallel 4")
+    local = EngineConfig("llamacpp-cpu", "local", {"PARALLEL": "4"}, "")
+    default = EngineConfig("llamacpp-cpu", "local", {}, "")
+    assert [run_flags(c) for c in (running, told, local, default)] == [
+        None, "--parallel 4", "PARALLEL=4", ""]

@@ -59,6 +59,13 @@ def flags_text(config: EngineConfig) -> str:
     return " ".join(words)
 
 
+def run_flags(config: EngineConfig) -> str | None:
+    """The `--flags` a cell's run is given: flags_text, but none for an engine already running
+    that was told none, so the run records what the rig started it with (where it did)."""
+    text = flags_text(config)
+    return None if config.launch == "running" and not text else text
+
+
 def config_slug(config: EngineConfig) -> str:
     parts = [config.engine]
     for name in config.swept:

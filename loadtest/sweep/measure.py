@@ -16,7 +16,7 @@ __all__ = ["cell_spec"]
 
 
 def cell_spec(*, engine: str, url: str, users: int, workload: SweepWorkload, out: Path,
-              repeat: int, tag: str, flags: str, gpu: str, warmup_requests: int = 0,
+              repeat: int, tag: str, flags: str | None, gpu: str, warmup_requests: int = 0,
               engine_urls: tuple[str, ...] = (), processes: int = 1) -> RunSpec:
     """The run of one cell (or, with `warmup_requests`, the warm-up run); `engine_urls`: the
     replicas behind the balancer at `url`, whose metrics and caches the run reads and empties;

@@ -33,7 +33,7 @@ from loadtest.workload.build import workload_sha256 as source_sha256
 from servers.balancer import nginx_missing
 from servers.registry import ENGINES
 
-from loadtest.sweep.cells import Cell, again, config_hash, expand_cells, flags_text
+from loadtest.sweep.cells import Cell, again, config_hash, expand_cells, flags_text, run_flags
 from loadtest.sweep.launch import EngineFailed, Launcher, make_launcher
 from loadtest.sweep.matrix import EngineConfig, Matrix, MatrixError, SweepWorkload
 from loadtest.launch import RunSpec, command, find_row, run, run_ids
@@ -287,7 +287,7 @@ def _warmup_spec(matrix: Matrix, config: EngineConfig, launcher: Launcher, out: 
     """The warm-up run after a start: the matrix's warm-up requests at its most users."""
     return cell_spec(engine=config.engine, url=launcher.url, engine_urls=launcher.engine_urls,
                      users=max(matrix.users), workload=matrix.workload, out=out, repeat=1,
-                     tag=matrix.name, flags=flags_text(config), gpu=config.gpus,
+                     tag=matrix.name, flags=run_flags(config), gpu=config.gpus,
                      processes=matrix.client_processes, warmup_requests=matrix.warmup_requests)
 
 
@@ -296,7 +296,7 @@ def _cell_run_spec(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path) ->
     config = cell.config
     return cell_spec(engine=config.engine, url=launcher.url, engine_urls=launcher.engine_urls,
                      users=cell.users, workload=cell.workload or matrix.workload, out=out,
-                     repeat=cell.repeat, tag=matrix.name, flags=flags_text(config),
+                     repeat=cell.repeat, tag=matrix.name, flags=run_flags(config),
                      gpu=config.gpus, processes=matrix.client_processes)
 
 
