@@ -5,7 +5,7 @@ takes vLLM-style flags, except speculation, which v0.6 spells
 ``--speculative-model [ngram] --num-speculative-tokens N``.
 
 Locally (``RECIPE``, a GPU host without Docker) it is aphrodite-engine 0.21.0, built like vLLM's
-recipe (``servers.vllm.gpu_recipe``: ``python -m aphrodite.entrypoints.openai.api_server``, the
+recipe (``servers.vllm.gpu_recipe``: ``python -m aphrodite.entrypoints.cli.main serve``, the
 settings from the environment under the .env names APHRODITE_MODEL, APHRODITE_GPUS, ...,
 RIG_APHRODITE_PYTHON, and APHRODITE_* where vLLM has VLLM_*). 0.21 is
 rebased on vLLM V1 and speculates as vLLM does: ``--speculative-config`` (dotted keys accepted)

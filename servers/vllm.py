@@ -7,7 +7,9 @@ The model is given as ``--model X``: it works under both the old
 JSON value cannot be written inside a Compose ``${VAR:+...}`` expression.
 
 Locally (``RECIPE``, a GPU host without Docker) it is vLLM 0.26.0 (the image's version) run by
-the host's own Python, ``python -m vllm.entrypoints.openai.api_server`` on 127.0.0.1; the
+the host's own Python, ``python -m vllm.entrypoints.cli.main serve`` (``vllm serve``: the
+module entrypoint ``vllm.entrypoints.openai.api_server`` runs one API server whatever
+``--api-server-count`` says) on 127.0.0.1; the
 settings are the Compose service's, read from this process's environment under the same
 ``.env`` names (``VLLM_MODEL``, ``VLLM_SPECULATE``, ``VLLM_GPUS``, ...) and turned into flags by
 the same templates (``VLLM_FLAGS``), so one ``.env`` line gives one flag either way. Not read
@@ -131,7 +133,9 @@ def gpu_recipe(eng: Engine, flags: dict[str, tuple[str, ...]], env: Mapping[str,
         # The rig's settings leave the engine's environment: vLLM reads VLLM_PORT as the first
         # port of its own internal ones, and warns about every other VLLM_* it does not know.
         unset = [part for var in names if var in os.environ for part in ("-u", var)]
-        argv = [python, "-m", f"{slug}.entrypoints.openai.api_server", "--host", "127.0.0.1",
+        # `serve` (the `vllm serve` command): the module entrypoint openai.api_server runs one
+        # API server whatever --api-server-count says, and no data-parallel front ends.
+        argv = [python, "-m", f"{slug}.entrypoints.cli.main", "serve", "--host", "127.0.0.1",
                 "--port", str(port)]
         for name, template in flags.items():
             if settings.get(name):

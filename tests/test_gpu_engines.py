@@ -44,9 +44,10 @@ def _recipe(slug: str, **settings: str):
 
 
 def _flags(argv: list[str]) -> list[str]:
-    """What follows the fixed part: python -m MODULE --host 127.0.0.1 --port PORT."""
-    assert argv[1:3] == ["-m", argv[2]] and argv[3:7] == ["--host", "127.0.0.1", "--port", str(PORT)]
-    return argv[7:]
+    """What follows the fixed part: python -m MODULE serve --host 127.0.0.1 --port PORT."""
+    assert argv[1:4] == ["-m", argv[2], "serve"]
+    assert argv[4:8] == ["--host", "127.0.0.1", "--port", str(PORT)]
+    return argv[8:]
 
 
 def _compose(slug: str, settings: dict[str, str]) -> list[str]:
@@ -68,7 +69,9 @@ def test_each_setting_gives_the_compose_services_flag(slug: str, setting: str) -
         assert "--speculative-model" in _compose(slug, settings)
     argv = _recipe(slug, **settings).command(PORT, [])
     assert _flags(argv) == expected
-    assert argv[2] == f"{slug}.entrypoints.openai.api_server"
+    # `serve`, as `vllm serve`: the module entrypoint openai.api_server runs one API server
+    # whatever --api-server-count says
+    assert argv[2] == f"{slug}.entrypoints.cli.main"
 
 
 @pytest.mark.parametrize("slug", sorted(RECIPES))
@@ -160,7 +163,7 @@ def test_the_rigs_settings_leave_the_engines_environment(monkeypatch: pytest.Mon
     monkeypatch.setenv("VLLM_SPECULATE", "2")
     argv = _recipe("vllm", SPECULATE="2").command(PORT, [])
     assert argv[:5] == ["env", "-u", "VLLM_SPECULATE", "-u", "VLLM_PORT"]
-    assert argv[6:8] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert argv[6:9] == ["-m", "vllm.entrypoints.cli.main", "serve"]
 
 
 @pytest.fixture
