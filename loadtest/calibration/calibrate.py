@@ -398,12 +398,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 def faithful_by_hosts(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Per worker host count: the most events/s in all among its settings judged faithful (0.0
     when none was)."""
-    limits: dict[str, float] = {}
-    for row in rows:
-        total = (row["events_per_s_per_process"] or 0.0) * row["processes"]
-        best = limits.get(str(row["hosts"]), 0.0)
-        limits[str(row["hosts"])] = max(best, total) if row["faithful"] == "yes" else best
-    return limits
+    return faithful_limits(rows, by="hosts", in_all=True)
 
 
 # --- main -------------------------------------------------------------------------------------

@@ -58,13 +58,15 @@ def faithful_event_rate(path: Path | str | None = None, processes: int | None = 
     return limits[max(below) if below else min(limits)]
 
 
-def faithful_limits(rows: list[Mapping[str, Any]]) -> dict[str, float]:
-    """Per process count (as a string key): the highest events/s per process among its settings
-    judged faithful ("yes"); 0.0 when none was."""
+def faithful_limits(rows: list[Mapping[str, Any]], by: str = "processes",
+                    in_all: bool = False) -> dict[str, float]:
+    """Per process count (or another column, `by`; as a string key): the highest events/s per
+    process (`in_all`: times its processes) among its settings judged faithful ("yes"); 0.0
+    when none was."""
     limits: dict[str, float] = {}
     for row in rows:
-        key = str(row["processes"])
-        rate = row.get("events_per_s_per_process") or 0.0
+        key = str(row[by])
+        rate = (row.get("events_per_s_per_process") or 0.0) * (row["processes"] if in_all else 1)
         best = limits.get(key, 0.0)
         limits[key] = max(best, rate) if row.get("faithful") == "yes" else best
     return limits
