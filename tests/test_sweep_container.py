@@ -68,31 +68,68 @@ def test_flag_sweep_through_the_llamacpp_cpu_container(tmp_path: Path) -> None:
     assert left.stdout.strip() == "", "the sweep left a container behind"
 
 
-def test_gpu_matrix_renders_replicas_and_shards_for_compose(tmp_path: Path) -> None:
-    """replicas-vs-shards.yaml as Compose would run it (`docker compose config`, nothing started)."""
+def _compose_missing() -> str | None:
     if shutil.which("docker") is None or subprocess.run(["docker", "compose", "version"],
                                                        capture_output=True).returncode != 0:
-        pytest.skip("no docker compose v2 (run: bash scripts/docker_setup.sh)")
+        return "no docker compose v2 (run: bash scripts/docker_setup.sh)"
+    return None
+
+
+def _rendered(matrix: str, tmp_path: Path) -> list[dict]:
+    """Each configuration of ``sweeps/MATRIX`` as Compose would run it: the services of
+    `docker compose config` (nothing started), in the matrix's order."""
     from loadtest.sweep.launch import ComposeService
     from loadtest.sweep.matrix import load_matrix
 
-    replicas, shards = load_matrix(REPO / "sweeps/replicas-vs-shards.yaml", None).configs
-    rendered = {}
-    for name, config in (("replicas", replicas), ("shards", shards)):
-        service = ComposeService(config, 8123, tmp_path / name, "llm-load-rig-sweep-render")
+    rendered = []
+    for index, config in enumerate(load_matrix(REPO / "sweeps" / matrix, None).configs):
+        service = ComposeService(config, 8123, tmp_path / str(index), "llm-load-rig-sweep-render")
         service.write_files()
-        args = ["--profile", "lb"] if name == "replicas" else []
+        args = ["--profile", "lb"] if config.replicas else []
         result = subprocess.run(service.command(*args, "config", "--format", "json"), capture_output=True,
                                 text=True)
         assert result.returncode == 0, result.stderr
-        rendered[name] = json.loads(result.stdout)["services"]
+        rendered.append(json.loads(result.stdout)["services"])
+    return rendered
 
-    def gpus(svc: dict) -> list[str]:
-        return svc["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"]
 
-    assert set(rendered["replicas"]) == {"tgi-gpu0", "tgi-gpu1", "tgi-lb"}
-    assert gpus(rendered["replicas"]["tgi-gpu0"]) == ["0"] and gpus(rendered["replicas"]["tgi-gpu1"]) == ["1"]
-    assert [p["published"] for p in rendered["replicas"]["tgi-lb"]["ports"]] == ["8123"]
-    tgi = rendered["shards"]["tgi"]
-    assert gpus(tgi) == ["0,1"] and tgi["command"][-2:] == ["--num-shard", "2"]
+def _gpus(svc: dict) -> list[str]:
+    return svc["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"]
+
+
+def test_gpu_matrix_renders_replicas_and_shards_for_compose(tmp_path: Path) -> None:
+    """replicas-vs-shards.yaml as Compose would run it (`docker compose config`, nothing started)."""
+    if reason := _compose_missing():
+        pytest.skip(reason)
+    replicas, shards = _rendered("replicas-vs-shards.yaml", tmp_path)
+    assert set(replicas) == {"tgi-gpu0", "tgi-gpu1", "tgi-lb"}
+    assert _gpus(replicas["tgi-gpu0"]) == ["0"] and _gpus(replicas["tgi-gpu1"]) == ["1"]
+    assert [p["published"] for p in replicas["tgi-lb"]["ports"]] == ["8123"]
+    tgi = shards["tgi"]
+    assert _gpus(tgi) == ["0,1"] and tgi["command"][-2:] == ["--num-shard", "2"]
     assert [p["published"] for p in tgi["ports"]] == ["8123"]
+
+
+def test_vllm_layout_matrix_renders_for_compose(tmp_path: Path) -> None:
+    """gpu-vllm-layouts-2gpu-compose.yaml: replicas on a GPU each behind the balancer, the split
+    server with one API server and with two, data parallel; NVLink multicast off everywhere."""
+    if reason := _compose_missing():
+        pytest.skip(reason)
+    replicas, split, split_api2, data_parallel, aph_replicas, aph_split = _rendered(
+        "gpu-vllm-layouts-2gpu-compose.yaml", tmp_path)
+    assert set(replicas) == {"vllm-gpu0", "vllm-gpu1", "vllm-lb"}
+    assert _gpus(replicas["vllm-gpu0"]) == ["0"] and _gpus(replicas["vllm-gpu1"]) == ["1"]
+    assert set(aph_replicas) == {"aphrodite-gpu0", "aphrodite-gpu1", "aphrodite-lb"}
+    servers = [replicas["vllm-gpu0"], replicas["vllm-gpu1"], split["vllm"], split_api2["vllm"],
+               data_parallel["vllm"], aph_replicas["aphrodite-gpu0"], aph_split["aphrodite"]]
+    for server in servers:
+        env = server["environment"]
+        assert (env["NCCL_NVLS_ENABLE"], env["TORCH_SYMM_MEM_DISABLE_MULTICAST"],
+                env["NVSHMEM_DISABLE_NVLS"]) == ("0", "1", "1")
+        assert "Qwen/Qwen2.5-7B-Instruct" in server["command"]
+    for single in (split["vllm"], split_api2["vllm"], data_parallel["vllm"], aph_split["aphrodite"]):
+        assert _gpus(single) == ["0,1"]
+    assert " ".join(split["vllm"]["command"]).endswith("--tensor-parallel-size 2")
+    assert " ".join(split_api2["vllm"]["command"]).endswith("--tensor-parallel-size 2 --api-server-count 2")
+    assert " ".join(data_parallel["vllm"]["command"]).endswith("--data-parallel-size 2")
+    assert "--api-server-count" not in " ".join(split["vllm"]["command"])
