@@ -93,6 +93,9 @@ def _proc(root: Path, comm: str, cmdline: bytes) -> Path:
     # what /proc showed for vLLM 0.x on CPU (2026-11-27): setproctitle's titles, NUL-padded
     ("VLLM::EngineCor", b"VLLM::EngineCore" + b"\0" * 40, "VLLM::EngineCore"),
     ("VLLM::Worker", b"VLLM::Worker" + b"\0" * 40, "VLLM::Worker"),
+    # titles vLLM gives on GPUs (vllm/v1/utils.py, multiproc_executor.py): cut in comm alike
+    ("VLLM::APIServer", b"VLLM::APIServer_0" + b"\0" * 40, "VLLM::APIServer_0"),
+    ("VLLM::Worker_TP", b"VLLM::Worker_TP1" + b"\0" * 40, "VLLM::Worker_TP1"),
     ("python", b"/venv/bin/python\0-m\0vllm.entrypoints.openai.api_server\0--model\0m\0",
      "python -m vllm.entrypoints.openai.api_server"),
     ("python", b"/venv/bin/python\0-B\0-c\0from multiprocessing.resource_tracker import main\0",
