@@ -93,6 +93,7 @@ def test_two_local_replicas_behind_nginx_serve_a_real_sweep(tmp_path: Path) -> N
     with (out / "runs.csv").open(newline="") as file:
         rows = list(csv.DictReader(file))
     assert sorted(r["repeat"] for r in rows) == ["1", "2"]
+    replicas: set[str] = set()
     for row in rows:
         assert row["requests"] == "12" and row["completed"] == "12" and row["failed"] == "0", row
         assert row["flags"] == "MAX_CONCURRENT_REQUESTS=4 MAX_TOTAL_TOKENS=512 REPLICAS=2"
@@ -102,6 +103,13 @@ def test_two_local_replicas_behind_nginx_serve_a_real_sweep(tmp_path: Path) -> N
         assert row["prefix_cache_reset"].endswith("(each of 2 replicas)"), row
         # the client keeps off the replicas' cores, found behind nginx by their own ports
         assert row["client_pinned_by"].startswith("rig: beside llamacpp-cpu (pid "), row
+        # each replica's process tree measured: llama.cpp is one process, named by its comm
+        assert float(row["engine_process_cpu_max_pct"]) > 0, row
+        assert row["engine_process_cpu_max_name"] == "llama-server", row
+        listed = json.loads((Path(row["run_dir"]) / "run.json").read_text())["engine_processes"]
+        busiest = float(row["engine_process_cpu_max_pct"])
+        assert listed[0]["cpu_pct"] == pytest.approx(busiest, rel=1e-5)  # runs.csv keeps 6 digits
+        replicas |= {p["replica"] for p in listed}
     state = json.loads((out / "sweeps" / "replicas" / "sweep.json").read_text())
     assert state["configs"]["llamacpp-cpu-replicas2"]["status"] == "ok"
     assert {c["status"] for c in state["cells"].values()} == {"ok"}
@@ -115,6 +123,7 @@ def test_two_local_replicas_behind_nginx_serve_a_real_sweep(tmp_path: Path) -> N
     # nothing left: no replica on its port, no nginx run from the sweep's folder
     ports = [p for line in starts for p in re.findall(r"--port (\d+)", line)]
     assert len(ports) == 4
+    assert replicas and replicas <= {f"http://127.0.0.1:{p}" for p in ports}, replicas
     assert _left_running(ports, folder) == []
 
 

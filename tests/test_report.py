@@ -166,6 +166,39 @@ def test_flag_effects_never_judge_runs_the_rig_marked_invalid(tmp_path: Path):
     assert "0.28x" in effects  # the ratio is still shown, beside why it is not a verdict
 
 
+def test_each_layout_shows_its_busiest_engine_processes_beside_its_gpus(tmp_path: Path):
+    """One server over two GPUs against a replica per GPU, each twice: the split server's API
+    server near a full core is named, the replicas' processes of one name counted (x2), the
+    spread over repeats given; runs that listed no processes add no section."""
+    api = "python -m vllm.entrypoints.cli.main"
+    split = [[{"name": api, "pid": 1, "cpu_pct": 99.0 + r},
+              {"name": "VLLM::Worker_TP0", "pid": 2, "cpu_pct": 98.0},
+              {"name": "VLLM::Worker_TP1", "pid": 3, "cpu_pct": 97.0},
+              {"name": "VLLM::EngineCore", "pid": 4, "cpu_pct": 40.0}] for r in (0, 1)]
+    replicas = [[{"name": api, "pid": 10 * i, "cpu_pct": 60.0 + 10 * i + r,
+                  "replica": f"http://127.0.0.1:{9000 + i}"} for i in (1, 2)] for r in (0, 1)]
+    rows = [_row(f"s{r}", flags="SHARDS=2", gpu="0,1", repeat=r + 1, users=256) for r in (0, 1)]
+    rows += [_row(f"p{r}", flags="REPLICAS=per-gpu", gpu="0,1", repeat=r + 1, users=256)
+             for r in (0, 1)]
+    rows += [_row("old", flags="SHARDS=2", gpu="0,1", users=64)]  # an older run: no list in its run.json
+    _write(tmp_path, rows)
+    for run_id, listed in [*zip(("s0", "s1"), split), *zip(("p0", "p1"), replicas)]:
+        folder = tmp_path / "runs" / run_id
+        folder.mkdir(parents=True)
+        (folder / "run.json").write_text(json.dumps({"run_id": run_id, "engine_processes": listed}))
+    _, md = _report(tmp_path)
+    heats = _sections(md)
+    assert "busiest processes" not in heats["Heat: mixed-32x32 at 64 users"]
+    table = heats["Heat: mixed-32x32 at 256 users"].split("### The engine's busiest processes: CPU")[1]
+    assert "spin-waits on its GPU" in table
+    cells = {row["options"]: row for row in markdown_tables(table)[0]}
+    busiest = "busiest engine processes (% of a core, min-max over repeats)"
+    assert cells["`SHARDS=2` gpu 0,1"][busiest] == (
+        f"`{api}` 100% (99-100), `VLLM::Worker_TP0` 98%, `VLLM::Worker_TP1` 97%")
+    assert cells["`REPLICAS=per-gpu` gpu 0,1"][busiest] == f"`{api}` x2 80% (80-81)"
+    assert cells["`REPLICAS=per-gpu` gpu 0,1"]["runs"] == "2"
+
+
 def test_runs_csvs_of_different_columns_are_one_race(tmp_path: Path):
     """Two engines' runs.csv files, one without a column the other has (vLLM records its
     model's digest, llama.cpp cannot): both engines are in the heat. pandas 3 kept the missing

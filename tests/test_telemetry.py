@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from rig_helpers import REPO, run_locust, wait_for
 
+from loadtest.local_engine import started_engine_at
 from loadtest.telemetry import (
     gpu_selection,
     per_token_columns,
@@ -288,7 +289,8 @@ def test_summary_of_real_h200_samples():
 def test_run_row_says_what_was_done_to_the_prefix_cache_and_counts_its_hits(engine_url: str,
                                                                               tmp_path: Path):
     """One long prompt sent 8 times: after the first, vLLM finds its whole blocks (128 tokens)
-    cached, and the row reads those hits from the engine's counters over this run alone."""
+    cached, and the row reads those hits from the engine's counters over this run alone; an
+    engine the rig started here also has its busiest process's CPU."""
     prompts = tmp_path / "same.jsonl"
     long = " ".join(f"word{i}" for i in range(400))
     prompts.write_text(json.dumps({"id": "same", "prompt": long}) + "\n")
@@ -304,3 +306,6 @@ def test_run_row_says_what_was_done_to_the_prefix_cache_and_counts_its_hits(engi
     assert run["client_pinned_by"].split(":")[0] in ("none", "rig", "apart", "shared")
     assert run["engine_prefix_cache_hit_tokens"] >= 7 * 128  # each repeat: at least one block
     assert 0 < run["engine_prefix_cache_hit_pct"] < 100  # the first lookup missed
+    if started_engine_at(engine_url) is not None:  # the rig started it here: its processes' CPU
+        assert run["engine_process_cpu_max_pct"] > 0 and run["engine_process_cpu_max_name"]
+        assert run["engine_processes"][0]["name"] == run["engine_process_cpu_max_name"]

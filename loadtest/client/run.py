@@ -27,6 +27,7 @@ from loadtest.client.bounds import (bounds_columns, flaw_columns, parse_request_
 from loadtest.client.client_cpu import CpuSampler
 from loadtest.client.conversation import Sessions, TurnOptions
 from loadtest.client.dispatch import Dispatcher
+from loadtest.client.engine_cpu import EngineProcessCpu
 from loadtest.client.loop_lag import LoopLag
 from loadtest.client.progress import Progress
 from loadtest.client.runqueue import EngineRunQueueWait
@@ -57,8 +58,8 @@ from loadtest.workload.usage import prompt_token_columns
 from servers.prefix_cache import reset_prefix_cache
 from servers.registry import SPECS
 
-__all__ = ["Run", "RunOptions", "WORST_PROCESS_COLUMNS", "recorded_flags", "run_options",
-           "workers_section", "worst_process"]
+__all__ = ["Run", "RunOptions", "WORST_PROCESS_COLUMNS", "engine_process_cpu_at", "recorded_flags",
+           "run_options", "workers_section", "worst_process"]
 
 log = logging.getLogger("llm-load-rig")
 
@@ -125,6 +126,17 @@ def engine_runqueue_at(url: str) -> EngineRunQueueWait | None:
         except OSError:
             cores = os.cpu_count() or 1
     return EngineRunQueueWait(pid, cores)
+
+
+def engine_process_cpu_at(url: str, behind: tuple[str, ...] = ()) -> EngineProcessCpu | None:
+    """Each process's CPU in the engine the rig started at ``url`` on this host, or in every
+    replica behind the balancer there (``behind``: their own URLs); None unless the rig
+    started it, or each of them, here."""
+    direct = started_engine_at(url)
+    engines = {url: direct} if direct is not None else {u: started_engine_at(u) for u in behind}
+    if not engines or any(e is None for e in engines.values()):
+        return None
+    return EngineProcessCpu({u: int(e["pid"]) for u, e in engines.items()})  # type: ignore[index]
 
 
 def recorded_flags(config: RunConfig) -> dict[str, str]:
@@ -200,6 +212,7 @@ class Run:
         self.output_counter_before: float | None = None
         self.prefix_cache_reset = ""  # what start() did to the engine's prefix cache
         self.engine_runqueue: EngineRunQueueWait | None = None  # an engine the rig started here
+        self.engine_cpu: EngineProcessCpu | None = None  # its processes (each replica's), here
         self.progress: Progress | None = None  # the console's progress line (headless runs)
         self.row: dict[str, Any] | None = None  # the row and its status, once finished
 
@@ -272,6 +285,9 @@ class Run:
         self.engine_runqueue = engine_runqueue_at(self.config.url)
         if self.engine_runqueue is not None:
             self.engine_runqueue.start()
+        self.engine_cpu = engine_process_cpu_at(self.config.url, self.config.engine_urls)
+        if self.engine_cpu is not None:
+            self.engine_cpu.start()
         amount = (f"{self.timing.duration_s:g} s" if self.timing.duration_s is not None
                   else f"{self.config.requests} requests")
         log.info("run %s: %s to %s, results in %s", self.run_id, amount,
@@ -366,6 +382,10 @@ class Run:
         client = worst_process(self._client_report(), self.dispatcher.worker_reports)
         if self.engine_runqueue is not None:
             client.update(self.engine_runqueue.stop())
+        engine_processes = None
+        if self.engine_cpu is not None:
+            columns, engine_processes = self.engine_cpu.stop()
+            client.update(columns)
         row = {**self._meta, **summarize(self.records), **client,
                **recount(self.records, self.model_dir, self.config.recount)}
         row.update(counted_by_engine(row, self.output_counter_before,
@@ -395,6 +415,8 @@ class Run:
         workers = workers_section(self.records, self.dispatcher.worker_reports)
         if workers:
             time_sections["workers"] = workers
+        if engine_processes is not None:  # measured: kept even when no process reached 1%
+            time_sections["engine_processes"] = engine_processes
         if row["flawed_requests"] and not self.environment.process_exit_code:
             self.environment.process_exit_code = 1  # the engine misanswered: as for failures
         row["warnings"] = check_run(row)
@@ -458,6 +480,9 @@ def _print_summary(row: dict[str, Any], status: str) -> None:
     print(f"client cpu peak {fmt(row.get('client_cpu_max_pct'))}% | event-loop lag p99 "
           f"{fmt(row.get('loop_lag_p99_ms'))} ms | reconnects {row['reconnects']} | engine's own TTFT "
           f"mean {fmt(row.get('engine_ttft_mean_ms'))} ms | results {row['run_dir']}", file=sys.stderr)
+    if row.get("engine_process_cpu_max_pct") is not None:
+        print(f"engine's busiest process: {row['engine_process_cpu_max_name']} "
+              f"{fmt(row['engine_process_cpu_max_pct'], 0)}% of a core", file=sys.stderr)
     if row.get("recount", "off") != "off":
         print(f"recount: {row['recount']}", file=sys.stderr)
     for name in row["warnings"]:

@@ -18,29 +18,35 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-__all__ = ["EngineRunQueueWait", "RunQueueWait", "process_tree", "thread_waits_ns",
-           "tree_waits_ns"]
+__all__ = ["EngineRunQueueWait", "RunQueueWait", "growth_ns", "process_tree",
+           "thread_schedstat_ns", "thread_waits_ns", "tree_waits_ns"]
 
 _SELF = Path("/proc/self")
 _PROC = Path("/proc")
 
 
-def thread_waits_ns(proc: Path = _SELF) -> dict[str, int] | None:
-    """Each thread's run-queue wait so far (ns), by thread id; None where /proc cannot say."""
+def thread_schedstat_ns(proc: Path, field: int) -> dict[str, int] | None:
+    """One field of each thread's schedstat so far (ns; 0: on a CPU, 1: waiting on a run
+    queue), by thread id; None where /proc cannot say."""
     try:
         tasks = list((proc / "task").iterdir())
     except OSError:
         return None
-    waits = {}
+    found = {}
     for task in tasks:
         try:
             fields = (task / "schedstat").read_text().split()
-            waits[task.name] = int(fields[1])
+            found[task.name] = int(fields[field])
         except FileNotFoundError:
             continue  # the thread ended since the folder was listed
         except (OSError, IndexError, ValueError):
             return None  # no schedstat in this kernel, or one it writes otherwise
-    return waits or None
+    return found or None
+
+
+def thread_waits_ns(proc: Path = _SELF) -> dict[str, int] | None:
+    """Each thread's run-queue wait so far (ns), by thread id; None where /proc cannot say."""
+    return thread_schedstat_ns(proc, 1)
 
 
 def _parent(stat: str) -> int:
@@ -81,8 +87,10 @@ def tree_waits_ns(pid: int, root: Path = _PROC) -> dict[str, int] | None:
     return waits or None
 
 
-def _growth_ns(start: dict[str, int], end: dict[str, int]) -> int:
-    # A thread born during the run counts from zero (max: an id reused by a new thread).
+def growth_ns(start: dict[str, int], end: dict[str, int]) -> int:
+    """The threads' summed growth from ``start`` to ``end`` (ns, by thread id). A thread born
+    since counts from zero (max: an id reused by a new thread); one that ended is not in
+    ``end`` and takes its time with it."""
     return sum(max(0, now - start.get(tid, 0)) for tid, now in end.items())
 
 
@@ -100,7 +108,7 @@ class RunQueueWait:
         end = thread_waits_ns(self._proc)
         if self._start is None or end is None:
             return {"client_runqueue_wait_ms": None, "client_runqueue_wait_pct": None}
-        wait_ms = _growth_ns(self._start, end) / 1e6
+        wait_ms = growth_ns(self._start, end) / 1e6
         pct = 100.0 * wait_ms / 1000 / wall_s if wall_s > 0 else None
         return {"client_runqueue_wait_ms": wait_ms, "client_runqueue_wait_pct": pct}
 
@@ -123,6 +131,6 @@ class EngineRunQueueWait:
         end = tree_waits_ns(self._pid, self._root)
         if self._start is None or end is None or wall_s <= 0:
             return {"engine_runqueue_wait_ms": None, "engine_runqueue_wait_pct": None}
-        wait_ms = _growth_ns(self._start, end) / 1e6
+        wait_ms = growth_ns(self._start, end) / 1e6
         pct = 100.0 * wait_ms / 1000 / wall_s / self._cores
         return {"engine_runqueue_wait_ms": wait_ms, "engine_runqueue_wait_pct": pct}

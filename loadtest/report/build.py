@@ -30,6 +30,8 @@ from loadtest.results.checks import WARNINGS
 from loadtest.report.goodput import (equivalence_table, is_open_loop, open_loop_markdown,
                                      plot_goodput, rate_table)
 from loadtest.results.goodput import DEFAULT_SLO_SHARE_PCT
+from loadtest.report.engine_processes import (engine_process_cells, engine_process_rows,
+                                              engine_processes_markdown)
 from loadtest.report.gpus import gpu_cells, gpus_markdown, per_gpu_rows, plot_gpus
 from loadtest.report.groups import groups_section
 from loadtest.report.timeslices import timed_runs_section
@@ -372,6 +374,7 @@ def _heat_section(report: Report, heat: pd.DataFrame, suffix: str, about: str,
     report.table(table)
     report.tables.append(f"{title}\n{table}")
     _gpus_section(report, heat)
+    _engine_processes_section(report, heat)
     _flags_section(report, heat, baseline)
     _distribution_section(report, heat, suffix)
 
@@ -405,6 +408,23 @@ def _gpus_section(report: Report, runs: pd.DataFrame) -> None:
                 "keeps one GPU waiting for the other shows it here, not in the pooled "
                 "`gpu_util_mean_pct` of the runs table.")
     report.table(gpus_markdown(cells))
+
+
+def _engine_processes_section(report: Report, runs: pd.DataFrame) -> None:
+    """The engine's busiest host processes in a heat, for runs that measured them."""
+    cells = engine_process_cells(engine_process_rows(runs))
+    if cells.empty:
+        return
+    report.heading(3, "The engine's busiest processes: CPU")
+    report.once("From each run's run.json (`engine_processes`: each process of the engine's "
+                "process trees, each replica's behind a balancer, on the host the rig started it "
+                "on): the busiest processes by name, in % of one core over the run, averaged "
+                "over the cell's repeats (min-max over them; x2: two processes of that name in "
+                "a run, the busiest counted). A process near 100% holds a whole core: one "
+                "host-side process, such as an API server, can limit a layout while its GPUs "
+                "wait. A GPU worker that spin-waits on its GPU shows a full core too, so look "
+                "at which process it is.")
+    report.table(engine_processes_markdown(cells))
 
 
 def _gpus_plot(report: Report, runs: pd.DataFrame, suffix: str) -> None:

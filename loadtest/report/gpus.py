@@ -8,9 +8,7 @@ over a cell's repeats, and draws them. Runs with one sampled GPU, or none, add n
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -20,7 +18,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from loadtest.report.plots import config_label
-from loadtest.report.runset import CELL, CONFIG
+from loadtest.report.runset import CELL, CONFIG, read_run_json
 from loadtest.report.tables import markdown_table
 
 __all__ = ["gpu_cells", "gpus_markdown", "per_gpu_rows", "plot_gpus"]
@@ -28,26 +26,11 @@ __all__ = ["gpu_cells", "gpus_markdown", "per_gpu_rows", "plot_gpus"]
 _DPI = 110
 
 
-def _summary(run: pd.Series) -> dict[str, Any]:
-    """The run's telemetry_summary.json, beside the runs.csv listing it or at its run_dir."""
-    candidates = [Path(str(run["_csv_dir"])) / "runs" / str(run["run_id"])]
-    if run.get("run_dir"):
-        candidates.append(Path(str(run["run_dir"])))
-    for folder in candidates:
-        path = folder / "telemetry_summary.json"
-        if path.exists():
-            try:
-                return json.loads(path.read_text(encoding="utf-8"))
-            except ValueError:
-                return {}
-    return {}
-
-
 def per_gpu_rows(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (run, GPU) for runs that sampled more than one GPU."""
     rows = []
     for _, run in runs.iterrows():
-        gpus = _summary(run).get("telemetry_per_gpu") or []
+        gpus = read_run_json(run, "telemetry_summary.json").get("telemetry_per_gpu") or []
         if len(gpus) < 2:
             continue
         for gpu in gpus:

@@ -35,6 +35,7 @@ __all__ = [
     "model_label",
     "load_runs",
     "read_requests",
+    "read_run_json",
     "read_telemetry",
     "run_files",
     "select_runs",
@@ -205,6 +206,23 @@ def run_files(run: pd.Series) -> Path | None:
         if (folder / "requests.jsonl").exists():
             return folder
     return None
+
+
+def read_run_json(run: pd.Series, name: str) -> dict[str, Any]:
+    """One of the run's JSON files (run.json, telemetry_summary.json), beside the runs.csv
+    listing it or at its run_dir; {} when it is gone or unreadable."""
+    candidates = [Path(str(run["_csv_dir"])) / "runs" / str(run["run_id"])]
+    if run.get("run_dir"):
+        candidates.append(Path(str(run["run_dir"])))
+    for folder in candidates:
+        path = folder / name
+        if path.exists():
+            try:
+                found = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return {}
+            return found if isinstance(found, dict) else {}
+    return {}
 
 
 def read_requests(folder: Path) -> pd.DataFrame:
