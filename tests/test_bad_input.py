@@ -343,3 +343,12 @@ def test_a_bad_value_through_the_real_locustfile(argv: list[str], words: str):
     """The wiring of the test above, once each through `locust -f loadtest/engines.py`: the
     seed a sweep refused and the locustfile took (issue 37), a matrix's temperature."""
     _refused(run_locust(*argv, "--host", f"http://127.0.0.1:{free_port()}", timeout_s=60), words)
+
+
+@pytest.mark.parametrize("value", [" ", ": "])
+def test_a_blank_or_padded_burstiness_is_refused_by_the_locustfile_as_given(value: str):
+    """Found by the generated test above: the locustfile stripped --burstiness before its check,
+    so " " read as not given (the run went on) and ": " was quoted as ':'."""
+    result = locustfile_checks("--rate", "1", "--arrival", "gamma", f"--burstiness={value}",
+                               "--host", f"http://127.0.0.1:{free_port()}")
+    _refused(result, f"--burstiness must be a number above 0, got {value!r}")

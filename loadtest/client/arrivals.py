@@ -133,7 +133,7 @@ def open_loop_from_options(options: Any) -> OpenLoop | None:
     rate_text = str(getattr(options, "rate", "") or "").strip()
     arrival = getattr(options, "arrival", "poisson")
     seed_text = str(getattr(options, "arrival_seed", "0"))
-    burstiness_text = str(getattr(options, "burstiness", "") or "").strip()
+    burstiness_text = str(getattr(options, "burstiness", "") or "")  # as given: " " is no number
     if not rate_text:
         if arrival != "poisson" or seed_text != "0" or burstiness_text:
             raise ValueError("--arrival, --arrival-seed and --burstiness shape an open-loop "
