@@ -133,3 +133,26 @@ def test_vllm_layout_matrix_renders_for_compose(tmp_path: Path) -> None:
     assert " ".join(split_api2["vllm"]["command"]).endswith("--tensor-parallel-size 2 --api-server-count 2")
     assert " ".join(data_parallel["vllm"]["command"]).endswith("--data-parallel-size 2")
     assert "--api-server-count" not in " ".join(split["vllm"]["command"])
+
+
+def test_vllm_four_gpu_layout_matrix_renders_for_compose(tmp_path: Path) -> None:
+    """gpu-vllm-layouts-4gpu-compose.yaml: four replicas, TP=4 with one and four API servers, two
+    TP=2 replicas of two GPUs each (with one and two API servers), data parallel over four."""
+    if reason := _compose_missing():
+        pytest.skip(reason)
+    replicas, tp4, tp4_api4, tp2s, tp2s_api2, data_parallel = _rendered(
+        "gpu-vllm-layouts-4gpu-compose.yaml", tmp_path)
+    assert {name: _gpus(svc) for name, svc in replicas.items() if name != "vllm-lb"} == {
+        f"vllm-gpu{i}": [str(i)] for i in range(4)}
+    for pair in (tp2s, tp2s_api2):
+        assert {name: _gpus(svc) for name, svc in pair.items() if name != "vllm-lb"} == {
+            "vllm-gpu0_1": ["0", "1"], "vllm-gpu2_3": ["2", "3"]}
+    tails = {" ".join(tp4["vllm"]["command"]).split("Instruct ")[-1],
+             " ".join(tp4_api4["vllm"]["command"]).split("Instruct ")[-1],
+             " ".join(tp2s_api2["vllm-gpu2_3"]["command"]).split("Instruct ")[-1],
+             " ".join(data_parallel["vllm"]["command"]).split("Instruct ")[-1]}
+    assert tails == {"--tensor-parallel-size 4", "--tensor-parallel-size 4 --api-server-count 4",
+                     "--tensor-parallel-size 2 --api-server-count 2", "--data-parallel-size 4"}
+    for single in (tp4, tp4_api4, data_parallel):
+        assert _gpus(single["vllm"]) == ["0,1,2,3"]
+        assert single["vllm"]["environment"]["NCCL_NVLS_ENABLE"] == "0"
