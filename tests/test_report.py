@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from rig_helpers import REPO, markdown_tables, run_locust
 
+from loadtest.report.engine_processes import process_family
 from loadtest.report.cli import main
 from loadtest.report.runset import MODEL, load_runs
 
@@ -194,7 +195,7 @@ def test_each_layout_shows_its_busiest_engine_processes_beside_its_gpus(tmp_path
     cells = {row["options"]: row for row in markdown_tables(table)[0]}
     busiest = "busiest engine processes (% of a core, min-max over repeats)"
     assert cells["`SHARDS=2` gpu 0,1"][busiest] == (
-        f"`{api}` 100% (99-100), `VLLM::Worker_TP0` 98%, `VLLM::Worker_TP1` 97%")
+        f"`{api}` 100% (99-100), `VLLM::Worker_TPN` x2 98%, `VLLM::EngineCore` 40%")
     assert cells["`REPLICAS=per-gpu` gpu 0,1"][busiest] == f"`{api}` x2 80% (80-81)"
     assert cells["`REPLICAS=per-gpu` gpu 0,1"]["runs"] == "2"
 
@@ -451,3 +452,12 @@ def test_real_runs_carry_engine_telemetry(real_results: Path):
         assert 0 <= float(row["engine_kv_cache_peak_pct"]) <= 100
     timeline = next(real_results.glob("runs/*/telemetry.jsonl")).read_text()
     assert '"source":"engine"' in timeline
+
+
+@pytest.mark.parametrize("name, family", [
+    ("VLLM::Worker_TP1", "VLLM::Worker_TPN"), ("VLLM::APIServer_0", "VLLM::APIServer_N"),
+    ("VLLM::EngineCore_DP3", "VLLM::EngineCore_DPN"), ("VLLM::EngineCore", "VLLM::EngineCore"),
+    ("python3", "python3"), ("python3 -m vllm.entrypoints.cli.main", "python3 -m vllm.entrypoints.cli.main"),
+    ("llama-server", "llama-server")])
+def test_numbered_sibling_processes_are_one_family(name: str, family: str):
+    assert process_family(name) == family

@@ -420,7 +420,8 @@ def _engine_processes_section(report: Report, runs: pd.DataFrame) -> None:
                 "process trees, each replica's behind a balancer, on the host the rig started it "
                 "on): the busiest processes by name, in % of one core over the run, averaged "
                 "over the cell's repeats (min-max over them; x2: two processes of that name in "
-                "a run, the busiest counted). A process near 100% holds a whole core: one "
+                "a run, the busiest counted, numbered siblings as one: `VLLM::Worker_TPN` for "
+                "`_TP0`, `_TP1`, ...). A process near 100% holds a whole core: one "
                 "host-side process, such as an API server, can limit a layout while its GPUs "
                 "wait. A GPU worker that spin-waits on its GPU shows a full core too, so look "
                 "at which process it is.")

@@ -4,21 +4,33 @@ A layout can be held back by one process on the host (vLLM's single API server a
 while its GPUs wait, which neither the GPUs' utilization nor the runs table shows. Each run the
 rig measured on the engine's host lists in its run.json (``engine_processes``, from
 loadtest/client/engine_cpu.py) every process of the engine's trees that used 1% of a core or
-more; this reads them back, groups them by name (replicas' processes of one name together, the
-busiest counted), and gives each name's share of a core over the cell's repeats. Runs without
-that list (engines elsewhere, older runs) add nothing.
+more; this reads them back, groups them by name (replicas' processes of one name together, and
+numbered siblings as one: vLLM's ``VLLM::Worker_TP0`` and ``_TP1`` are ``VLLM::Worker_TPN`` x2,
+so four GPU workers cannot crowd the API server out of the table), the busiest counted, and
+gives each name's share of a core over the cell's repeats. Runs without that list (engines
+elsewhere, older runs) add nothing.
 """
 
 from __future__ import annotations
+
+import re
 
 import pandas as pd
 
 from loadtest.report.runset import CELL, read_run_json
 from loadtest.report.tables import markdown_table
 
-__all__ = ["TOP", "engine_process_cells", "engine_process_rows", "engine_processes_markdown"]
+__all__ = ["TOP", "engine_process_cells", "engine_process_rows", "engine_processes_markdown",
+           "process_family"]
 
-TOP = 3  # names shown per cell, busiest first
+TOP = 4  # names shown per cell, busiest first
+_NUMBERED = re.compile(r"(_[A-Za-z]*)\d+$")  # APIServer_0, Worker_TP1, EngineCore_DP3
+
+
+def process_family(name: str) -> str:
+    """The name with a trailing sibling number made N: `VLLM::Worker_TP1` -> `VLLM::Worker_TPN`
+    (only after an underscore: `python3` stays itself)."""
+    return _NUMBERED.sub(r"\1N", name)
 
 
 def engine_process_rows(runs: pd.DataFrame) -> pd.DataFrame:
@@ -31,7 +43,8 @@ def engine_process_rows(runs: pd.DataFrame) -> pd.DataFrame:
             continue
         by_name: dict[str, list[float]] = {}
         for process in listed:
-            by_name.setdefault(str(process.get("name")), []).append(float(process["cpu_pct"]))
+            name = process_family(str(process.get("name")))
+            by_name.setdefault(name, []).append(float(process["cpu_pct"]))
         for name, shares in by_name.items():
             rows.append({**{c: run[c] for c in CELL}, "run_id": run["run_id"], "name": name,
                          "cpu_pct": max(shares), "processes": len(shares)})
