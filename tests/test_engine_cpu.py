@@ -82,6 +82,29 @@ def test_replicas_behind_a_balancer_each_name_their_url(tree):
     assert replicas[busy] == "http://127.0.0.1:1" and replicas[other.pid] == "http://127.0.0.1:2"
 
 
+def _stat_cpu_s(pid: int) -> float:
+    """The process's user and system time from /proc/PID/stat (clock ticks): a second count of
+    its CPU, kept by the kernel apart from schedstat's nanoseconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_the_share_agrees_with_the_kernels_tick_count(tree):
+    """The busy child's share by schedstat against its utime + stime over the same window:
+    two counts of one thing, so they agree whatever this host's speed (within the ticks'
+    10 ms grain over about a second, and the moments between the two readings)."""
+    parent, busy, _ = tree
+    measured = EngineProcessCpu({"http://127.0.0.1:1": parent})
+    before, started = _stat_cpu_s(busy), time.monotonic()
+    measured.start()
+    time.sleep(1.0)
+    _, processes = measured.stop()
+    by_ticks = 100.0 * (_stat_cpu_s(busy) - before) / (time.monotonic() - started)
+    assert processes is not None
+    share = next(p["cpu_pct"] for p in processes if p["pid"] == busy)
+    assert abs(share - by_ticks) < 10.0, (share, by_ticks)
+
+
 def _proc(root: Path, comm: str, cmdline: bytes) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "comm").write_text(comm + "\n")
