@@ -9,8 +9,9 @@ JSON value cannot be written inside a Compose ``${VAR:+...}`` expression.
 Locally (``RECIPE``, a GPU host without Docker) it is vLLM 0.26.0 (the image's version) run by
 the host's own Python, ``python -m vllm.entrypoints.cli.main serve`` (``vllm serve``; why not
 the module entrypoint: ``gpu_recipe``) on 127.0.0.1; the settings are the Compose service's,
-read from this process's environment under the same ``.env`` names (``VLLM_MODEL``, ``VLLM_SPECULATE``, ``VLLM_GPUS``, ...) and turned into flags by
-the same templates (``VLLM_FLAGS``), so one ``.env`` line gives one flag either way. Not read
+read from this process's environment under the same ``.env`` names (``VLLM_MODEL``,
+``VLLM_SPECULATE``, ``VLLM_GPUS``, ...) and turned into flags by the same templates
+(``VLLM_FLAGS``), so one ``.env`` line gives one flag either way. Not read
 from the ``.env`` file: its MODEL is a path inside the container. ``gpu_recipe`` builds it:
 
     VLLM_MODEL           a model folder (default models/tiny-llama; a relative path is made
