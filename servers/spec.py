@@ -78,7 +78,10 @@ class LocalRecipe:
     is the environment that puts the engine's compute threads on those cores (a Linux CPU
     list), for engines that bind them themselves. ``flags``: the settings' flag templates of
     the version run locally, where they differ from its container's (None: the container's);
-    a sweep's settings become flags through them."""
+    a sweep's settings become flags through them. ``front_ends``: the names (a part of each, as
+    ``loadtest.client.engine_cpu.process_name`` gives them) of the processes that take and
+    stream the HTTP requests apart from the model's, each one Python process whose ceiling is
+    one core; () where the engine has none apart."""
 
     slug: str
     command: Callable[[int, list[str]], list[str]]
@@ -88,6 +91,7 @@ class LocalRecipe:
     health_path: str = "/health"
     bind_compute: Callable[[str], dict[str, str]] = lambda cpus: {}
     flags: dict[str, tuple[str, ...]] | None = None
+    front_ends: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from servers.prefix_cache import vllm_reset
 from servers.settings import SETTINGS, env_name
 from servers.spec import EngineSpec, LocalRecipe, MetricNames, PrefixCache, Target
 
-__all__ = ["ENGINE", "RECIPE", "SPEC", "VLLM_FLAGS", "VLLM_REFUSED", "gpu_recipe",
+__all__ = ["ENGINE", "RECIPE", "SPEC", "VLLM_FLAGS", "VLLM_REFUSED", "front_ends", "gpu_recipe",
            "vllm_metric_names"]
 
 VLLM_FLAGS: dict[str, tuple[str, ...]] = {
@@ -164,7 +164,15 @@ def gpu_recipe(eng: Engine, flags: dict[str, tuple[str, ...]], env: Mapping[str,
         return None
 
     return LocalRecipe(slug=slug, command=command, missing=missing,
-                       model_name=settings.get("SERVED_MODEL_NAME") or model, env=engine_env, flags=flags)
+                       model_name=settings.get("SERVED_MODEL_NAME") or model, env=engine_env, flags=flags,
+                       front_ends=front_ends(slug))
+
+
+def front_ends(package: str) -> tuple[str, ...]:
+    """A vLLM-family server's API-server processes by name: the one it starts by default keeps
+    the interpreter's (``python3 -m vllm.entrypoints.cli.main``); with ``--api-server-count`` or
+    data parallelism each renames itself ``VLLM::APIServer_N`` (Aphrodite: ``APHRODITE::``)."""
+    return (f"-m {package}.entrypoints", f"{package.upper()}::APIServer")
 
 
 def _nvidia_gpu() -> bool:

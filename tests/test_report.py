@@ -170,7 +170,8 @@ def test_flag_effects_never_judge_runs_the_rig_marked_invalid(tmp_path: Path):
 def test_each_layout_shows_its_busiest_engine_processes_beside_its_gpus(tmp_path: Path):
     """One server over two GPUs against a replica per GPU, each twice: the split server's API
     server near a full core is named, the replicas' processes of one name counted (x2), the
-    spread over repeats given; runs that listed no processes add no section."""
+    spread over repeats given, the busiest API server's column beside them; runs that listed no
+    processes add no section."""
     api = "python -m vllm.entrypoints.cli.main"
     split = [[{"name": api, "pid": 1, "cpu_pct": 99.0 + r},
               {"name": "VLLM::Worker_TP0", "pid": 2, "cpu_pct": 98.0},
@@ -178,9 +179,10 @@ def test_each_layout_shows_its_busiest_engine_processes_beside_its_gpus(tmp_path
               {"name": "VLLM::EngineCore", "pid": 4, "cpu_pct": 40.0}] for r in (0, 1)]
     replicas = [[{"name": api, "pid": 10 * i, "cpu_pct": 60.0 + 10 * i + r,
                   "replica": f"http://127.0.0.1:{9000 + i}"} for i in (1, 2)] for r in (0, 1)]
-    rows = [_row(f"s{r}", flags="SHARDS=2", gpu="0,1", repeat=r + 1, users=256) for r in (0, 1)]
-    rows += [_row(f"p{r}", flags="REPLICAS=per-gpu", gpu="0,1", repeat=r + 1, users=256)
-             for r in (0, 1)]
+    rows = [_row(f"s{r}", flags="SHARDS=2", gpu="0,1", repeat=r + 1, users=256,
+                 engine_front_end_cpu_max_pct=99.0 + r) for r in (0, 1)]
+    rows += [_row(f"p{r}", flags="REPLICAS=per-gpu", gpu="0,1", repeat=r + 1, users=256,
+                  engine_front_end_cpu_max_pct=80.0 + r) for r in (0, 1)]
     rows += [_row("old", flags="SHARDS=2", gpu="0,1", users=64)]  # an older run: no list in its run.json
     _write(tmp_path, rows)
     for run_id, listed in [*zip(("s0", "s1"), split), *zip(("p0", "p1"), replicas)]:
@@ -198,6 +200,9 @@ def test_each_layout_shows_its_busiest_engine_processes_beside_its_gpus(tmp_path
         f"`{api}` 100% (99-100), `VLLM::Worker_TPN` x2 98%, `VLLM::EngineCore` 40%")
     assert cells["`REPLICAS=per-gpu` gpu 0,1"][busiest] == f"`{api}` x2 80% (80-81)"
     assert cells["`REPLICAS=per-gpu` gpu 0,1"]["runs"] == "2"
+    front_end = "busiest API server (% of a core)"  # the rows' engine_front_end_cpu_max_pct
+    assert cells["`SHARDS=2` gpu 0,1"][front_end] == "100% (99-100)"
+    assert cells["`REPLICAS=per-gpu` gpu 0,1"][front_end] == "80% (80-81)"
 
 
 def test_runs_csvs_of_different_columns_are_one_race(tmp_path: Path):

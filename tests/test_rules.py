@@ -47,6 +47,7 @@ _ABOVE = [  # (rule, the column held to the limit, the limit's name): fires only
     (REASON["client_overloaded"], "loop_lag_p99_ms", "loop_lag_ms"),
     (REASON["behind_schedule"], "send_lag_p99_ms", "send_lag_ms"),
     (WARNING["clock_sync_loose"], "clock_sync_error_ms", "ms"),
+    (WARNING["front_end_saturated"], "engine_front_end_cpu_max_pct", "cpu_pct"),
 ]
 
 

@@ -309,3 +309,4 @@ def test_run_row_says_what_was_done_to_the_prefix_cache_and_counts_its_hits(engi
     if started_engine_at(engine_url) is not None:  # the rig started it here: its processes' CPU
         assert run["engine_process_cpu_max_pct"] > 0 and run["engine_process_cpu_max_name"]
         assert run["engine_processes"][0]["name"] == run["engine_process_cpu_max_name"]
+        assert 0 < run["engine_front_end_cpu_max_pct"] <= run["engine_process_cpu_max_pct"]

@@ -18,6 +18,12 @@ A process's name is what /proc/PID/comm says, except where the process renamed i
 the title's first 15 characters, and the command line the whole title. An interpreter running
 a module (``python -m vllm.entrypoints.openai.api_server``, vLLM's one API server, which keeps
 its name) is named with its module.
+
+An engine's front ends (its API-server processes, named by its recipe's ``front_ends``) get a
+column of their own: the busiest one's share. A Python API server near a full core is a ceiling
+the GPUs' utilization does not show, and the busiest process overall cannot show it where GPU
+workers spin-wait at a full core (vLLM's tensor-parallel workers and engine core show one at every
+load, the lightest included).
 """
 
 from __future__ import annotations
@@ -30,12 +36,14 @@ from typing import Any
 
 from loadtest.client.runqueue import growth_ns, process_tree, thread_schedstat_ns
 
-__all__ = ["LISTED_MIN_PCT", "EngineProcessCpu", "process_name", "tree_cpu_ns"]
+__all__ = ["COLUMNS", "LISTED_MIN_PCT", "EngineProcessCpu", "front_end_share", "process_name",
+           "tree_cpu_ns"]
 
 _PROC = Path("/proc")
 _COMM_LEN = 15  # the kernel keeps a task's name to 15 bytes (TASK_COMM_LEN, less its NUL)
 _ON_CPU = 0  # schedstat's first field: time on a CPU (ns)
 LISTED_MIN_PCT = 1.0  # run.json's list leaves out processes below this share of a core
+COLUMNS = ("engine_process_cpu_max_pct", "engine_process_cpu_max_name", "engine_front_end_cpu_max_pct")
 
 
 @dataclass(frozen=True)
@@ -88,13 +96,22 @@ def _shares(start: Mapping[int, _Process], end: Mapping[int, _Process],
     return out
 
 
+def front_end_share(processes: list[dict[str, Any]], front_ends: tuple[str, ...]) -> float | None:
+    """The busiest front-end process's share of a core: the processes whose name holds one of
+    ``front_ends``; None where the engine names none or none was found."""
+    shares = [p["cpu_pct"] for p in processes if any(part in p["name"] for part in front_ends)]
+    return max(shares) if shares else None
+
+
 class EngineProcessCpu:
     """Each process's CPU over the engines' trees between start() and stop(). ``leaders``: each
     engine's first process by its URL; with several (replicas behind a balancer) each listed
-    process says its replica's URL."""
+    process says its replica's URL. ``front_ends``: the engine's API-server processes by name
+    (its recipe's)."""
 
-    def __init__(self, leaders: Mapping[str, int], root: Path = _PROC) -> None:
-        self._leaders, self._root = dict(leaders), root
+    def __init__(self, leaders: Mapping[str, int], root: Path = _PROC,
+                 front_ends: tuple[str, ...] = ()) -> None:
+        self._leaders, self._root, self._front_ends = dict(leaders), root, front_ends
         self._start: dict[str, dict[int, _Process] | None] = {}
         self._start_wall = 0.0
 
@@ -103,20 +120,21 @@ class EngineProcessCpu:
         self._start_wall = time.monotonic()
 
     def stop(self) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
-        """The row's columns (the busiest process: its share and name), and run.json's list of
-        every process at or above LISTED_MIN_PCT, busiest first; (empty columns, None) where
-        some engine's tree could not be read at the start or the stop."""
+        """The row's columns (the busiest process: its share and name; the busiest front end's
+        share), and run.json's list of every process at or above LISTED_MIN_PCT, busiest first;
+        (empty columns, None) where some engine's tree could not be read at the start or the
+        stop."""
         wall_s = time.monotonic() - self._start_wall
         processes: list[dict[str, Any]] = []
         for url, pid in self._leaders.items():
             start, end = self._start.get(url), tree_cpu_ns(pid, self._root)
             if start is None or end is None or wall_s <= 0:
-                return {"engine_process_cpu_max_pct": None,
-                        "engine_process_cpu_max_name": None}, None
+                return dict.fromkeys(COLUMNS), None
             replica = {"replica": url} if len(self._leaders) > 1 else {}
             processes += [{**p, **replica} for p in _shares(start, end, wall_s)]
         processes.sort(key=lambda p: -p["cpu_pct"])
         busiest = processes[0] if processes else {}
         return ({"engine_process_cpu_max_pct": busiest.get("cpu_pct"),
-                 "engine_process_cpu_max_name": busiest.get("name")},
+                 "engine_process_cpu_max_name": busiest.get("name"),
+                 "engine_front_end_cpu_max_pct": front_end_share(processes, self._front_ends)},
                 [p for p in processes if p["cpu_pct"] >= LISTED_MIN_PCT])

@@ -136,7 +136,16 @@ def engine_process_cpu_at(url: str, behind: tuple[str, ...] = ()) -> EngineProce
     engines = {url: direct} if direct is not None else {u: started_engine_at(u) for u in behind}
     if not engines or any(e is None for e in engines.values()):
         return None
-    return EngineProcessCpu({u: int(e["pid"]) for u, e in engines.items()})  # type: ignore[index]
+    slugs = {str(e["engine"]) for e in engines.values() if e is not None}
+    front_ends = tuple(part for slug in sorted(slugs) for part in _front_ends(slug))
+    return EngineProcessCpu({u: int(e["pid"]) for u, e in engines.items()},  # type: ignore[index]
+                            front_ends=front_ends)
+
+
+def _front_ends(slug: str) -> tuple[str, ...]:
+    """The API-server process names of the engine the rig starts as ``slug`` (its recipe's)."""
+    spec = SPECS.get(slug)
+    return spec.local.front_ends if spec is not None and spec.local is not None else ()
 
 
 def recorded_flags(config: RunConfig) -> dict[str, str]:
@@ -481,8 +490,11 @@ def _print_summary(row: dict[str, Any], status: str) -> None:
           f"{fmt(row.get('loop_lag_p99_ms'))} ms | reconnects {row['reconnects']} | engine's own TTFT "
           f"mean {fmt(row.get('engine_ttft_mean_ms'))} ms | results {row['run_dir']}", file=sys.stderr)
     if row.get("engine_process_cpu_max_pct") is not None:
+        front_end = row.get("engine_front_end_cpu_max_pct")
         print(f"engine's busiest process: {row['engine_process_cpu_max_name']} "
-              f"{fmt(row['engine_process_cpu_max_pct'], 0)}% of a core", file=sys.stderr)
+              f"{fmt(row['engine_process_cpu_max_pct'], 0)}% of a core"
+              + (f" | busiest API server {fmt(front_end, 0)}%" if front_end is not None else ""),
+              file=sys.stderr)
     if row.get("recount", "off") != "off":
         print(f"recount: {row['recount']}", file=sys.stderr)
     for name in row["warnings"]:

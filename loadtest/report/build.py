@@ -31,7 +31,7 @@ from loadtest.report.goodput import (equivalence_table, is_open_loop, open_loop_
                                      plot_goodput, rate_table)
 from loadtest.results.goodput import DEFAULT_SLO_SHARE_PCT
 from loadtest.report.engine_processes import (engine_process_cells, engine_process_rows,
-                                              engine_processes_markdown)
+                                              engine_processes_markdown, front_end_cells)
 from loadtest.report.gpus import gpu_cells, gpus_markdown, per_gpu_rows, plot_gpus
 from loadtest.report.groups import groups_section
 from loadtest.report.timeslices import timed_runs_section
@@ -424,8 +424,10 @@ def _engine_processes_section(report: Report, runs: pd.DataFrame) -> None:
                 "`_TP0`, `_TP1`, ...). A process near 100% holds a whole core: one "
                 "host-side process, such as an API server, can limit a layout while its GPUs "
                 "wait. A GPU worker that spin-waits on its GPU shows a full core too, so look "
-                "at which process it is.")
-    report.table(engine_processes_markdown(cells))
+                "at which process it is. The last column, where the engine names its API servers, "
+                "is the busiest one's share (`engine_front_end_cpu_max_pct`), which the top "
+                "names can leave out.")
+    report.table(engine_processes_markdown(cells, front_end_cells(runs)))
 
 
 def _gpus_plot(report: Report, runs: pd.DataFrame, suffix: str) -> None:

@@ -8,7 +8,9 @@ more; this reads them back, groups them by name (replicas' processes of one name
 numbered siblings as one: vLLM's ``VLLM::Worker_TP0`` and ``_TP1`` are ``VLLM::Worker_TPN`` x2,
 so four GPU workers cannot crowd the API server out of the table), the busiest counted, and
 gives each name's share of a core over the cell's repeats. Runs without that list (engines
-elsewhere, older runs) add nothing.
+elsewhere, older runs) add nothing. Beside them, the busiest API server's share
+(``engine_front_end_cpu_max_pct``), which the top names can hide where GPU workers spin at a
+full core.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import pandas as pd
 from loadtest.report.runset import CELL, read_run_json
 from loadtest.report.tables import markdown_table
 
-__all__ = ["TOP", "engine_process_cells", "engine_process_rows", "engine_processes_markdown",
-           "process_family"]
+__all__ = ["FRONT_END", "TOP", "engine_process_cells", "engine_process_rows",
+           "engine_processes_markdown", "front_end_cells", "process_family"]
 
 TOP = 4  # names shown per cell, busiest first
+FRONT_END = "engine_front_end_cpu_max_pct"
 _NUMBERED = re.compile(r"(_[A-Za-z]*)\d+$")  # APIServer_0, Worker_TP1, EngineCore_DP3
 
 
@@ -64,18 +67,39 @@ def engine_process_cells(rows: pd.DataFrame) -> pd.DataFrame:
     return cells.merge(measured.rename("cell_runs").reset_index(), on=CELL, how="left")
 
 
-def engine_processes_markdown(cells: pd.DataFrame) -> str:
-    """One row per configuration and user count: its TOP busiest process names."""
+def front_end_cells(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per cell: the mean, min and max over its repeats of the busiest API server's share of a
+    core; no row for a cell whose runs measured none."""
+    if FRONT_END not in runs:
+        return pd.DataFrame(columns=[*CELL, "mean", "min", "max"])
+    measured = runs.dropna(subset=[FRONT_END]).astype({FRONT_END: float})
+    return (measured.groupby(CELL, sort=True, dropna=False)[FRONT_END]
+            .agg(["mean", "min", "max"]).reset_index())
+
+
+def engine_processes_markdown(cells: pd.DataFrame, front_ends: pd.DataFrame | None = None) -> str:
+    """One row per configuration and user count: its TOP busiest process names, and the
+    busiest API server's share where ``front_ends`` (front_end_cells) has the cell's."""
+    fronts = {} if front_ends is None else {
+        tuple(row[c] for c in CELL): row for _, row in front_ends.iterrows()}
     header = ["options", "users", "runs", "busiest engine processes (% of a core, min-max over "
-              "repeats)"]
+              "repeats)", *(["busiest API server (% of a core)"] if fronts else [])]
     body = []
-    for (_, flags, gpu, users), cell in cells.groupby(CELL, sort=True, dropna=False):
+    for key, cell in cells.groupby(CELL, sort=True, dropna=False):
+        _, flags, gpu, users = key
         label = f"`{flags}`" if flags else "(defaults)"
         top = cell.sort_values("cpu_mean_pct", ascending=False).head(TOP)
+        front = [_share(fronts[key]) if key in fronts else "-"] if fronts else []
         body.append([f"{label} gpu {gpu}" if gpu else label, f"{users:g}",
                      f"{cell['cell_runs'].max():g}",
-                     ", ".join(_process(p) for _, p in top.iterrows())])
+                     ", ".join(_process(p) for _, p in top.iterrows()), *front])
     return markdown_table(header, body)
+
+
+def _share(row: pd.Series) -> str:
+    """`94% (91-95)`: the mean over repeats, and their min-max where they differ."""
+    spread = f" ({row['min']:.0f}-{row['max']:.0f})" if round(row["min"]) != round(row["max"]) else ""
+    return f"{row['mean']:.0f}%{spread}"
 
 
 def _process(row: pd.Series) -> str:

@@ -43,6 +43,11 @@ FRONT_END_GAP_PCT = 50.0
 # beside it, Poisson at 4 req/s: median 0.7 ms, worst of 24 sends 24 ms; tests/test_open_loop.py);
 # above the event-loop limit, with room for a busy host
 SEND_LAG_LIMIT_MS = 50.0
+# an engine's Python API server runs its event loop on one thread: near a full core it takes no
+# more (one vLLM API server carried 12,000-14,500 tok/s whatever the model, and held a server
+# split over two GPUs to that while its GPUs waited: evidence/2026-11-27/gpu-layouts, lease K);
+# 90% as for the client's own processes
+FRONT_END_CPU_LIMIT_PCT = 90.0
 # fewer requests per user measure ramp-up and tail, not a steady state
 MIN_REQUESTS_PER_USER = 2
 # shorter runs are noise
@@ -164,6 +169,14 @@ WARNING_RULES: tuple[Rule, ...] = (
          "some long answers arrived all at once (buffered_requests counts them), so their TTFT "
          "is their end-to-end time: a buffering proxy, or an engine whose API server is starved "
          "of CPU", "check what sits in between", fires=_has("buffered_requests")),
+    Rule("front_end_saturated",
+         "an API-server process of the engine held over {cpu_pct:g}% of a core "
+         "(engine_front_end_cpu_max_pct), so its front end, not its GPUs, may have set this "
+         "run's throughput: a layout with more API servers could do more, and a layout compared "
+         "at fewer is compared by its front ends", "start more API servers (vLLM, Aphrodite: "
+         "--api-server-count N, or replicas) and compare layouts with as many each way",
+         {"cpu_pct": FRONT_END_CPU_LIMIT_PCT},
+         lambda row, lim: (row.get("engine_front_end_cpu_max_pct") or 0) > lim["cpu_pct"]),
     Rule("empty_answers",
          "some completed requests streamed no text at all (empty_answers counts them), so TTFT, "
          "ITL and TPOT are over the others only: the engine generated tokens it never sent as "
