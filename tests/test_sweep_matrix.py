@@ -19,7 +19,7 @@ from loadtest.sweep import flags
 from loadtest.sweep.cells import config_hash, expand_cells, flags_text
 from loadtest.sweep.matrix import MatrixError, parse_matrix
 from loadtest.sweep.state import SweepState
-from loadtest.sweep.table import cell_frame, comparison_table, config_table
+from loadtest.sweep.table import RULES, cell_frame, comparison_table, config_table
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "sweeps").glob("*.yaml"))
@@ -174,6 +174,22 @@ def test_an_invalid_user_count_says_why_and_is_never_fastest_or_knee() -> None:
     assert "*" not in only_invalid[1] and "knee" not in only_invalid[1] and "invalid" in only_invalid[1]
     both = comparison_table(cell_frame([*rows, {**rows[0], "run_id": "c"}], {"a": "x", "b": "x", "c": "y"}))
     assert both.splitlines()[2].split()[1:] == ["20.00", "s", "!", "-"]  # 128 users: x's invalid run
+
+
+def test_a_user_count_whose_api_server_was_saturated_says_so_with_its_busiest_share() -> None:
+    """vLLM's four replicas on four H200s (evidence/2026-11-27/gpu-layouts, lease M): at 512
+    users each replica's API server held 89-95% of a core; only the runs that carried the
+    warning count, and the row names the highest share among them."""
+    rows = [{"run_id": f"{users}-{repeat}", "users": str(users), "repeat": str(repeat),
+             "completion_time_s": "7.9", "output_tok_per_s": str(rate), "failed": "0",
+             "verdict": "valid", "engine_front_end_cpu_max_pct": str(share),
+             "warnings": "short_run;front_end_saturated" if share > 90 else "short_run"}
+            for users, rate, shares in ((256, 36276, (80.4, 74.7)), (512, 49581, (94.8, 95.4)))
+            for repeat, share in enumerate(shares, 1)]
+    lines = config_table(cell_frame(rows, {r["run_id"]: "c" for r in rows})).splitlines()
+    assert "API server" not in lines[1]
+    assert lines[2].split()[0] == "512" and lines[2].endswith("API server at 95%")
+    assert "front_end_saturated" in RULES
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

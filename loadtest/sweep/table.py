@@ -10,12 +10,17 @@ Rules, printed under every table:
 - a user count with invalid runs says how many and why (the verdict's reasons): its numbers are
   shown, never ranked;
 - unstable: the repeats' standard deviation is more than 10% of their mean, for completion time
-  or output tok/s (pyperf's rule): run more repeats before trusting that row.
+  or output tok/s (pyperf's rule): run more repeats before trusting that row;
+- API server at N%: a run of that user count carried the warning front_end_saturated (its busiest
+  API server's share of a core, the highest over the repeats): set beside a configuration with
+  more API servers, it may be compared by its front ends, not its GPUs.
 """
 
 from __future__ import annotations
 
 import pandas as pd
+
+from loadtest.results.rules import FRONT_END_CPU_LIMIT_PCT
 
 __all__ = ["KNEE_PCT", "RULES", "UNSTABLE_PCT", "cell_frame", "comparison_table", "config_table"]
 
@@ -27,13 +32,16 @@ RULES = (f"* fastest: lowest mean completion time of runs with no failed request
          f"count; past it, adding users stops paying. invalid (! across configurations): shown with the verdict's "
          f"reasons in the configuration's table, never ranked. "
          f"unstable: stdev over the repeats > {UNSTABLE_PCT:g}% of the mean (pyperf's rule). "
+         f"API server at N%: a run's busiest API server passed {FRONT_END_CPU_LIMIT_PCT:g}% of a core "
+         f"(front_end_saturated): its front end, not its GPUs, may set that row. "
          f"spread = min-max over the repeats.")
 
 
 def cell_frame(rows: list[dict[str, str]], config_of: dict[str, str]) -> pd.DataFrame:
     """runs.csv rows -> one line per run: config, users, repeat, completion_time_s,
     output_tok_per_s, failed, invalid (the verdict column says invalid), reasons (its
-    verdict_reasons where invalid).
+    verdict_reasons where invalid), front_end_pct (its busiest API server's share of a core
+    where it carried the warning front_end_saturated, else empty).
 
     ``config_of`` maps each run_id of the sweep to its configuration's folder name."""
     kept = [{"config": config_of[r["run_id"]], "users": int(r["users"]), "repeat": int(r["repeat"]),
@@ -41,10 +49,17 @@ def cell_frame(rows: list[dict[str, str]], config_of: dict[str, str]) -> pd.Data
              "output_tok_per_s": _float(r.get("output_tok_per_s")),
              "failed": int(_float(r.get("failed")) or 0),
              "invalid": _invalid(r),
-             "reasons": (r.get("verdict_reasons") or "").strip() if _invalid(r) else ""}
+             "reasons": (r.get("verdict_reasons") or "").strip() if _invalid(r) else "",
+             "front_end_pct": (_float(r.get("engine_front_end_cpu_max_pct"))
+                               if _warned(r, "front_end_saturated") else None)}
             for r in rows if r.get("run_id") in config_of]
     return pd.DataFrame(kept, columns=["config", "users", "repeat", "completion_time_s",
-                                       "output_tok_per_s", "failed", "invalid", "reasons"])
+                                       "output_tok_per_s", "failed", "invalid", "reasons",
+                                       "front_end_pct"])
+
+
+def _warned(row: dict[str, str], code: str) -> bool:
+    return code in (row.get("warnings") or "").split(";")
 
 
 def _invalid(row: dict[str, str]) -> bool:
@@ -52,9 +67,11 @@ def _invalid(row: dict[str, str]) -> bool:
 
 
 def _stats(runs: pd.DataFrame) -> pd.DataFrame:
-    if "reasons" not in runs:
-        runs = runs.assign(reasons="")
+    runs = runs.assign(reasons=runs["reasons"] if "reasons" in runs else "",
+                       front_end_pct=pd.to_numeric(runs["front_end_pct"], errors="coerce")
+                       if "front_end_pct" in runs else float("nan"))
     grouped = runs.groupby("users").agg(
+        front_end_pct=("front_end_pct", "max"),
         runs=("repeat", "count"), failed=("failed", "sum"), invalid=("invalid", "sum"),
         reasons=("reasons", lambda r: ", ".join(sorted({x for one in r if one for x in one.split(";")}))),
         t_mean=("completion_time_s", "mean"), t_sd=("completion_time_s", "std"),
@@ -84,6 +101,8 @@ def config_table(runs: pd.DataFrame) -> str:
             notes.append(f"{int(s['failed'])} requests failed")
         if s["invalid"]:
             notes.append(f"{int(s['invalid'])} of {int(s['runs'])} invalid: {s['reasons'] or 'no reason given'}")
+        if pd.notna(s["front_end_pct"]):
+            notes.append(f"API server at {s['front_end_pct']:.0f}%")
         lines.append(f"{users:>6} {int(s['runs']):>4}   {s['t_mean']:>12.2f} "
                      f"{_spread(s['t_min'], s['t_max'], 2):>15}   {s['r_mean']:>12.1f} "
                      f"{_spread(s['r_min'], s['r_max'], 1):>17}   {' '.join(notes)}".rstrip())
