@@ -77,11 +77,10 @@ def front_end_cells(runs: pd.DataFrame) -> pd.DataFrame:
             .agg(["mean", "min", "max"]).reset_index())
 
 
-def engine_processes_markdown(cells: pd.DataFrame, front_ends: pd.DataFrame | None = None) -> str:
+def engine_processes_markdown(cells: pd.DataFrame, front_ends: pd.DataFrame) -> str:
     """One row per configuration and user count: its TOP busiest process names, and the
     busiest API server's share where ``front_ends`` (front_end_cells) has the cell's."""
-    fronts = {} if front_ends is None else {
-        tuple(row[c] for c in CELL): row for _, row in front_ends.iterrows()}
+    fronts = {tuple(row[c] for c in CELL): row for _, row in front_ends.iterrows()}
     header = ["options", "users", "runs", "busiest engine processes (% of a core, min-max over "
               "repeats)", *(["busiest API server (% of a core)"] if fronts else [])]
     body = []

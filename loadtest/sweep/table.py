@@ -71,13 +71,13 @@ def _stats(runs: pd.DataFrame) -> pd.DataFrame:
                        front_end_pct=pd.to_numeric(runs["front_end_pct"], errors="coerce")
                        if "front_end_pct" in runs else float("nan"))
     grouped = runs.groupby("users").agg(
-        front_end_pct=("front_end_pct", "max"),
         runs=("repeat", "count"), failed=("failed", "sum"), invalid=("invalid", "sum"),
         reasons=("reasons", lambda r: ", ".join(sorted({x for one in r if one for x in one.split(";")}))),
         t_mean=("completion_time_s", "mean"), t_sd=("completion_time_s", "std"),
         t_min=("completion_time_s", "min"), t_max=("completion_time_s", "max"),
         r_mean=("output_tok_per_s", "mean"), r_sd=("output_tok_per_s", "std"),
-        r_min=("output_tok_per_s", "min"), r_max=("output_tok_per_s", "max"))
+        r_min=("output_tok_per_s", "min"), r_max=("output_tok_per_s", "max"),
+        front_end_pct=("front_end_pct", "max"))
     return grouped.sort_index().fillna({"t_sd": 0.0, "r_sd": 0.0})
 
 
