@@ -150,7 +150,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("recount_text_mismatches", int, "", "answers whose token ids do not decode to the text that arrived"),
     Column("errors", str, "", "failed requests by kind: kind=count joined with ;"),
     Column("warnings", str, "", "warning codes joined with ; (loadtest/results/rules.py)"),
-    Column("buffered_requests", int, "", "long answers whose chunks arrived in one burst"),
+    Column("buffered_requests", int, "", "long answers (16 chunks or more) whose chunks arrived in one burst: all in the last tenth of the answer's end-to-end time, and back to back (median gap under BURST_GAP_MS, loadtest/results/summary.py: a buffer's, not decode steps')"),
     Column("empty_answers", int, "", "completed requests whose stream carried no text (no TTFT: those are over the others)"),
     Column("flawed_requests", int, "", "completed requests the engine answered with values the rig ignored"),
     Column("engine_flaws", str, "", "the first few of those values, in words"),

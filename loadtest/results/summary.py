@@ -35,6 +35,12 @@ from loadtest.results.reasoning import summarize_reasoning
 from loadtest.results.record import RequestRecord
 from loadtest.results.sessions import summarize_sessions
 
+# Chunks closer than this came out of one buffer, not one decode step each: a client process that
+# fell behind read its chunks 0.014 ms apart (ITL p50; evidence/2026-11-26/gpu-layouts,
+# client1), and the fastest steps of any engine measured here were 1.0 ms (llama.cpp, the tiny
+# model, on CPU: evidence/2026-11-26/traffic-agentic)
+BURST_GAP_MS = 0.25
+
 __all__ = ["summarize"]
 
 
@@ -125,13 +131,22 @@ def _rate(stamps_ns: list[int]) -> float | None:
 
 
 def _arrived_at_once(record: RequestRecord) -> bool:
-    """The whole stream of a long answer arrived in one burst (its chunks within the last tenth
-    of its end-to-end time), so its TTFT is really its end-to-end latency: something between
-    the engine's sampler and this client held the chunks back (a starved API server, a buffering
-    proxy)."""
+    """The whole stream of a long answer arrived in one burst: its chunks within the last tenth
+    of its end-to-end time and back to back (their median gap under BURST_GAP_MS), so its TTFT
+    is really its end-to-end latency: something between the engine's sampler and this client
+    held the chunks back (a starved API server, a buffering proxy, a client reading late).
+
+    The first test alone also takes an answer that waited long for its first token and was then
+    decoded at the engine's pace, each chunk a step apart: the last answers of a busy run, their
+    batch nearly empty (vLLM on CPU, 256 users of 1,024-token prompts: 16 of 512 answers waited
+    18.3 s, then streamed 32 tokens in 0.8-2.0 s, median gaps 27-36 ms:
+    evidence/2026-11-27/answers-arrived-whole)."""
     if record.output_chunks < 16 or record.ttft_ms is None or not record.e2e_ms:
         return False
-    return record.e2e_ms - record.ttft_ms < 0.1 * record.e2e_ms
+    if record.e2e_ms - record.ttft_ms >= 0.1 * record.e2e_ms:
+        return False
+    gaps = record.chunk_gaps_ns
+    return bool(gaps) and float(np.median(gaps)) < BURST_GAP_MS * 1e6
 
 
 def _tpot(record: RequestRecord) -> float | None:
