@@ -37,8 +37,8 @@ from loadtest.results.sessions import summarize_sessions
 
 # Chunks closer than this came out of one buffer, not one decode step each: a client process that
 # fell behind read its chunks 0.014 ms apart (ITL p50; evidence/2026-11-26/gpu-layouts,
-# client1), and the fastest steps of any engine measured here were 1.0 ms (llama.cpp, the tiny
-# model, on CPU: evidence/2026-11-26/traffic-agentic)
+# client1), and the fastest steps of any engine measured here were 0.59 ms (llama.cpp, the tiny
+# model, on CPU: evidence/2026-11-27/lora-llamacpp-rejudged)
 BURST_GAP_MS = 0.25
 
 __all__ = ["summarize"]
