@@ -424,9 +424,9 @@ def _engine_processes_section(report: Report, runs: pd.DataFrame) -> None:
                 "`_TP0`, `_TP1`, ...). A process near 100% holds a whole core: one "
                 "host-side process, such as an API server, can limit a layout while its GPUs "
                 "wait. A GPU worker that spin-waits on its GPU shows a full core too, so look "
-                "at which process it is. The last column, where the engine names its API servers, "
-                "is the busiest one's share (`engine_front_end_cpu_max_pct`), which the top "
-                "names can leave out.")
+                "at which process it is. Where the engine names its API servers, a column gives "
+                "the busiest one's share (`engine_front_end_cpu_max_pct`), which the top names "
+                "can leave out.")
     report.table(engine_processes_markdown(cells, front_end_cells(runs)))
 
 

@@ -81,8 +81,8 @@ def engine_processes_markdown(cells: pd.DataFrame, front_ends: pd.DataFrame) -> 
     """One row per configuration and user count: its TOP busiest process names, and the
     busiest API server's share where ``front_ends`` (front_end_cells) has the cell's."""
     fronts = {tuple(row[c] for c in CELL): row for _, row in front_ends.iterrows()}
-    header = ["options", "users", "runs", "busiest engine processes (% of a core, min-max over "
-              "repeats)", *(["busiest API server (% of a core)"] if fronts else [])]
+    header = ["options", "users", "runs", *(["busiest API server (% of a core)"] if fronts else []),
+              "busiest engine processes (% of a core, min-max over repeats)"]
     body = []
     for key, cell in cells.groupby(CELL, sort=True, dropna=False):
         _, flags, gpu, users = key
@@ -90,8 +90,8 @@ def engine_processes_markdown(cells: pd.DataFrame, front_ends: pd.DataFrame) -> 
         top = cell.sort_values("cpu_mean_pct", ascending=False).head(TOP)
         front = [_share(fronts[key]) if key in fronts else "-"] if fronts else []
         body.append([f"{label} gpu {gpu}" if gpu else label, f"{users:g}",
-                     f"{cell['cell_runs'].max():g}",
-                     ", ".join(_process(p) for _, p in top.iterrows()), *front])
+                     f"{cell['cell_runs'].max():g}", *front,
+                     ", ".join(_process(p) for _, p in top.iterrows())])
     return markdown_table(header, body)
 
 
