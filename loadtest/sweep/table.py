@@ -53,9 +53,10 @@ def cell_frame(rows: list[dict[str, str]], config_of: dict[str, str]) -> pd.Data
              "front_end_pct": (_float(r.get("engine_front_end_cpu_max_pct"))
                                if _warned(r, "front_end_saturated") else None)}
             for r in rows if r.get("run_id") in config_of]
-    return pd.DataFrame(kept, columns=["config", "users", "repeat", "completion_time_s",
-                                       "output_tok_per_s", "failed", "invalid", "reasons",
-                                       "front_end_pct"])
+    frame = pd.DataFrame(kept, columns=["config", "users", "repeat", "completion_time_s",
+                                        "output_tok_per_s", "failed", "invalid", "reasons",
+                                        "front_end_pct"])
+    return frame.astype({"front_end_pct": float})  # None -> NaN, so max() skips it
 
 
 def _warned(row: dict[str, str], code: str) -> bool:
@@ -67,9 +68,6 @@ def _invalid(row: dict[str, str]) -> bool:
 
 
 def _stats(runs: pd.DataFrame) -> pd.DataFrame:
-    runs = runs.assign(reasons=runs["reasons"] if "reasons" in runs else "",
-                       front_end_pct=pd.to_numeric(runs["front_end_pct"], errors="coerce")
-                       if "front_end_pct" in runs else float("nan"))
     grouped = runs.groupby("users").agg(
         runs=("repeat", "count"), failed=("failed", "sum"), invalid=("invalid", "sum"),
         reasons=("reasons", lambda r: ", ".join(sorted({x for one in r if one for x in one.split(";")}))),
