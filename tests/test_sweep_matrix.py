@@ -272,3 +272,38 @@ def test_the_comparison_marks_a_fastest_configuration_only_among_two_that_count(
     lines = {line.split()[0]: line for line in table.splitlines()[1:]}
     assert lines["8"].split() == ["8", "2.00", "s", "*", "3.00", "s"]
     assert "*" not in lines["32"] and "*" not in lines["64"]
+
+
+def two_layouts(second_gpus: str, launch: str = "local") -> dict[str, Any]:
+    """Two vLLM layouts to be started together: one per GPU on 0,1 and one split elsewhere."""
+    return {"name": "t", "workload": {"requests": 8, "max_tokens": 8}, "users": [8],
+            "repeats": 2, "interleave_repeats": "together",
+            "engines": [{"engine": "vllm", "launch": "local", "gpus": ["0,1"], "replicas": "per-gpu"},
+                        {"engine": "vllm", "launch": launch, "gpus": [second_gpus],
+                         "settings": {"SHARDS": 2}}]}
+
+
+def test_together_needs_gpus_of_its_own_for_each_configuration_and_local_processes() -> None:
+    together = parse_matrix(two_layouts("2,3"), gpu_count=4)
+    assert together.start_together and together.interleave_repeats
+    shared = refusal(two_layouts("1,2"), gpu_count=4)
+    assert "both use GPU 1" in shared and "interleave_repeats: true" in shared
+    assert "not vllm through Compose" in refusal(two_layouts("2,3", launch="compose"), gpu_count=4)
+    # CPU engines may share the host's cores: the one measured runs while the others idle
+    cpu = {**matrix(sweep={"MAX_CONCURRENT_REQUESTS": [2, 4]}), "interleave_repeats": "together"}
+    assert parse_matrix(cpu, 0).start_together
+    for bad in ("yes", "Together", 1, None, [True]):
+        assert refusal({**matrix(), "interleave_repeats": bad}).endswith(
+            f"interleave_repeats must be true, false or together, got {bad!r}")
+
+
+def test_the_dry_run_of_a_together_matrix_says_so_and_gives_each_engine_its_own_port(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(two_layouts("2,3")))
+    monkeypatch.chdir(REPO)
+    assert flags.main([str(path), "--dry-run", "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "configurations started together, each on its own GPUs" in out.splitlines()[0]
+    ports = re.findall(r"--port (\d+)", out)
+    assert len(ports) == 3 and len(set(ports)) == 3, out  # two replicas and the split server

@@ -178,3 +178,36 @@ def _group_of(process: psutil.Process) -> int | None:
         return os.getpgid(process.pid)
     except (ProcessLookupError, PermissionError):
         return None
+
+
+def test_configurations_started_together_take_turns_without_restarts(tmp_path: Path) -> None:
+    """`interleave_repeats: together`: every configuration started once, before any run; the
+    runs alternate configuration by configuration, repeat 1 of each before any repeat 2; one
+    that cannot start fails alone."""
+    why = LOCAL["llamacpp-cpu"].missing()
+    if why:
+        pytest.skip(why)
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(
+        "name: turns\nworkload: {prompts: mixed, requests: 16, max_tokens: 8, ignore_eos: true}\n"
+        "users: [2, 4]\nrepeats: 2\ninterleave_repeats: together\nwarmup_requests: 4\n"
+        "health_timeout_s: 600\nengines:\n"
+        "  - engine: llamacpp-cpu\n    launch: local\n    sweep: {MAX_CONCURRENT_REQUESTS: [2, 4]}\n"
+        "  - engine: llamacpp-cpu\n    launch: local\n    settings: {EXTRA_ARGS: --no-such-flag}\n")
+    result = sweep("flags", str(matrix), "--out", str(tmp_path / "out"), timeout_s=600)
+    assert result.returncode == 1, result.stderr[-3000:]  # the bad one failed, recorded
+    starts = [line for line in result.stderr.splitlines() if line.startswith("start ")]
+    assert len(starts) == 3, result.stderr  # each once, all before the first run
+    assert result.stderr.index("starting 3 configuration(s) together") < result.stderr.index("\nrun ")
+    ports = [line.split("--port ")[1].split()[0] for line in starts]
+    assert len(set(ports)) == 3
+    runs = read_runs(tmp_path / "out/runs.csv")
+    order = [(r["repeat"], r["users"], r["flags"]) for r in runs]
+    assert order == [(rep, users, f"MAX_CONCURRENT_REQUESTS={slots}")
+                     for rep in ("1", "2") for users in ("2", "4") for slots in (2, 4)]
+    state = json.loads((tmp_path / "out/sweeps/turns/sweep.json").read_text())
+    assert {k: v["status"] for k, v in state["configs"].items()} == {
+        "llamacpp-cpu-parallel2": "ok", "llamacpp-cpu-parallel4": "ok", "llamacpp-cpu": "failed"}
+    assert "no-such-flag" in state["configs"]["llamacpp-cpu"]["log_tail"]
+    assert result.stdout.startswith("sweep turns") and "configurations started together" in result.stdout
+    assert not any(_engine_processes(port) for port in ports)

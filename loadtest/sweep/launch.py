@@ -77,15 +77,21 @@ class Launcher(Protocol):
 
 
 def make_launcher(config: EngineConfig, workdir: Path, project: str,
-                  client_cores: int = 1) -> Launcher:
-    """`client_cores`: the cores a local engine leaves its client (one a client process)."""
+                  client_cores: int = 1, taken: set[int] | None = None) -> Launcher:
+    """`client_cores`: the cores a local engine leaves its client (one a client process).
+    `taken`: ports already handed to engines that run beside this one; this one's are added."""
+    taken = set() if taken is None else taken
+    port = _distinct_ports(1, taken)[0]
+    taken.add(port)
     if config.launch == "running":
         return RunningEngine(config.host)
     if config.launch == "local" and config.replicas:
-        return LocalReplicas(config, free_port(), workdir, client_cores)
+        launcher = LocalReplicas(config, port, workdir, client_cores, taken)
+        taken.update(r.port for r in launcher.replicas.values())
+        return launcher
     if config.launch == "local":
-        return LocalProcess(config, free_port(), workdir / "engine.log", client_cores)
-    return ComposeService(config, free_port(), workdir, project)
+        return LocalProcess(config, port, workdir / "engine.log", client_cores)
+    return ComposeService(config, port, workdir, project)
 
 
 class RunningEngine:
@@ -186,7 +192,8 @@ class LocalReplicas:
     ``engine-NAME.log``, nginx's ``balancer.log``; stop() gathers them all in ``engine.log``.
     The replicas and nginx keep off the client's cores as one local engine does (LocalProcess)."""
 
-    def __init__(self, config: EngineConfig, port: int, workdir: Path, client_cores: int = 1) -> None:
+    def __init__(self, config: EngineConfig, port: int, workdir: Path, client_cores: int = 1,
+                 taken: set[int] | None = None) -> None:
         self.config = config
         self.port = port
         # absolute: nginx reads -c and the paths inside its configuration relative to -p
@@ -196,7 +203,7 @@ class LocalReplicas:
             names = [(replica_name(g), g) for g in gpu_groups(config.gpus, shards_of(config))]
         else:
             names = [(str(i), None) for i in range(int(config.replicas))]
-        ports = _distinct_ports(len(names), taken={port})
+        ports = _distinct_ports(len(names), taken={port, *(taken or ())})
         self.cpus = default_layout(client_cores=client_cores)[0]
         self.replicas = {
             name: LocalEngine(replica_port, extra_args=local_args(config), engine=config.engine,

@@ -16,6 +16,9 @@
     run_timeout_s: 1800                  # optional: one Locust run
     interleave_repeats: true             # optional: repeat 1 of every configuration, then repeat 2, ...
                                          #   (each engine started once per repeat; drift hits all alike)
+                                         #   together: every configuration started once, at once,
+                                         #   each on GPUs of its own (launch: local), and measured
+                                         #   cell by cell in turn with no restart between repeats
     client_processes: 4                  # optional (default 1): the client's Locust processes; a
                                          #   local engine keeps off as many cores
     engines:
@@ -156,6 +159,9 @@ class Matrix:
     health_timeout_s: float = 900
     run_timeout_s: float = 1800
     interleave_repeats: bool = False
+    # interleave_repeats: together: every configuration started at once (each on its own GPUs)
+    # and kept up while the others are measured, so repeats interleave without restarts.
+    start_together: bool = False
     source: dict[str, Any] = field(default_factory=dict)
     workloads: tuple[SweepWorkload, ...] = ()  # `workloads:`; empty: the one `workload`
     # The client's Locust processes (its cores): one process streams ~25,000 tok/s on a GPU
@@ -201,13 +207,16 @@ def parse_matrix(data: dict[str, Any], gpu_count: int | None, where: str = "matr
     warmup = data.get("warmup_requests", default_warmup_requests(users))
     warmup = 0 if warmup == 0 else _positive(warmup, f"{where}: warmup_requests")
     interleave = data.get("interleave_repeats", False)
-    if not isinstance(interleave, bool):
-        raise MatrixError(f"{where}: interleave_repeats must be true or false, got {interleave!r}")
+    if not isinstance(interleave, bool) and interleave != "together":
+        raise MatrixError(f"{where}: interleave_repeats must be true, false or together, got {interleave!r}")
+    if interleave == "together":
+        _check_together(configs, where)
     return Matrix(name=name, workload=workload, users=users, repeats=repeats,
                   configs=tuple(configs), warmup_requests=warmup,
                   health_timeout_s=_positive(data.get("health_timeout_s", 900), f"{where}: health_timeout_s"),
                   run_timeout_s=_positive(data.get("run_timeout_s", 1800), f"{where}: run_timeout_s"),
-                  interleave_repeats=interleave, source=data, workloads=workloads,
+                  interleave_repeats=bool(interleave), start_together=interleave == "together",
+                  source=data, workloads=workloads,
                   client_processes=_positive(data.get("client_processes", 1), f"{where}: client_processes"))
 
 
@@ -225,6 +234,34 @@ def check_gpus(configs: tuple[EngineConfig, ...], gpu_count: int) -> None:
             have = "no GPU" if gpu_count == 0 else f"{gpu_count} GPU(s)"
             raise MatrixError(f"{config.engine} needs GPU {','.join(missing)} but this host has {have} "
                               f"(use --dry-run to check the matrix without GPUs)")
+
+
+def _check_together(configs: list[EngineConfig], where: str) -> None:
+    """`interleave_repeats: together` runs every configuration at once: local processes only
+    (Compose projects start one at a time), and no GPU shared by two (each engine would claim
+    its memory). CPU engines may share cores: the one measured runs while the others idle."""
+    owner: dict[str, str] = {}
+    for index, config in enumerate(configs, 1):
+        if config.launch == "compose":
+            raise MatrixError(f"{where}: interleave_repeats: together starts local processes "
+                              f"(launch: local) only, not {config.engine} through Compose; "
+                              "use interleave_repeats: true")
+        if config.launch != "local" or not ENGINES[config.engine].gpu:
+            continue
+        name = f"configuration {index} ({config.engine} {_described(config)})"
+        for gpu in config.gpus.split(","):
+            if gpu in owner:
+                raise MatrixError(f"{where}: interleave_repeats: together starts every configuration "
+                                  f"at once, but {owner[gpu]} and {name} both use GPU {gpu}: give "
+                                  "each its own gpus, or use interleave_repeats: true")
+            owner[gpu] = name
+
+
+def _described(config: EngineConfig) -> str:
+    """A configuration's settings and GPUs in one short phrase, for a refusal."""
+    settings = " ".join(f"{k}={v}" for k, v in sorted(config.settings.items()))
+    replicas = f" replicas {config.replicas}" if config.replicas else ""
+    return f"[{settings or 'defaults'}] GPUs {config.gpus}{replicas}"
 
 
 def _expand(entry: Any, where: str) -> list[EngineConfig]:

@@ -5,6 +5,9 @@ row still in runs.csv) -> start the engine and wait for health -> one warm-up ru
 runs.csv) -> one fresh Locust process per cell, one at a time -> stop the engine. An engine
 that fails to start, crashes or times out is recorded as failed with its log's tail, and the
 sweep goes on. SIGINT/SIGTERM stop the running cell and the engine, save sweep.json, exit 130.
+With `interleave_repeats: together` the phases run side by side instead: every configuration
+started at once (each on GPUs of its own), each warmed up, then one cell at a time in turn
+(repeat 1 of a heat everywhere before its repeat 2), all stopped at the end.
 With --until-known, passes of repeat legs follow: each configuration that must run a heat again
 (loadtest/sweep/repeats.py decides) is started once per pass for its new cells, measured as
 above, until every heat is known or capped; each heat's line ends the table.
@@ -21,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
 from typing import Any, Callable, Iterator, Sequence
@@ -44,6 +48,11 @@ from loadtest.sweep.state import MEASURED, SweepState
 from loadtest.sweep.table import RULES, cell_frame, comparison_table, config_table
 
 __all__ = ["preflight", "print_tables", "run_sweep", "schedule", "sweep_dir"]
+
+
+# What `interleave_repeats: together` did, in the dry run's plan and above the tables.
+TOGETHER = ("configurations started together, each on its own GPUs, and measured one cell at a "
+            "time in turn while the others idled (repeats interleaved, no restart between them)")
 
 
 def say(message: str) -> None:
@@ -126,7 +135,10 @@ def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False,
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         passes: dict[str, str] = {}  # this sweep's status of each configuration, over its starts
-        for config, slug, cells in schedule(plan, matrix.interleave_repeats):
+        if matrix.start_together:
+            _run_together(matrix, plan, out, state, version)
+            passes = {slug: state.data["configs"][slug]["status"] for _, slug, _ in plan}
+        for config, slug, cells in [] if matrix.start_together else schedule(plan, matrix.interleave_repeats):
             passes[slug] = _run_config(matrix, config, slug, cells, out, state, version,
                                        passes.get(slug))
         if until is not None:
@@ -229,6 +241,92 @@ def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cel
     """Start, measure ``cells``, stop; the configuration's status. ``earlier``: its status from
     an earlier start in this sweep (interleaved repeats start it once per repeat): a failure
     then stays recorded, and a start with nothing to do leaves that status as it was."""
+    todo = _cells_to_run(state, cells, version, out)
+    if not todo:
+        return _nothing_to_run(state, config, slug, earlier)
+    launcher = _prepare(matrix, config, slug, todo, out, state, earlier)
+    try:
+        say(f"start {slug}: {launcher.describe(matrix.health_timeout_s)}")
+        launcher.start(matrix.health_timeout_s)
+        say(f"healthy: {launcher.url}")
+        _warm_up(matrix, config, slug, launcher, out, state)
+        for cell in todo:
+            _measure_or_fail_rest(matrix, cell, launcher, out, state, todo)
+        status = "failed" if earlier == "failed" else "ok"
+        state.set_config(slug, status=status)
+    except EngineFailed as exc:
+        status = _failed(state, slug, todo, exc)
+    finally:
+        _stop(slug, launcher)
+    return status
+
+
+def _run_together(matrix: Matrix, plan: Plan, out: Path, state: SweepState, version: str) -> None:
+    """`interleave_repeats: together`: every configuration with cells to run started at once
+    (each on its own GPUs: the matrix checked), warmed up, then measured one cell at a time in
+    turn, repeat 1 of a heat on every configuration before its repeat 2, the others idle beside
+    the one measured; an engine that fails takes only its own cells with it; all stopped at the
+    end. Repeats interleave as closely as they can, with no restart between them."""
+    todo = {slug: _cells_to_run(state, cells, version, out) for _, slug, cells in plan}
+    taken: set[int] = set()  # ports handed out: no two engines may pick the same free port
+    launchers: dict[str, Launcher] = {}
+    for config, slug, _ in plan:
+        if todo[slug]:
+            launchers[slug] = _prepare(matrix, config, slug, todo[slug], out, state, None, taken)
+        else:
+            _nothing_to_run(state, config, slug, None)
+    configs = {slug: config for config, slug, _ in plan}
+    try:
+        for slug in _start_all(matrix, launchers, configs, todo, out, state):
+            del launchers[slug]
+        heats = list(dict.fromkeys(heat_of(cell) for _, _, cells in plan for cell in cells))
+        order = list(configs)
+        turns = sorted((cell for slug in launchers for cell in todo[slug]),
+                       key=lambda c: (c.repeat, heats.index(heat_of(c)), order.index(c.slug)))
+        for index, cell in enumerate(turns):
+            if cell.slug not in launchers:
+                continue  # its engine failed: its cells are recorded failed
+            its_turns = [c for c in turns[index:] if c.slug == cell.slug]
+            try:
+                _measure_or_fail_rest(matrix, cell, launchers[cell.slug], out, state, its_turns)
+            except EngineFailed as exc:
+                _failed(state, cell.slug, todo[cell.slug], exc)
+                _stop(cell.slug, launchers.pop(cell.slug))
+        for slug in launchers:
+            state.set_config(slug, status="ok")
+    finally:
+        for slug, launcher in launchers.items():
+            _stop(slug, launcher)
+
+
+def _start_all(matrix: Matrix, launchers: dict[str, Launcher], configs: dict[str, EngineConfig],
+               todo: dict[str, list[Cell]], out: Path, state: SweepState) -> list[str]:
+    """Start ``launchers`` at once (a start waits minutes on a GPU), then warm each up in turn;
+    the slugs that failed, recorded and stopped."""
+    for slug, launcher in launchers.items():
+        say(f"start {slug}: {launcher.describe(matrix.health_timeout_s)}")
+    say(f"starting {len(launchers)} configuration(s) together; each is measured while the others idle")
+    failed: list[str] = []
+    pool = ThreadPoolExecutor(max(1, len(launchers)))
+    try:
+        starts = {slug: pool.submit(launcher.start, matrix.health_timeout_s)
+                  for slug, launcher in launchers.items()}
+        for slug, started in starts.items():
+            try:
+                started.result()
+                say(f"healthy {slug}: {launchers[slug].url}")
+                _warm_up(matrix, configs[slug], slug, launchers[slug], out, state)
+            except EngineFailed as exc:
+                _failed(state, slug, todo[slug], exc)
+                _stop(slug, launchers[slug])
+                failed.append(slug)
+    finally:  # interrupted: the caller stops every engine, which ends the starts still waiting
+        pool.shutdown(wait=False, cancel_futures=True)
+    return failed
+
+
+def _cells_to_run(state: SweepState, cells: list[Cell], version: str, out: Path) -> list[Cell]:
+    """``cells`` not measured before (same cell, same rig version, row still in runs.csv)."""
     done = run_ids(out / "runs.csv")
     todo = []
     for cell in cells:
@@ -240,47 +338,50 @@ def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cel
             todo.append(cell)
             if reason:
                 say(f"run again {cell.path}: {reason}")
-    info = {"config_hash": config_hash(config), "engine": config.engine, "launch": config.launch,
+    return todo
+
+
+def _config_info(config: EngineConfig) -> dict[str, Any]:
+    return {"config_hash": config_hash(config), "engine": config.engine, "launch": config.launch,
             "settings": config.settings, "flags": flags_text(config), "gpus": config.gpus,
             "replicas": config.replicas}
-    if not todo:
-        if earlier in (None, "skipped"):
-            state.set_config(slug, **info, status="skipped", reason="every cell measured before")
-            return "skipped"
-        return earlier
+
+
+def _nothing_to_run(state: SweepState, config: EngineConfig, slug: str, earlier: str | None) -> str:
+    if earlier in (None, "skipped"):
+        state.set_config(slug, **_config_info(config), status="skipped",
+                         reason="every cell measured before")
+        return "skipped"
+    return earlier
+
+
+def _prepare(matrix: Matrix, config: EngineConfig, slug: str, todo: list[Cell], out: Path,
+             state: SweepState, earlier: str | None, taken: set[int] | None = None) -> Launcher:
+    """The configuration's launcher, its state `starting` and its cells `pending`."""
     workdir = sweep_dir(out, matrix.name) / slug
-    launcher = make_launcher(config, workdir, _project(matrix.name), matrix.client_processes)
+    launcher = make_launcher(config, workdir, _project(matrix.name), matrix.client_processes, taken)
     kept = {} if earlier == "failed" else {"reason": "", "log_tail": ""}  # an earlier failure stays
-    state.set_config(slug, **info, status="starting", **kept,
+    state.set_config(slug, **_config_info(config), status="starting", **kept,
                      engine_log=str(workdir / "engine.log") if config.launch != "running" else "")
     for cell in todo:
         state.set_cell(cell, status="pending", reason="")
-    try:
-        say(f"start {slug}: {launcher.describe(matrix.health_timeout_s)}")
-        launcher.start(matrix.health_timeout_s)
-        say(f"healthy: {launcher.url}")
-        _warm_up(matrix, config, slug, launcher, out, state)
-        for index, cell in enumerate(todo):
-            try:
-                _measure(matrix, cell, launcher, out, state)
-            except EngineFailed:
-                for rest in todo[index + 1:]:
-                    state.set_cell(rest, status="failed", reason="engine stopped before this cell")
-                raise
-        status = "failed" if earlier == "failed" else "ok"
-        state.set_config(slug, status=status)
-    except EngineFailed as exc:
-        say(f"failed {slug}: {exc.reason}\n{exc.log_tail}")
-        status = "failed"
-        state.set_config(slug, status=status, reason=exc.reason, log_tail=exc.log_tail)
-        for cell in todo:
-            if state.cell(cell).get("status") == "pending":
-                state.set_cell(cell, status="failed", reason=f"engine: {exc.reason}")
-    finally:
-        with _signals_held():
-            launcher.stop()
-        say(f"stopped {slug}")
-    return status
+    return launcher
+
+
+def _failed(state: SweepState, slug: str, todo: list[Cell], exc: EngineFailed) -> str:
+    """The configuration failed: recorded with its log's tail, its cells still pending failed."""
+    say(f"failed {slug}: {exc.reason}\n{exc.log_tail}")
+    state.set_config(slug, status="failed", reason=exc.reason, log_tail=exc.log_tail)
+    for cell in todo:
+        if state.cell(cell).get("status") == "pending":
+            state.set_cell(cell, status="failed", reason=f"engine: {exc.reason}")
+    return "failed"
+
+
+def _stop(slug: str, launcher: Launcher) -> None:
+    with _signals_held():
+        launcher.stop()
+    say(f"stopped {slug}")
 
 
 def _warmup_spec(matrix: Matrix, config: EngineConfig, launcher: Launcher, out: Path) -> RunSpec:
@@ -316,6 +417,17 @@ def _warm_up(matrix: Matrix, config: EngineConfig, slug: str, launcher: Launcher
     if outcome.exit_code not in (0, 1):
         why = launcher.failure() or outcome.error or f"exit {outcome.exit_code}"
         raise EngineFailed(f"warm-up failed: {why}", launcher.log_tail())
+
+
+def _measure_or_fail_rest(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path,
+                          state: SweepState, todo: list[Cell]) -> None:
+    """``_measure``; an engine that died in it fails the cells of ``todo`` still to come."""
+    try:
+        _measure(matrix, cell, launcher, out, state)
+    except EngineFailed:
+        for rest in todo[todo.index(cell) + 1:]:
+            state.set_cell(rest, status="failed", reason="engine stopped before this cell")
+        raise
 
 
 def _measure(matrix: Matrix, cell: Cell, launcher: Launcher, out: Path, state: SweepState) -> None:
@@ -371,6 +483,7 @@ def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix,
              f"{matrix.repeats} repeat(s) per cell"
              + (f", {until.describe()}" if until is not None else "")
              for w in matrix.all_workloads]
+    lines += [TOGETHER] if matrix.start_together else []
     for config, slug, cells in plan:
         entry = state.data["configs"].get(slug, {})
         lines += ["", f"== {slug}  [{flags_text(config) or 'engine defaults'}]"
@@ -412,12 +525,14 @@ def _print_plan(matrix: Matrix, plan: Plan, out: Path, until: UntilKnown | None)
     total = sum(len(cells) for _, _, cells in plan)
     order = "; repeats interleaved (each configuration started once per repeat)" \
         if matrix.interleave_repeats else ""
+    order = f"; {TOGETHER}" if matrix.start_together else order
     more = f"; then {until.describe()}" if until is not None else ""
     print(f"dry run: sweep {matrix.name}, {len(plan)} configuration(s), {total} cell(s){order}"
           f"{more}; nothing started")
-    for config, slug, cells in schedule(plan, matrix.interleave_repeats):
+    taken: set[int] = set()  # distinct ports, as engines started together need
+    for config, slug, cells in plan if matrix.start_together else schedule(plan, matrix.interleave_repeats):
         launcher = make_launcher(config, sweep_dir(out, matrix.name) / slug, _project(matrix.name),
-                                 matrix.client_processes)
+                                 matrix.client_processes, taken)
         print(f"\n== {slug}  [{flags_text(config) or 'engine defaults'}]  hash {config_hash(config)}")
         print(f"start: {launcher.describe(matrix.health_timeout_s)}")
         if matrix.warmup_requests:
