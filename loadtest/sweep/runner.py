@@ -276,8 +276,11 @@ def _run_together(matrix: Matrix, plan: Plan, out: Path, state: SweepState, vers
         else:
             _nothing_to_run(state, config, slug, None)
     configs = {slug: config for config, slug, _ in plan}
+    # The starts' threads live until every engine stopped: an engine the rig starts gets SIGTERM
+    # when the thread that started it ends (PR_SET_PDEATHSIG: loadtest/local_engine.py).
+    pool = ThreadPoolExecutor(max(1, len(launchers)))
     try:
-        for slug in _start_all(matrix, launchers, configs, todo, out, state):
+        for slug in _start_all(matrix, pool, launchers, configs, todo, out, state):
             del launchers[slug]
         heats = list(dict.fromkeys(heat_of(cell) for _, _, cells in plan for cell in cells))
         order = list(configs)
@@ -297,31 +300,29 @@ def _run_together(matrix: Matrix, plan: Plan, out: Path, state: SweepState, vers
     finally:
         for slug, launcher in launchers.items():
             _stop(slug, launcher)
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _start_all(matrix: Matrix, launchers: dict[str, Launcher], configs: dict[str, EngineConfig],
-               todo: dict[str, list[Cell]], out: Path, state: SweepState) -> list[str]:
-    """Start ``launchers`` at once (a start waits minutes on a GPU), then warm each up in turn;
-    the slugs that failed, recorded and stopped."""
+def _start_all(matrix: Matrix, pool: ThreadPoolExecutor, launchers: dict[str, Launcher],
+               configs: dict[str, EngineConfig], todo: dict[str, list[Cell]], out: Path,
+               state: SweepState) -> list[str]:
+    """Start ``launchers`` at once in ``pool``'s threads (a start waits minutes on a GPU), then
+    warm each up in turn; the slugs that failed, recorded and stopped."""
     for slug, launcher in launchers.items():
         say(f"start {slug}: {launcher.describe(matrix.health_timeout_s)}")
     say(f"starting {len(launchers)} configuration(s) together; each is measured while the others idle")
     failed: list[str] = []
-    pool = ThreadPoolExecutor(max(1, len(launchers)))
-    try:
-        starts = {slug: pool.submit(launcher.start, matrix.health_timeout_s)
-                  for slug, launcher in launchers.items()}
-        for slug, started in starts.items():
-            try:
-                started.result()
-                say(f"healthy {slug}: {launchers[slug].url}")
-                _warm_up(matrix, configs[slug], slug, launchers[slug], out, state)
-            except EngineFailed as exc:
-                _failed(state, slug, todo[slug], exc)
-                _stop(slug, launchers[slug])
-                failed.append(slug)
-    finally:  # interrupted: the caller stops every engine, which ends the starts still waiting
-        pool.shutdown(wait=False, cancel_futures=True)
+    starts = {slug: pool.submit(launcher.start, matrix.health_timeout_s)
+              for slug, launcher in launchers.items()}
+    for slug, started in starts.items():
+        try:
+            started.result()
+            say(f"healthy {slug}: {launchers[slug].url}")
+            _warm_up(matrix, configs[slug], slug, launchers[slug], out, state)
+        except EngineFailed as exc:
+            _failed(state, slug, todo[slug], exc)
+            _stop(slug, launchers[slug])
+            failed.append(slug)
     return failed
 
 
