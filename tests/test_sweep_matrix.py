@@ -17,7 +17,9 @@ import yaml
 from loadtest import cpus, local_engine
 from loadtest.sweep import flags
 from loadtest.sweep.cells import config_hash, expand_cells, flags_text
+from loadtest.results.files import write_csv
 from loadtest.sweep.matrix import MatrixError, parse_matrix
+from loadtest.sweep.runner import print_tables
 from loadtest.sweep.state import SweepState
 from loadtest.sweep.table import RULES, cell_frame, comparison_table, config_table
 
@@ -272,6 +274,47 @@ def test_the_comparison_marks_a_fastest_configuration_only_among_two_that_count(
     lines = {line.split()[0]: line for line in table.splitlines()[1:]}
     assert lines["8"].split() == ["8", "2.00", "s", "*", "3.00", "s"]
     assert "*" not in lines["32"] and "*" not in lines["64"]
+    assert lines["32"].split() == ["32", "1.00", "s", "!", "4.00", "s"]  # none of a's counts
+
+
+def test_the_comparison_averages_the_runs_that_count_and_says_when_some_were_left_out() -> None:
+    """A mean beside another is of the runs that count: an invalid 1 s run must not make a
+    configuration of two 3 s runs look faster than one of 2.5 s."""
+    rows = [{"run_id": f"{config}{repeat}", "users": "8", "repeat": str(repeat),
+             "completion_time_s": str(seconds), "output_tok_per_s": "100", "failed": "0",
+             "verdict": verdict}
+            for config, repeat, seconds, verdict in (("a", 1, 3.0, "valid"), ("a", 2, 3.0, "valid"),
+                                                     ("a", 3, 1.0, "invalid"), ("b", 1, 2.5, "valid"),
+                                                     ("b", 2, 2.5, "valid"), ("b", 3, 2.5, "valid"))]
+    table = comparison_table(cell_frame(rows, {r["run_id"]: r["run_id"][0] for r in rows}))
+    assert table.splitlines()[1].split() == ["8", "3.00", "s", "~", "2.50", "s", "*"]
+
+
+def test_each_workload_gets_its_own_comparison(tmp_path: Path) -> None:
+    """Completion times of two workloads never meet: a short prefill run is not `fastest`
+    beside a long decode run of another configuration."""
+    data = {**matrix(sweep={"MAX_CONCURRENT_REQUESTS": [2, 4]}), "users": [8],
+            "workloads": {"long": {"max_tokens": 64}, "short": {"max_tokens": 4}}}
+    m = parse_matrix(data, 0)
+    plan = expand_cells(m, {})
+    seconds = {("vllm-cpu-maxnumseqs2", "long"): 9.0, ("vllm-cpu-maxnumseqs4", "long"): 8.0,
+               ("vllm-cpu-maxnumseqs2", "short"): 1.0, ("vllm-cpu-maxnumseqs4", "short"): 2.0}
+    state = SweepState.open(tmp_path / "sweep.json", {})
+    rows = []
+    for _, slug, cells in plan:
+        for cell in cells:
+            run_id = f"{slug}-{cell.workload.label}"
+            state.set_cell(cell, status="ok", run_id=run_id)
+            rows.append({"run_id": run_id, "users": "8", "repeat": "1", "failed": "0", "verdict": "valid",
+                         "completion_time_s": str(seconds[slug, cell.workload.label]),
+                         "output_tok_per_s": "100"})
+    write_csv(tmp_path / "runs.csv", list(rows[0]), rows)
+    (tmp_path / "sweeps/t").mkdir(parents=True)
+    print_tables(state, plan, tmp_path, m)
+    compared = (tmp_path / "sweeps/t/table.txt").read_text().split("fastest per user count):")[1]
+    long, short = compared.split("-- workload short")
+    assert long.splitlines()[3].split() == ["8", "9.00", "s", "8.00", "s", "*"]
+    assert short.splitlines()[2].split() == ["8", "1.00", "s", "*", "2.00", "s"]
 
 
 def two_layouts(second_gpus: str, launch: str = "local") -> dict[str, Any]:

@@ -29,6 +29,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Callable, Iterator, Sequence
 
+import pandas as pd
+
 from loadtest.toolkit.repo import REPO
 from servers.local import LOCAL
 from loadtest.results.files import read_runs, write_csv
@@ -495,8 +497,8 @@ def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix,
             lines += [f"-- workload {key.split(' / ')[1]}"] if " / " in key else []
             lines.append(config_table(runs[runs["config"] == key]))
     if len(plan) > 1:
-        lines += ["", "completion time by configuration (mean over repeats; * fastest per user count):",
-                  comparison_table(runs)]
+        lines += ["", "completion time by configuration (mean over repeats; * fastest per user count):"]
+        lines += _comparisons(plan, runs)
     if known:
         lines += ["", "until known (output tok/s; the race's rule, loadtest/known.py; known.csv):",
                   *known]
@@ -506,6 +508,20 @@ def print_tables(state: SweepState, plan: Plan, out: Path, matrix: Matrix,
     with contextlib.suppress(BrokenPipeError):
         print(text, flush=True)
     return len(runs)
+
+
+def _comparisons(plan: Plan, runs: pd.DataFrame) -> list[str]:
+    """One comparison table per workload: completion times of different workloads never meet."""
+    keys: dict[str, dict[str, str]] = {}  # workload label -> {table key: configuration}
+    for _, slug, cells in plan:
+        for cell in cells:
+            keys.setdefault(cell.workload.label if cell.workload else "", {})[_table_key(slug, cell)] = slug
+    lines: list[str] = []
+    for label, names in keys.items():
+        lines += [f"-- workload {label}"] if len(keys) > 1 else []
+        chosen = runs[runs["config"].isin(list(names))]
+        lines.append(comparison_table(chosen.assign(config=chosen["config"].map(names))))
+    return lines
 
 
 def _table_key(slug: str, cell: Cell) -> str:

@@ -2,8 +2,9 @@
 
 Rules, printed under every table:
 - fastest (`*`): the lowest mean completion time, among runs that count (every request
-  answered, verdict not invalid); across configurations (comparison_table), only where at least
-  two configurations have such runs at that user count: one alone is no winner;
+  answered, verdict not invalid); across configurations (comparison_table, one per workload),
+  only where at least two configurations have such runs at that user count: one alone is no
+  winner; there each mean is of the runs that count (`~` some left out, `!` none counts);
 - knee (`<- knee`): the smallest user count whose mean output tok/s is within 5% of the best
   mean, among user counts whose runs all count; adding users past it stops paying (more load, at
   most 5% more throughput);
@@ -29,8 +30,9 @@ UNSTABLE_PCT = 10.0
 RULES = (f"* fastest: lowest mean completion time of runs with no failed request and a verdict not "
          f"invalid (across configurations: where two configurations have some). <- knee: the smallest user "
          f"count whose mean output tok/s is within {KNEE_PCT:g}% of the best, of user counts whose runs all "
-         f"count; past it, adding users stops paying. invalid (! across configurations): shown with the verdict's "
-         f"reasons in the configuration's table, never ranked. "
+         f"count; past it, adding users stops paying. invalid: shown with the verdict's reasons in the "
+         f"configuration's table, never ranked; across configurations a mean is of the runs that count "
+         f"(~ some left out; ! none counts: the mean of them all, not ranked), workload by workload. "
          f"unstable: stdev over the repeats > {UNSTABLE_PCT:g}% of the mean (pyperf's rule). "
          f"API server at N%: a run's busiest API server passed {FRONT_END_CPU_LIMIT_PCT:g}% of a core "
          f"(front_end_saturated): its front end, not its GPUs, may set that row. "
@@ -108,26 +110,34 @@ def config_table(runs: pd.DataFrame) -> str:
 
 
 def comparison_table(runs: pd.DataFrame) -> str:
-    """Mean completion time of every configuration at every user count; `*` the fastest per row,
-    by the mean of the runs that count (no failed request, verdict not invalid), and only where
-    two configurations or more have such runs; `!` a mean that includes invalid runs."""
+    """Mean completion time of every configuration at every user count, of one workload (the
+    caller splits several: their times are not comparable). Each mean is of the runs that count
+    (no failed request, verdict not invalid): `~` where some runs were left out, `!` where none
+    counts (then the mean of them all, never ranked); `*` the fastest per row, only where two
+    configurations or more have runs that count."""
     if runs.empty:
         return "(no measured runs)"
+    counts = (runs["failed"] == 0) & ~runs["invalid"].astype(bool)
     means = runs.pivot_table(index="users", columns="config", values="completion_time_s",
                              aggfunc="mean", sort=False)
-    counted = runs[(runs["failed"] == 0) & ~runs["invalid"].astype(bool)]
-    ranked = counted.pivot_table(index="users", columns="config", values="completion_time_s",
-                                 aggfunc="mean", sort=False)
+    ranked = runs[counts].pivot_table(index="users", columns="config", values="completion_time_s",
+                                      aggfunc="mean", sort=False)
+    left_out = set(zip(runs.loc[~counts, "users"], runs.loc[~counts, "config"]))
     configs = list(dict.fromkeys(runs["config"]))
-    with_invalid = set(zip(runs.loc[runs["invalid"].astype(bool), "users"],
-                           runs.loc[runs["invalid"].astype(bool), "config"]))
     width = max(12, *(len(c) for c in configs))
     lines = [f"{'users':>6}  " + "  ".join(f"{c:>{width}}" for c in configs)]
     for users, row in means.sort_index().iterrows():
         rank = ranked.loc[users].dropna() if users in ranked.index else pd.Series(dtype=float)
         best = rank.idxmin() if len(rank) >= 2 else None
-        cells = [("-" if pd.isna(row.get(c)) else f"{row[c]:.2f} s" + (" *" if c == best else " !"
-                  if (users, c) in with_invalid else "  ")) for c in configs]
+        cells = []
+        for config in configs:
+            if pd.isna(row.get(config)):
+                cells.append("-")
+            elif config not in rank:
+                cells.append(f"{row[config]:.2f} s ! ")
+            else:
+                mark = ("*" if config == best else "") + ("~" if (users, config) in left_out else "")
+                cells.append(f"{rank[config]:.2f} s {mark:<2}")
         lines.append(f"{users:>6}  " + "  ".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)
 
