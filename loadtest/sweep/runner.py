@@ -140,9 +140,10 @@ def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False,
         if matrix.start_together:
             _run_together(matrix, plan, out, state, version)
             passes = {slug: state.data["configs"][slug]["status"] for _, slug, _ in plan}
-        for config, slug, cells in [] if matrix.start_together else schedule(plan, matrix.interleave_repeats):
-            passes[slug] = _run_config(matrix, config, slug, cells, out, state, version,
-                                       passes.get(slug))
+        else:
+            for config, slug, cells in schedule(plan, matrix.interleave_repeats):
+                passes[slug] = _run_config(matrix, config, slug, cells, out, state, version,
+                                           passes.get(slug))
         if until is not None:
             def next_repeat(cell: Cell) -> Cell:
                 return again(cell, cell.workload or matrix.workload, shas[heat_of(cell)])
