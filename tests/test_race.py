@@ -356,3 +356,18 @@ def test_demo_gives_every_engine_the_heat_that_a_short_run_raised(tmp_path: Path
     assert sorted((r["platform"], r["failed"]) for r in race_rows) == [
         (engine, f"0/{heat}") for engine in sorted(engines)]
     assert "at 1 user: " in done.stdout
+
+
+def test_two_configurations_whose_short_options_read_alike_keep_their_own_names(tmp_path: Path):
+    """The race names a configuration by its options, shortened where a flag is given many times
+    (report/options.py); two adapter lists with the same first and last adapter would read
+    alike, so those two are named by their whole options and each keeps its own standing."""
+    flags = {c: f"--lora /m/first.gguf --lora /m/{c}.gguf --lora /m/last.gguf" for c in "xy"}
+    rows = [_row(f"{c}{r}", "llamacpp-cpu", 8, tok_s + r, flags=flags[c], repeat=r)
+            for c, tok_s in (("x", 400.0), ("y", 200.0)) for r in (1, 2)]
+    cells = race_cells(load_runs(_write(tmp_path, rows)))
+    assert set(cells["name"]) == {f"llamacpp-cpu {flags['x']}", f"llamacpp-cpu {flags['y']}"}
+    md, _ = _race(tmp_path)
+    [table] = markdown_tables(md.split("## Race")[1].split("\n## ")[0])
+    assert [r["fastest"].startswith("**fastest**") for r in table] == [True, False]
+    assert [r["options"] for r in table] == [f"`{flags['x']}`", f"`{flags['y']}`"]

@@ -19,6 +19,7 @@ import re
 
 import pandas as pd
 
+from loadtest.report.options import options_cell
 from loadtest.report.runset import CELL, read_run_json
 from loadtest.report.tables import markdown_table
 
@@ -86,7 +87,7 @@ def engine_processes_markdown(cells: pd.DataFrame, front_ends: pd.DataFrame) -> 
     body = []
     for key, cell in cells.groupby(CELL, sort=True, dropna=False):
         _, flags, gpu, users = key
-        label = f"`{flags}`" if flags else "(defaults)"
+        label = options_cell(flags, cells["flags"].unique())
         top = cell.sort_values("cpu_mean_pct", ascending=False).head(TOP)
         front = [_share(fronts[key]) if key in fronts else "-"] if fronts else []
         body.append([f"{label} gpu {gpu}" if gpu else label, f"{users:g}",

@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from loadtest.report.options import options_cell
 from loadtest.report.plots import config_label
 from loadtest.report.runset import CELL, CONFIG, read_run_json
 from loadtest.report.tables import markdown_table
@@ -63,7 +64,7 @@ def gpus_markdown(cells: pd.DataFrame) -> str:
     body = []
     for (_, flags, gpu, users), cell in cells.groupby(CELL, sort=True, dropna=False):
         by_gpu = cell.set_index("gpu_index")
-        label = f"`{flags}`" if flags else "(defaults)"
+        label = options_cell(flags, cells["flags"].unique())
         body.append([f"{label} gpu {gpu}" if gpu else label, f"{users:g}", f"{cell['runs'].max():g}",
                      _num(cell["tok_s"].iloc[0], 1),
                      *[_util(by_gpu, i) for i in indices],

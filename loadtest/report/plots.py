@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from loadtest.report.options import short_options
 from loadtest.report.runset import CONFIG
 
 __all__ = [
@@ -35,8 +36,10 @@ _HORIZONTAL = ({"orientation": "horizontal"}
                else {"vert": False})
 
 
-def config_label(row: pd.Series) -> str:
-    label = f"{row['engine']} {row['flags'] or '(defaults)'}"
+def config_label(row: pd.Series, short: bool = True) -> str:
+    """Engine, options (shortened: report/options.py, unless ``short`` is False) and gpu."""
+    flags = short_options(row["flags"]) if short else row["flags"]
+    label = f"{row['engine']} {flags or '(defaults)'}"
     return f"{label} gpu {row['gpu']}" if row["gpu"] else label
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from loadtest.report.options import options_cell
 from loadtest.report.plots import config_label
 from loadtest.report.runset import CONFIG
 from loadtest.report.tables import _number, _spread, heat_cells, markdown_table
@@ -84,6 +85,12 @@ def race_cells(runs: pd.DataFrame) -> pd.DataFrame:
     by_engine = configs["engine"].value_counts()
     cells["name"] = [str(r["engine"]) if by_engine[r["engine"]] == 1 else config_label(r)
                      for _, r in cells.iterrows()]
+    # a name is the race's identity for a configuration: two whose shortened options read alike
+    # (the same first and last of many adapters) are named by their whole options instead
+    alike = cells.groupby("name")[CONFIG].apply(lambda c: len(c.drop_duplicates()) > 1)
+    for name in alike[alike].index:
+        same = cells["name"] == name
+        cells.loc[same, "name"] = [config_label(r, short=False) for _, r in cells[same].iterrows()]
     return cells
 
 
@@ -166,10 +173,11 @@ def race_markdown(cells: pd.DataFrame, failed: dict[str, str] | None = None) -> 
     """The race table: one row per engine (configuration) per heat, fastest first within each
     heat, then a row for each engine that did not run (`failed`: engine -> why). A workload
     column is added when the cells hold more than one workload."""
+    flags = list(cells["flags"].unique()) if "flags" in cells else []  # rows told apart by them
     leaders = winners(cells, failed=failed)
     columns: list[tuple[str, Callable[[pd.Series], str]]] = [
         ("platform", lambda r: str(r["engine"]) + (f" gpu {r['gpu']}" if r["gpu"] else "")),
-        ("options", lambda r: f"`{r['flags']}`" if r["flags"] else "(defaults)"),
+        ("options", lambda r: options_cell(r["flags"], flags)),
         ("users", lambda r: _number(r["users"], 0)),
     ]
     if not cells.empty and cells["workload_sha256"].nunique() > 1:
@@ -199,12 +207,14 @@ def race_markdown(cells: pd.DataFrame, failed: dict[str, str] | None = None) -> 
 
 def invalid_markdown(invalid: pd.DataFrame) -> str:
     """Invalid runs, one row each: the race's numbers for that run and the reasons it recorded."""
+    flags = list(invalid["flags"].unique())
+
     def value(column: str, digits: int) -> Callable[[pd.Series], str]:
         return lambda r: _number(pd.to_numeric(r.get(column), errors="coerce"), digits)
 
     columns: list[tuple[str, Callable[[pd.Series], str]]] = [
         ("platform", lambda r: str(r["engine"]) + (f" gpu {r['gpu']}" if r["gpu"] else "")),
-        ("options", lambda r: f"`{r['flags']}`" if r["flags"] else "(defaults)"),
+        ("options", lambda r: options_cell(r["flags"], flags)),
         ("users", value("users", 0)),
     ]
     if invalid["workload_sha256"].nunique() > 1:

@@ -1,0 +1,87 @@
+"""A configuration's options as a table cell: short enough to read beside its numbers.
+
+A run's `flags` can be hundreds of characters: sixteen LoRA adapters are sixteen `--lora PATH`
+(llama.cpp) or one `--lora-modules` with sixteen `NAME=PATH` (vLLM). In a table cell a flag
+given more than twice (repeated, or with more than two values) shows its first and last value
+and how many: `--lora ×16 (/adapters/lora0.gguf … lora15.gguf)`, the last relative to the
+first one's folder where they share it. Everything else is shown as given, in its order. The
+exact flags stay in runs.csv and in the report's list of runs, which shows them whole.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+__all__ = ["options_cell", "short_options"]
+
+_MANY = 3  # values of one flag from which the cell shows first … last and the count
+
+
+def options_cell(flags: str, among: Iterable[str] = ()) -> str:
+    """``flags`` for a markdown table cell: in backticks, shortened; "(defaults)" if none.
+    ``among``: the other options of the same table; where one of them shortens to the same
+    text, ``flags`` are shown whole, so that no two rows read alike."""
+    if not flags:
+        return "(defaults)"
+    short = short_options(flags)
+    if short != flags and any(other != flags and short_options(other) == short for other in among):
+        short = flags
+    return f"`{short}`"
+
+
+def short_options(flags: str) -> str:
+    """``flags`` with each flag given ``_MANY`` times or more shortened to first … last (count)."""
+    try:
+        tokens = shlex.split(flags)
+    except ValueError:  # unbalanced quotes: shown as written
+        return flags
+    groups = _groups(tokens)
+    if all(len(group.values) < _MANY for group in groups):
+        return flags
+    return " ".join(_shown(group) for group in groups)
+
+
+@dataclass
+class _Flag:
+    """One flag, its values, and its tokens as given (the flag again before a value, if so)."""
+
+    flag: str
+    values: list[str] = field(default_factory=list)
+    tokens: list[str] = field(default_factory=list)
+
+
+def _groups(tokens: list[str]) -> list[_Flag]:
+    """Each flag with its values, in order; a flag given again right after itself (`--lora A
+    --lora B`) is one flag with two values. A flag is a token that starts with `-` or is a
+    setting (`NAME=...` in capitals)."""
+    groups: list[_Flag] = []
+    for token in tokens:
+        if groups and not _is_flag(token):
+            groups[-1].values.append(token)
+        elif not (groups and groups[-1].flag == token and not _is_setting(token)):
+            groups.append(_Flag(token))
+        groups[-1].tokens.append(token)
+    return groups
+
+
+def _is_flag(token: str) -> bool:
+    return token.startswith("-") or _is_setting(token)
+
+
+def _is_setting(token: str) -> bool:
+    name, equals, _ = token.partition("=")
+    return bool(equals) and name.isupper() and name.replace("_", "").isalnum()
+
+
+def _shown(group: _Flag) -> str:
+    flag, values = group.flag, group.values
+    if len(values) < _MANY:
+        return shlex.join(group.tokens)
+    first, last = values[0], values[-1]
+    folder = posixpath.dirname(first)
+    if folder and "=" not in first and last.startswith(folder + "/"):
+        last = last[len(folder) + 1:]  # beside the first: its folder is said once
+    return f"{shlex.quote(flag)} ×{len(values)} ({first} … {last})"
