@@ -21,9 +21,9 @@ def test_sixteen_adapters_show_the_first_the_last_and_how_many() -> None:
                                     "--lora ×16 (/tmp/lm/adapters/lora0.gguf … lora15.gguf)")
     modules = " ".join(f"a{i}=/m/a{i}" for i in range(16))
     assert short_options(f"--enable-lora --lora-modules {modules} --max-loras 4") == (
-        "--enable-lora --lora-modules ×16 (a0=/m/a0 … a15=/m/a15) --max-loras 4")
+        "--enable-lora --lora-modules ×16 (a0=/m/a0 … a15=…/a15) --max-loras 4")
     assert short_options(f"EXTRA_ARGS=--lora-modules {modules} SHARDS=2") == (
-        "EXTRA_ARGS=--lora-modules ×16 (a0=/m/a0 … a15=/m/a15) SHARDS=2")
+        "EXTRA_ARGS=--lora-modules ×16 (a0=/m/a0 … a15=…/a15) SHARDS=2")
 
 
 def test_a_flag_given_twice_beside_a_shortened_one_keeps_its_own_flags() -> None:
@@ -56,5 +56,6 @@ def test_options_never_grow_and_keep_every_flag_and_few_values_as_given(
         assert shown == flags
     else:
         assert set(shown.replace("(", " ").replace(")", " ").split()) - {"…"} <= {
-            *tokens, *(f"×{n}" for n in range(3, 30)), *(t.rsplit("/", 1)[-1] for t in tokens)}
+            *tokens, *(f"×{n}" for n in range(3, 30)), *(t.rsplit("/", 1)[-1] for t in tokens),
+            *(f"{t.partition('=')[0]}=…/{t.rsplit('/', 1)[-1]}" for t in tokens)}
 

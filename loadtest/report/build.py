@@ -601,7 +601,8 @@ table {{ border-collapse: collapse; font-size: 12px; margin: 1em 0; display: blo
          overflow-x: auto; }}
 th, td {{ border: 1px solid #ccc; padding: 3px 6px; text-align: right; }}
 th {{ background: #f3f3f3; }}
-td:first-child, td:nth-child(2), td:last-child {{ text-align: left; }}
+td:first-child, td:nth-child(2), td:last-child,
+th:first-child, th:nth-child(2), th:last-child {{ text-align: left; }}
 td {{ white-space: nowrap; }}
 td:last-child {{ min-width: 14em; white-space: normal; }}
 img {{ max-width: 100%; }}

@@ -3,9 +3,10 @@
 A run's `flags` can be hundreds of characters: sixteen LoRA adapters are sixteen `--lora PATH`
 (llama.cpp) or one `--lora-modules` with sixteen `NAME=PATH` (vLLM). In a table cell a flag
 given more than twice (repeated, or with more than two values) shows its first and last value
-and how many: `--lora ×16 (/adapters/lora0.gguf … lora15.gguf)`, the last relative to the
-first one's folder where they share it. Everything else is shown as given, in its order. The
-exact flags stay in runs.csv and in the report's list of runs, which shows them whole.
+and how many: `--lora ×16 (/adapters/lora0.gguf … lora15.gguf)`, the last without the first
+one's folder where they share it (`a15=…/a15` after a `NAME=`). Everything else is shown as
+given, in its order. The exact flags stay in runs.csv and in the report's list of runs, which
+shows them whole.
 """
 
 from __future__ import annotations
@@ -80,8 +81,14 @@ def _shown(group: _Flag) -> str:
     flag, values = group.flag, group.values
     if len(values) < _MANY:
         return shlex.join(group.tokens)
-    first, last = values[0], values[-1]
-    folder = posixpath.dirname(first)
-    if folder and "=" not in first and last.startswith(folder + "/"):
-        last = last[len(folder) + 1:]  # beside the first: its folder is said once
-    return f"{shlex.quote(flag)} ×{len(values)} ({first} … {last})"
+    return f"{shlex.quote(flag)} ×{len(values)} ({values[0]} … {_beside(values[0], values[-1])})"
+
+
+def _beside(first: str, last: str) -> str:
+    """``last`` shown beside ``first``: a path in the first one's folder without it (…/ where a
+    name= comes before the path), so the folder is said once."""
+    name, equals, path = last.partition("=") if "=" in first else ("", "", last)
+    folder = posixpath.dirname(first.partition("=")[2] if equals else first)
+    if not folder or not path.startswith(folder + "/"):
+        return last
+    return f"{name}=…/{path[len(folder) + 1:]}" if equals else path[len(folder) + 1:]
