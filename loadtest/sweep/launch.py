@@ -80,11 +80,11 @@ def make_launcher(config: EngineConfig, workdir: Path, project: str,
                   client_cores: int = 1, taken: set[int] | None = None) -> Launcher:
     """`client_cores`: the cores a local engine leaves its client (one a client process).
     `taken`: ports already handed to engines that run beside this one; this one's are added."""
+    if config.launch == "running":
+        return RunningEngine(config.host)
     taken = set() if taken is None else taken
     port = _distinct_ports(1, taken)[0]
     taken.add(port)
-    if config.launch == "running":
-        return RunningEngine(config.host)
     if config.launch == "local" and config.replicas:
         launcher = LocalReplicas(config, port, workdir, client_cores, taken)
         taken.update(r.port for r in launcher.replicas.values())
