@@ -21,6 +21,7 @@ from servers.compose import render_compose, service
 from servers.local import LOCAL
 from servers.registry import ENGINES, SPECS, discover
 from servers.spec import EngineSpec
+from sources import rig_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = {"running", "waiting", "kv_cache", *HISTOGRAMS, *PREFIX_COUNTERS, *SPEC_COUNTERS, "prefix_hit_rate"}
@@ -137,13 +138,12 @@ def test_no_other_module_lists_the_engines() -> None:
     recipes were three)."""
     quoted = re.compile(r"""["'](%s)["']""" % "|".join(map(re.escape, SPECS)))
     lists = []
-    for folder in ("loadtest", "servers", "scripts"):
-        for path in (ROOT / folder).rglob("*.py"):
-            if "SPEC = EngineSpec(" in path.read_text():
-                continue
-            named = set(quoted.findall(path.read_text()))
-            if len(named) >= len(SPECS) // 2:
-                lists.append(f"{path.relative_to(ROOT)}: {sorted(named)}")
+    for path in rig_sources("loadtest", "servers", "scripts"):
+        if "SPEC = EngineSpec(" in path.read_text():
+            continue
+        named = set(quoted.findall(path.read_text()))
+        if len(named) >= len(SPECS) // 2:
+            lists.append(f"{path.relative_to(ROOT)}: {sorted(named)}")
     assert not lists, lists
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from sources import rig_sources
+
 REPO = Path(__file__).resolve().parents[1]
 FRONT_DOOR = "loadtest.cli"
 # The rig's own code: what runs the rig (tests may import anything).
@@ -14,8 +16,7 @@ SOURCES = ("loadtest", "servers", "scripts")
 
 
 def _sources() -> list[Path]:
-    return sorted(p for top in SOURCES for p in (REPO / top).rglob("*.py")
-                  if "__pycache__" not in p.parts)
+    return rig_sources(*SOURCES)
 
 
 def _imported(path: Path) -> set[str]:
