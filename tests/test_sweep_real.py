@@ -182,8 +182,8 @@ def _group_of(process: psutil.Process) -> int | None:
 
 def test_configurations_started_together_take_turns_without_restarts(tmp_path: Path) -> None:
     """`interleave_repeats: together`: every configuration started once, before any run; the
-    runs alternate configuration by configuration, repeat 1 of each before any repeat 2; one
-    that cannot start fails alone."""
+    runs alternate configuration by configuration, repeat 1 of each before any repeat 2 (which
+    goes in the reverse order); one that cannot start fails alone."""
     why = LOCAL["llamacpp-cpu"].missing()
     if why:
         pytest.skip(why)
@@ -204,7 +204,8 @@ def test_configurations_started_together_take_turns_without_restarts(tmp_path: P
     runs = read_runs(tmp_path / "out/runs.csv")
     order = [(r["repeat"], r["users"], r["flags"]) for r in runs]
     assert order == [(rep, users, f"MAX_CONCURRENT_REQUESTS={slots}")
-                     for rep in ("1", "2") for users in ("2", "4") for slots in (2, 4)]
+                     for rep, turn in (("1", (2, 4)), ("2", (4, 2)))  # repeat 2 in reverse
+                     for users in ("2", "4") for slots in turn]
     state = json.loads((tmp_path / "out/sweeps/turns/sweep.json").read_text())
     assert {k: v["status"] for k, v in state["configs"].items()} == {
         "llamacpp-cpu-parallel2": "ok", "llamacpp-cpu-parallel4": "ok", "llamacpp-cpu": "failed"}

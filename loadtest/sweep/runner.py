@@ -54,7 +54,8 @@ __all__ = ["preflight", "print_tables", "run_sweep", "schedule", "sweep_dir"]
 
 # What `interleave_repeats: together` did, in the dry run's plan and above the tables.
 TOGETHER = ("configurations started together, each on its own GPUs, and measured one cell at a "
-            "time in turn while the others idled (repeats interleaved, no restart between them)")
+            "time in turn while the others idled (repeats interleaved, no restart between them; "
+            "every other repeat in the reverse order)")
 
 
 def say(message: str) -> None:
@@ -267,9 +268,10 @@ def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cel
 def _run_together(matrix: Matrix, plan: Plan, out: Path, state: SweepState, version: str) -> None:
     """`interleave_repeats: together`: every configuration with cells to run started at once
     (each on its own GPUs: the matrix checked), warmed up, then measured one cell at a time in
-    turn, repeat 1 of a heat on every configuration before its repeat 2, the others idle beside
-    the one measured; an engine that fails takes only its own cells with it; all stopped at the
-    end. Repeats interleave as closely as they can, with no restart between them."""
+    turn, repeat 1 of a heat on every configuration before its repeat 2 (even repeats in the
+    reverse order), the others idle beside the one measured; an engine that fails takes only its
+    own cells with it; all stopped at the end. Repeats interleave as closely as they can, with
+    no restart between them."""
     todo = {slug: _cells_to_run(state, cells, version, out) for _, slug, cells in plan}
     taken: set[int] = set()  # ports handed out: no two engines may pick the same free port
     launchers: dict[str, Launcher] = {}
@@ -287,8 +289,10 @@ def _run_together(matrix: Matrix, plan: Plan, out: Path, state: SweepState, vers
             del launchers[slug]
         heats = list(dict.fromkeys(heat_of(cell) for _, _, cells in plan for cell in cells))
         order = list(configs)
+        # every other repeat in the reverse order, so no configuration always goes first
         turns = sorted((cell for slug in launchers for cell in todo[slug]),
-                       key=lambda c: (c.repeat, heats.index(heat_of(c)), order.index(c.slug)))
+                       key=lambda c: (c.repeat, heats.index(heat_of(c)),
+                                      order.index(c.slug) * (1 if c.repeat % 2 else -1)))
         for index, cell in enumerate(turns):
             if cell.slug not in launchers:
                 continue  # its engine failed: its cells are recorded failed
