@@ -10,7 +10,7 @@ import shlex
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loadtest.report.options import options_cell, short_options
+from loadtest.report.options import options_cell, short_options, shown_options
 
 ADAPTERS = " ".join(f"--lora /tmp/lm/adapters/lora{i}.gguf" for i in range(16))
 
@@ -59,3 +59,10 @@ def test_options_never_grow_and_keep_every_flag_and_few_values_as_given(
             *tokens, *(f"×{n}" for n in range(3, 30)), *(t.rsplit("/", 1)[-1] for t in tokens),
             *(f"{t.partition('=')[0]}=…/{t.rsplit('/', 1)[-1]}" for t in tokens)}
 
+
+
+def test_options_that_would_read_alike_in_one_table_are_shown_whole() -> None:
+    two = {c: f"--lora /m/first.gguf --lora /m/{c}.gguf --lora /m/last.gguf" for c in "xy"}
+    many = f"--cpus 1 {ADAPTERS}"
+    shown = shown_options([*two.values(), many, many, ""])
+    assert shown == {two["x"]: two["x"], two["y"]: two["y"], many: short_options(many), "": ""}

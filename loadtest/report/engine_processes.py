@@ -19,7 +19,7 @@ import re
 
 import pandas as pd
 
-from loadtest.report.options import options_cell
+from loadtest.report.options import options_cell, shown_options
 from loadtest.report.runset import CELL, read_run_json
 from loadtest.report.tables import markdown_table
 
@@ -84,10 +84,11 @@ def engine_processes_markdown(cells: pd.DataFrame, front_ends: pd.DataFrame) -> 
     fronts = {tuple(row[c] for c in CELL): row for _, row in front_ends.iterrows()}
     header = ["options", "users", "runs", *(["busiest API server (% of a core)"] if fronts else []),
               "busiest engine processes (% of a core, min-max over repeats)"]
+    shown = shown_options(cells["flags"])
     body = []
     for key, cell in cells.groupby(CELL, sort=True, dropna=False):
         _, flags, gpu, users = key
-        label = options_cell(flags, cells["flags"].unique())
+        label = options_cell(shown[flags])
         top = cell.sort_values("cpu_mean_pct", ascending=False).head(TOP)
         front = [_share(fronts[key]) if key in fronts else "-"] if fronts else []
         body.append([f"{label} gpu {gpu}" if gpu else label, f"{users:g}",

@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from loadtest.report.options import options_cell
+from loadtest.report.options import options_cell, shown_options
 from loadtest.report.plots import config_label
 from loadtest.report.runset import CELL, CONFIG, read_run_json
 from loadtest.report.tables import markdown_table
@@ -61,10 +61,11 @@ def gpus_markdown(cells: pd.DataFrame) -> str:
               *[f"GPU {i} util % (min-max)" for i in indices],
               *[f"GPU {i} mem peak (GiB)" for i in indices],
               *[f"GPU {i} power (W)" for i in indices]]
+    shown = shown_options(cells["flags"])
     body = []
     for (_, flags, gpu, users), cell in cells.groupby(CELL, sort=True, dropna=False):
         by_gpu = cell.set_index("gpu_index")
-        label = options_cell(flags, cells["flags"].unique())
+        label = options_cell(shown[flags])
         body.append([f"{label} gpu {gpu}" if gpu else label, f"{users:g}", f"{cell['runs'].max():g}",
                      _num(cell["tok_s"].iloc[0], 1),
                      *[_util(by_gpu, i) for i in indices],

@@ -5,7 +5,8 @@ A run's `flags` can be hundreds of characters: sixteen LoRA adapters are sixteen
 given more than twice (repeated, or with more than two values) shows its first and last value
 and how many: `--lora ×16 (/adapters/lora0.gguf … lora15.gguf)`, the last without the first
 one's folder where they share it (`a15=…/a15` after a `NAME=`). Everything else is shown as
-given, in its order. The exact flags stay in runs.csv and in the report's list of runs, which
+given, in its order. Two options of one table that would read alike are both shown whole
+(``shown_options``). The exact flags stay in runs.csv and in the report's list of runs, which
 shows them whole.
 """
 
@@ -13,24 +14,27 @@ from __future__ import annotations
 
 import posixpath
 import shlex
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["options_cell", "short_options"]
+__all__ = ["options_cell", "short_options", "shown_options"]
 
 _MANY = 3  # values of one flag from which the cell shows first … last and the count
 
 
-def options_cell(flags: str, among: Iterable[str] = ()) -> str:
-    """``flags`` for a markdown table cell: in backticks, shortened; "(defaults)" if none.
-    ``among``: the other options of the same table; where one of them shortens to the same
-    text, ``flags`` are shown whole, so that no two rows read alike."""
-    if not flags:
-        return "(defaults)"
-    short = short_options(flags)
-    if short != flags and any(other != flags and short_options(other) == short for other in among):
-        short = flags
-    return f"`{short}`"
+def shown_options(flags: Iterable[str]) -> dict[str, str]:
+    """Each of ``flags`` (the options of one table) as the table shows it: shortened, unless
+    another of them shortens to the same text; then both whole, so that no two read alike."""
+    short = {one: short_options(one) for one in set(flags)}
+    alike = Counter(short.values())
+    return {one: text if alike[text] == 1 else one for one, text in short.items()}
+
+
+def options_cell(shown: str) -> str:
+    """Options as ``shown_options`` shows them, for a markdown cell: in backticks, or
+    "(defaults)" where there are none."""
+    return f"`{shown}`" if shown else "(defaults)"
 
 
 def short_options(flags: str) -> str:

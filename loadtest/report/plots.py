@@ -36,9 +36,10 @@ _HORIZONTAL = ({"orientation": "horizontal"}
                else {"vert": False})
 
 
-def config_label(row: pd.Series, short: bool = True) -> str:
-    """Engine, options (shortened: report/options.py, unless ``short`` is False) and gpu."""
-    flags = short_options(row["flags"]) if short else row["flags"]
+def config_label(row: pd.Series, shown: str | None = None) -> str:
+    """Engine, options and gpu; the options as ``shown`` (report/options.py's shown_options,
+    told apart from the others of its table), else shortened alone."""
+    flags = short_options(row["flags"]) if shown is None else shown
     label = f"{row['engine']} {flags or '(defaults)'}"
     return f"{label} gpu {row['gpu']}" if row["gpu"] else label
 

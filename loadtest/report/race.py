@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from loadtest.report.options import options_cell
+from loadtest.report.options import options_cell, shown_options
 from loadtest.report.plots import config_label
 from loadtest.report.runset import CONFIG
 from loadtest.report.tables import _number, _spread, heat_cells, markdown_table
@@ -83,14 +83,11 @@ def race_cells(runs: pd.DataFrame) -> pd.DataFrame:
     cells = heat_cells(valid)
     configs = cells.drop_duplicates(CONFIG)
     by_engine = configs["engine"].value_counts()
-    cells["name"] = [str(r["engine"]) if by_engine[r["engine"]] == 1 else config_label(r)
-                     for _, r in cells.iterrows()]
-    # a name is the race's identity for a configuration: two whose shortened options read alike
-    # (the same first and last of many adapters) are named by their whole options instead
-    alike = cells.groupby("name")[CONFIG].apply(lambda c: len(c.drop_duplicates()) > 1)
-    for name in alike[alike].index:
-        same = cells["name"] == name
-        cells.loc[same, "name"] = [config_label(r, short=False) for _, r in cells[same].iterrows()]
+    # a name is the race's identity for a configuration: options that would read alike
+    # shortened (the same first and last of many adapters) name it whole (shown_options)
+    shown = shown_options(cells["flags"])
+    cells["name"] = [str(r["engine"]) if by_engine[r["engine"]] == 1
+                     else config_label(r, shown[r["flags"]]) for _, r in cells.iterrows()]
     return cells
 
 
@@ -173,11 +170,11 @@ def race_markdown(cells: pd.DataFrame, failed: dict[str, str] | None = None) -> 
     """The race table: one row per engine (configuration) per heat, fastest first within each
     heat, then a row for each engine that did not run (`failed`: engine -> why). A workload
     column is added when the cells hold more than one workload."""
-    flags = list(cells["flags"].unique()) if "flags" in cells else []  # rows told apart by them
+    shown = shown_options(cells["flags"]) if "flags" in cells else {}
     leaders = winners(cells, failed=failed)
     columns: list[tuple[str, Callable[[pd.Series], str]]] = [
         ("platform", lambda r: str(r["engine"]) + (f" gpu {r['gpu']}" if r["gpu"] else "")),
-        ("options", lambda r: options_cell(r["flags"], flags)),
+        ("options", lambda r: options_cell(shown[r["flags"]])),
         ("users", lambda r: _number(r["users"], 0)),
     ]
     if not cells.empty and cells["workload_sha256"].nunique() > 1:
@@ -207,14 +204,14 @@ def race_markdown(cells: pd.DataFrame, failed: dict[str, str] | None = None) -> 
 
 def invalid_markdown(invalid: pd.DataFrame) -> str:
     """Invalid runs, one row each: the race's numbers for that run and the reasons it recorded."""
-    flags = list(invalid["flags"].unique())
+    shown = shown_options(invalid["flags"])
 
     def value(column: str, digits: int) -> Callable[[pd.Series], str]:
         return lambda r: _number(pd.to_numeric(r.get(column), errors="coerce"), digits)
 
     columns: list[tuple[str, Callable[[pd.Series], str]]] = [
         ("platform", lambda r: str(r["engine"]) + (f" gpu {r['gpu']}" if r["gpu"] else "")),
-        ("options", lambda r: options_cell(r["flags"], flags)),
+        ("options", lambda r: options_cell(shown[r["flags"]])),
         ("users", value("users", 0)),
     ]
     if invalid["workload_sha256"].nunique() > 1:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from loadtest.report.options import options_cell
+from loadtest.report.options import options_cell, shown_options
 from loadtest.report.runset import CELL
 from loadtest.results.rules import CLIENT_CPU_LIMIT_PCT
 
@@ -171,10 +171,10 @@ def _verdict(cell: pd.Series, base: pd.Series) -> str:
 
 def comparison_markdown(cells: pd.DataFrame) -> str:
     """The comparison table: platform, options, gpu -> tok/s, time, tokens, latency, failures."""
-    flags = list(cells["flags"].unique()) if "flags" in cells else []
+    shown = shown_options(cells["flags"]) if "flags" in cells else {}
     columns: list[tuple[str, Callable[[pd.Series], str]]] = [
         ("platform", lambda r: str(r["engine"])),
-        ("options", lambda r: options_cell(r["flags"], flags)),
+        ("options", lambda r: options_cell(shown[r["flags"]])),
         ("gpu", lambda r: str(r["gpu"]) or "-"),
         ("users", lambda r: _number(r["users"], 0)),
         ("runs", lambda r: str(r["runs"])),
@@ -202,11 +202,11 @@ def comparison_markdown(cells: pd.DataFrame) -> str:
 
 
 def flag_effects_markdown(effects: pd.DataFrame) -> str:
-    flags = [*effects["flags"].unique(), *effects["baseline"].unique()] if not effects.empty else []
+    shown = shown_options([*effects["flags"], *effects["baseline"]]) if not effects.empty else {}
     header = ["platform", "gpu", "users", "options", "baseline", "runs", "tok/s", "tok/s vs base",
               "time vs base", "TTFT p99 vs base", "ITL p99 vs base", "verdict"]
-    body = [[str(e["engine"]), str(e["gpu"]) or "-", _number(e["users"], 0), options_cell(e["flags"], flags),
-             options_cell(e["baseline"], flags), e["runs"],
+    body = [[str(e["engine"]), str(e["gpu"]) or "-", _number(e["users"], 0), options_cell(shown[e["flags"]]),
+             options_cell(shown[e["baseline"]]), e["runs"],
              _number(e["tok_s"], 1), _ratio(e["tok_s_ratio"]), _ratio(e["time_s_ratio"]),
              _ratio(e["ttft_p99_ratio"]), _ratio(e["itl_p99_ratio"]), e["verdict"]]
             for _, e in effects.iterrows()]

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from loadtest.report.options import options_cell
+from loadtest.report.options import options_cell, shown_options
 from loadtest.report.tables import markdown_table
 
 __all__ = ["answers_section", "constraint_cost", "reasoning_section"]
@@ -100,7 +100,8 @@ def constraint_cost(runs: pd.DataFrame) -> pd.DataFrame:
 
 def _cost_markdown(cost: pd.DataFrame) -> str:
     header = ["engine", "constraints", "users", "tok/s", "TTFT p50", "ITL p50", "e2e p50"]
-    body = [[str(r["engine"]) + (f" {options_cell(r['flags'], cost['flags'].unique())}" if r["flags"] else ""), str(r["constraints"]),
+    shown = shown_options(cost["flags"])
+    body = [[str(r["engine"]) + (f" {options_cell(shown[r['flags']])}" if r["flags"] else ""), str(r["constraints"]),
              f"{r['users']:g}", *(_ratio(r[m]) for m in ("output_tok_per_s", "ttft_p50_ms",
                                                          "itl_p50_ms", "e2e_p50_ms"))]
             for _, r in cost.iterrows()]
