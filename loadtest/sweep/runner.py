@@ -139,8 +139,7 @@ def run_sweep(matrix: Matrix, out: Path, kind: str, dry_run: bool = False,
     try:
         passes: dict[str, str] = {}  # this sweep's status of each configuration, over its starts
         if matrix.start_together:
-            _run_together(matrix, plan, out, state, version)
-            passes = {slug: state.data["configs"][slug]["status"] for _, slug, _ in plan}
+            passes = _run_together(matrix, plan, out, state, version)
         else:
             for config, slug, cells in schedule(plan, matrix.interleave_repeats):
                 passes[slug] = _run_config(matrix, config, slug, cells, out, state, version,
@@ -265,27 +264,30 @@ def _run_config(matrix: Matrix, config: EngineConfig, slug: str, cells: list[Cel
     return status
 
 
-def _run_together(matrix: Matrix, plan: Plan, out: Path, state: SweepState, version: str) -> None:
+def _run_together(matrix: Matrix, plan: Plan, out: Path, state: SweepState,
+                  version: str) -> dict[str, str]:
     """`interleave_repeats: together`: every configuration with cells to run started at once
     (each on its own GPUs: the matrix checked), warmed up, then measured one cell at a time in
     turn, repeat 1 of a heat on every configuration before its repeat 2 (even repeats in the
     reverse order), the others idle beside the one measured; an engine that fails takes only its
     own cells with it; all stopped at the end. Repeats interleave as closely as they can, with
-    no restart between them."""
+    no restart between them. Returns each configuration's status."""
     todo = {slug: _cells_to_run(state, cells, version, out) for _, slug, cells in plan}
     taken: set[int] = set()  # ports handed out: no two engines may pick the same free port
     launchers: dict[str, Launcher] = {}
+    statuses: dict[str, str] = {}
     for config, slug, _ in plan:
         if todo[slug]:
             launchers[slug] = _prepare(matrix, config, slug, todo[slug], out, state, None, taken)
         else:
-            _nothing_to_run(state, config, slug, None)
+            statuses[slug] = _nothing_to_run(state, config, slug, None)
     configs = {slug: config for config, slug, _ in plan}
     # The starts' threads live until every engine stopped: an engine the rig starts gets SIGTERM
     # when the thread that started it ends (PR_SET_PDEATHSIG: loadtest/local_engine.py).
     pool = ThreadPoolExecutor(max(1, len(launchers)))
     try:
         for slug in _start_all(matrix, pool, launchers, configs, todo, out, state):
+            statuses[slug] = "failed"
             del launchers[slug]
         heats = list(dict.fromkeys(heat_of(cell) for _, _, cells in plan for cell in cells))
         order = list(configs)
@@ -300,14 +302,16 @@ def _run_together(matrix: Matrix, plan: Plan, out: Path, state: SweepState, vers
             try:
                 _measure_or_fail_rest(matrix, cell, launchers[cell.slug], out, state, its_turns)
             except EngineFailed as exc:
-                _failed(state, cell.slug, todo[cell.slug], exc)
+                statuses[cell.slug] = _failed(state, cell.slug, todo[cell.slug], exc)
                 _stop(cell.slug, launchers.pop(cell.slug))
         for slug in launchers:
+            statuses[slug] = "ok"
             state.set_config(slug, status="ok")
     finally:
         for slug, launcher in launchers.items():
             _stop(slug, launcher)
         pool.shutdown(wait=False, cancel_futures=True)
+    return statuses
 
 
 def _start_all(matrix: Matrix, pool: ThreadPoolExecutor, launchers: dict[str, Launcher],
