@@ -448,7 +448,7 @@ def test_the_race_repeats_a_heat_until_known_and_says_how_many_runs_it_took(
                 race.record(leg.engine, users, [])
         return 0
 
-    monkeypatch.setattr(execute, "_rows", lambda out: rows)
+    monkeypatch.setattr(execute, "race_rows", lambda out: rows)
     monkeypatch.setattr(execute, "_run_leg", run_leg)
     race = Race(["llamacpp-cpu", "vllm-cpu"], [8], {8: 96})
     args = parse_args(["--out", str(tmp_path), "--engines", "llamacpp-cpu,vllm-cpu",
@@ -500,7 +500,7 @@ def test_a_given_count_that_ran_too_short_is_raised_and_the_race_says_so(
 
     monkeypatch.setattr(execute, "LocalEngine", Engine)
     monkeypatch.setattr(execute, "_locust", locust)
-    monkeypatch.setattr(execute, "_rows", lambda out: list(rows))
+    monkeypatch.setattr(execute, "race_rows", lambda out: list(rows))
     monkeypatch.setattr(execute, "_report", lambda out, race, rows: 0)
     args = parse_args(["--out", str(tmp_path), "--engines", "vllm-cpu,llamacpp-cpu", "--no-pin",
                        "32", "64"])

@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-import numpy as np
 
 from loadtest.toolkit.types import non_negative_number
 from loadtest.client.options import ConfigError
@@ -41,6 +40,7 @@ from loadtest.results.record import RequestRecord
 
 if TYPE_CHECKING:
     import gevent
+    import numpy as np  # imported where it is used: the run's options register without it
 
     from loadtest.client.run import Run
 
@@ -84,6 +84,11 @@ def take_over_console(options: Any) -> float | None:
     return interval
 
 
+def _empty() -> np.ndarray:
+    import numpy as np
+    return np.empty(0)
+
+
 @dataclass
 class Tally:
     """The run's figures so far, brought up to date from the records that arrived since the
@@ -93,7 +98,7 @@ class Tally:
     output_tokens: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     first_sent_at: float | None = None  # unix time: the master's origin (workers' clocks differ)
-    _ttfts: np.ndarray = field(default_factory=lambda: np.empty(0))  # sorted
+    _ttfts: np.ndarray = field(default_factory=_empty)  # sorted
     _seen: int = 0
 
     def update(self, records: Sequence[RequestRecord]) -> None:
@@ -122,6 +127,7 @@ class Tally:
 
 def merge_sorted(values: np.ndarray, new: list[float]) -> np.ndarray:
     """`values` (sorted) with `new` merged in, in C: one copy of it, not a sort of it all."""
+    import numpy as np
     if not new:
         return values
     batch = np.sort(np.array(new))

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from loadtest.toolkit.types import BadValue, duration, positive_int, positive_number
 
 __all__ = ["Stage", "StageError", "load_stages", "parse_stages", "stage_bounds", "stage_offsets_ns"]
@@ -53,6 +51,7 @@ class Stage:
 
 def load_stages(path: Path) -> list[Stage]:
     """The stages of a YAML file; StageError (one line, naming the file) when it is unusable."""
+    import yaml  # here, not above: the run's options register without PyYAML
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:

@@ -1,7 +1,9 @@
 """`rig race` / `python -m loadtest.race`: race local engines on one workload (loadtest/race/).
 
 `--dry-run` checks the arguments and prints the plan without starting anything: scripts/demo.sh
-asks it before installing, so bad input fails at once.
+asks it before installing, with the machine's own python3, so bad input fails at once. Up to
+that point nothing here imports a package outside the standard library (the executor, which
+needs the rig's packages, is imported only to run); tests/test_first_contact.py holds it to that.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from loadtest.race.args import RaceArgs, parse_args
-from loadtest.race.execute import EarlierRunsError, earlier_race_counts, run_race
+from loadtest.race.earlier import EarlierRunsError, earlier_race_counts
 from loadtest.race.plan import first_counts
 
 __all__ = ["main"]
@@ -40,4 +42,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dry_run:
         print(_dry_run(args, earlier))
         return 0
+    from loadtest.race.execute import run_race  # the rig's packages: installed by now
     return run_race(args, earlier)

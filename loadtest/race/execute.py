@@ -22,31 +22,14 @@ from types import FrameType
 from loadtest.launch import Launched, RunSpec, command, run
 from loadtest.local_engine import EngineStartError, LocalEngine, engine_flags
 from loadtest.race.args import RaceArgs
+from loadtest.race.earlier import TAG, EarlierRunsError, race_rows
 from loadtest.known import more_runs, repeat_plan, standing
-from loadtest.race.plan import MAX_TOKENS, PROMPTS, Leg, Race, earlier_counts, first_counts
-from loadtest.results.files import read_runs
+from loadtest.race.plan import MAX_TOKENS, PROMPTS, Leg, Race, first_counts
 
-__all__ = ["EarlierRunsError", "TAG", "earlier_race_counts", "run_race"]
+__all__ = ["run_race"]
 
-TAG = "demo"  # every race run is tagged so; the report's race picks them by it
 WORKLOAD = {"prompts": PROMPTS, "max_tokens": MAX_TOKENS, "ignore_eos": True}
 WARMUP = {"users": 8, "requests": 16}  # first requests pay one-off costs; never in runs.csv
-
-
-class EarlierRunsError(ValueError):
-    """The results folder's runs.csv cannot be read (before the race: bad input; during it: a
-    file torn or edited meanwhile): one line for the user."""
-
-
-def earlier_race_counts(args: RaceArgs) -> dict[int, int]:
-    """{users: the most requests an earlier race in args.out ran there on this workload}; empty
-    when the count was given, there is no earlier race, or the run options change the workload
-    in a way runs.csv's columns cannot tell apart."""
-    columns = args.workload_columns
-    if args.requests is not None or columns is None:
-        return {}
-    rows = [row for row in _rows(args.out) if row.get("tag") == TAG]
-    return earlier_counts(rows, columns["prompts"], int(columns["max_tokens"]))
 
 
 def run_race(args: RaceArgs, earlier: dict[int, int]) -> int:
@@ -68,7 +51,7 @@ def _race(args: RaceArgs, earlier: dict[int, int]) -> int:
     print(f"layout: engine on cores {args.engine_cpus or 'any'}, client on cores "
           f"{args.client_cpus or 'any'}", file=sys.stderr)
     race = Race(args.engines, args.users, first_counts(args.users, args.requests, earlier))
-    first_row = len(_rows(args.out))
+    first_row = len(race_rows(args.out))
     status = 0
     for leg in race.legs():
         if leg.catch_up:
@@ -77,7 +60,7 @@ def _race(args: RaceArgs, earlier: dict[int, int]) -> int:
         status = max(status, _run_leg(race, leg, args, first_row))
     if args.until_known:
         status = max(status, _until_known(race, args, first_row, started))
-    report = _report(args.out, race, _rows(args.out)[first_row:])
+    report = _report(args.out, race, race_rows(args.out)[first_row:])
     return report or status
 
 
@@ -86,7 +69,7 @@ def _until_known(race: Race, args: RaceArgs, first_row: int, started: float) -> 
     --max-time has passed, or a pass adds no ranked run; then each heat's line."""
     status, seen = 0, -1
     while True:
-        heats = heat_samples(race, _rows(args.out)[first_row:])
+        heats = heat_samples(race, race_rows(args.out)[first_row:])
         ranked = sum(len(runs) for heat in heats.values() for runs in heat.values())
         in_race = [engine for engine in race.engines if engine not in race.out]
         plan = repeat_plan(heats, in_race, args.max_repeats)
@@ -103,7 +86,7 @@ def _until_known(race: Race, args: RaceArgs, first_row: int, started: float) -> 
             status = max(status, _run_leg(race, Leg(engine, users, repeat=True), args, first_row))
         if not plan:
             break
-    for line in known_lines(heat_samples(race, _rows(args.out)[first_row:]), args):
+    for line in known_lines(heat_samples(race, race_rows(args.out)[first_row:]), args):
         print(line)
     return status
 
@@ -183,7 +166,7 @@ def _runs(race: Race, leg: Leg, args: RaceArgs, first_row: int = 0) -> int:
         requests = race.counts[users]
         repeat = None
         if leg.repeat:  # labelled after the engine's runs of this heat in this race
-            done = heat_samples(race, _rows(args.out)[first_row:])[users].get(leg.engine, [])
+            done = heat_samples(race, race_rows(args.out)[first_row:])[users].get(leg.engine, [])
             repeat = len(done) + 1
         launched = _locust(args, leg.engine, users=users, requests=requests, repeat=repeat)
         code = launched.exit_code
@@ -244,13 +227,6 @@ def _report(out: Path, race: Race, rows: Sequence[dict[str, str]]) -> int:
     sys.stdout.flush()
     return report([str(out), "--race", "--where", f"tag={TAG}",
                    "--where", "heat=" + "|".join(heats), *failed])
-
-
-def _rows(out: Path) -> list[dict[str, str]]:
-    try:
-        return read_runs(out / "runs.csv")
-    except (OSError, UnicodeDecodeError, ValueError, KeyError) as exc:
-        raise EarlierRunsError(f"cannot read {out / 'runs.csv'}: {exc}") from None
 
 
 def _lines(path: Path) -> list[str]:

@@ -24,12 +24,11 @@ whatever else differs (the engine and its flags, max tokens, users, rate):
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from loadtest.results.record import RequestRecord
 
@@ -112,7 +111,7 @@ def compare_outputs(baseline: dict[int, dict[str, Any]],
         "exact_match": compared - len(positions),
         "exact_match_pct": 100 * (compared - len(positions)) / compared if compared else None,
         "unit": unit,
-        "first_diff_p50": float(np.median(positions)) if positions else None,
+        "first_diff_p50": float(statistics.median(positions)) if positions else None,
         "first_diff_min": int(min(positions)) if positions else None,
     }
 

@@ -30,8 +30,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from loadtest.results.record import RequestRecord
 from loadtest.toolkit.types import BadValue
 
@@ -161,7 +159,7 @@ def goodput(records: Sequence[RequestRecord], completion_time_s: float | None,
                            else f"{target.key}=none")
             continue
         values = _run_values(records, target.metric)
-        value = float(np.percentile(values, target.percentile)) if values else None
+        value = _percentile(values, target.percentile)
         figures.append(f"{target.key}=" + ("none" if value is None else f"{value:.6g}"))
         if value is None or value > target.limit_ms:
             missed.append(target.key)
@@ -178,3 +176,8 @@ def goodput(records: Sequence[RequestRecord], completion_time_s: float | None,
                             else "missed:" + ";".join(missed) if missed else "met"),
         "slo_values": ";".join(figures),
     }
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    import numpy as np  # here, not above: the run's options register without numpy
+    return float(np.percentile(values, q)) if values else None

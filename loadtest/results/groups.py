@@ -8,14 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from loadtest.results.record import RequestRecord
 
 __all__ = ["group_figures"]
 
 
 def _pct(values: list[float], q: float) -> float | None:
+    import numpy as np  # here, not above: the run's options register without numpy
     return float(np.percentile(values, q)) if values else None
 
 

@@ -20,8 +20,10 @@ import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where lengths are drawn: the options import without it
+    import numpy as np
 
 from loadtest.workload.spec import WorkloadError
 
@@ -50,6 +52,7 @@ class Lengths:
 
     def draw(self, rng: np.random.Generator, count: int) -> np.ndarray:
         """`count` lengths, each within [low, high]."""
+        import numpy as np
         if self.kind == "fixed":
             return np.full(count, self.low, dtype=np.int64)
         if self.kind == "uniform":
@@ -64,6 +67,7 @@ class Lengths:
     def expected(self) -> float:
         """The mean length asked (before clipping, for normal)."""
         if self.kind == "hist":
+            import numpy as np
             return float(np.average(self.values, weights=self.weights))
         return self.mean if self.kind == "normal" else (self.low + self.high) / 2
 

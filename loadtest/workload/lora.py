@@ -25,9 +25,10 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # imported where it is used, so the run's options register without numpy
+    import numpy as np
 
 from loadtest.results.groups import group_figures
 from loadtest.results.record import RequestRecord
@@ -54,12 +55,14 @@ class AdapterMix:
 
     def shares(self) -> np.ndarray:
         """Each adapter's probability, in the order named."""
+        import numpy as np
         weights = (np.ones(len(self.names)) if self.zipf_s is None
                    else 1 / np.arange(1, len(self.names) + 1) ** self.zipf_s)
         return weights / weights.sum()
 
     def assign(self, count: int, seed: int) -> list[str]:
         """The adapter of each of `count` requests, the same for the same seed."""
+        import numpy as np
         rng = np.random.default_rng([seed, _STREAM])
         picks = rng.choice(len(self.names), size=count, p=self.shares())
         return [self.names[i] for i in picks]
