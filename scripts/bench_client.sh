@@ -6,5 +6,10 @@
 #   The same as `rig bench` (loadtest/bench/client.py; --help lists every option).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then  # before the install: nothing installed for help
+  sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"
+  [[ -x .venv/bin/python ]] && exec .venv/bin/python -m loadtest.bench.client --help
+  exit 0
+fi
 scripts/install.sh > /dev/null
 exec .venv/bin/python -m loadtest.bench.client "$@"

@@ -23,6 +23,7 @@
 #   rig       llm-load-rig/rig:<version> from loadtest/deploy/Dockerfile: this checkout's rig
 #             (pip install of pyproject.toml, loadtest/, servers/), for rig k8s's pods
 set -euo pipefail
+[[ ${1:-} != -h && ${1:-} != --help ]] || { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0; }
 usage() { sed -n '2,24s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 die() { echo "error: $*" >&2; exit 1; }
 run() { echo "+ $*" >&2; "$@"; }

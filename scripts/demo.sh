@@ -4,7 +4,8 @@
 #   e.g. scripts/demo.sh --engines vllm-cpu,llamacpp-cpu 1,8,32,128 256
 #   The first command from a fresh clone: installs the rig and the local engines
 #   (scripts/install.sh), then races them with `rig race` (python -m loadtest.race), which takes
-#   every argument; its help follows. Bad arguments are refused before anything is installed.
+#   every argument; its help follows. Bad arguments are refused before anything is installed,
+#   by the machine's own python3 (standard library only); --dry-run prints the plan and stops there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,10 +14,12 @@ python=.venv/bin/python  # before the install: any python3 can check the argumen
 for arg in "$@"; do
   [[ $arg != -- ]] || break
   if [[ $arg == -h || $arg == --help ]]; then
-    sed -n '2,7s/^# \{0,1\}//p' "$0"
+    sed -n '2,8s/^# \{0,1\}//p' "$0"
     echo
     exec "$python" -m loadtest.race --help
   fi
+  # --dry-run: the plan, checked as below; nothing installed, nothing started
+  [[ $arg != --dry-run ]] || exec "$python" -m loadtest.race "$@"
 done
 "$python" -m loadtest.race --dry-run "$@" > /dev/null  # bad input: one error line, exit 2
 

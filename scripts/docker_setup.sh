@@ -10,6 +10,7 @@
 #     logging to /var/log/llm-load-rig-dockerd.log
 #   Needs root (or sudo) for the engine; exits 1 with one line if a step fails.
 set -euo pipefail
+[[ ${1:-} != -h && ${1:-} != --help ]] || { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0; }
 [[ $# -eq 0 ]] || { sed -n '2,10s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 die() { echo "error: $*" >&2; exit 1; }
 run() { echo "+ $*" >&2; "$@"; }

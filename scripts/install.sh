@@ -6,6 +6,7 @@
 #   venvs install through uv where it can be had (scripts/venv.sh), else through pip.
 #   --rig: .venv alone (what the fast tests need: scripts/test.sh --fast).
 set -euo pipefail
+[[ ${1:-} != -h && ${1:-} != --help ]] || { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0; }
 [[ $# -eq 0 || $* == --rig ]] || { sed -n '2,6s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 

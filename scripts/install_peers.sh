@@ -6,6 +6,7 @@
 #   vLLM's own, in .venv-vllm (scripts/install.sh). Re-running reuses a venv that already has
 #   the pinned version. Nothing is installed into .venv or .venv-vllm.
 set -euo pipefail
+[[ ${1:-} != -h && ${1:-} != --help ]] || { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0; }
 usage() { sed -n '2,7s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}

@@ -17,6 +17,7 @@
 #   DIR` put the requirements (run it with RIG_TEXTGEN_PYTHON=DIR/python); no venv, no pip.
 #   Re-running reuses what is there.
 set -euo pipefail
+[[ ${1:-} != -h && ${1:-} != --help ]] || { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0; }
 usage() { sed -n '2,15s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 pack="" into=""
 case "${1:-}" in

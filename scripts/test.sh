@@ -15,6 +15,7 @@
 #   No test may depend on how fast the host is: `tests/slower_host.sh 50 scripts/test.sh` runs
 #   the same with half this host's CPU (a cgroup quota; root), for comparing verdicts.
 set -euo pipefail
+[[ ${1:-} != -h && ${1:-} != --help ]] || { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0; }
 cd "$(dirname "$0")/.."
 # Bytecode caches on, where the environment turned them off: the tests start hundreds of Python
 # processes, and without them each compiles the rig's modules again (pytest's collection alone

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
+import json
 import shlex
 from pathlib import Path
 
@@ -157,3 +158,24 @@ def master_command(objects: list[dict]) -> list[str]:
     (container,) = job["spec"]["template"]["spec"]["containers"]
     script = container["command"][-1]
     return shlex.split(script.split(";")[0])
+
+
+@pytest.mark.parametrize("source", ["agentic", "trace"])
+def test_a_trace_rig_run_refuses_is_refused_before_anything_is_rendered(tmp_path: Path, source: str):
+    """The workload is built (its files checked) here, as the run will build it: a call with a
+    negative time would otherwise surface only in the cluster's pods. Without --tokenizer the
+    engine names the tokenizer, so only what no tokenizer decides is checked; that is enough."""
+    if source == "agentic":
+        session = json.loads((Path(__file__).parent / "data" / "agentic" / "session_a.json").read_text())
+        session["requests"][0]["t"] = -1.0
+        trace = tmp_path / "bad.json"
+        trace.write_text(json.dumps(session))
+        message = '"t" must be a number of seconds >= 0'
+    else:
+        trace = tmp_path / "bad.jsonl"
+        trace.write_text('{"timestamp": 0, "input_length": 8, "output_length": 4}\n'
+                         '{"timestamp": -5, "input_length": 8, "output_length": 4}\n')
+        message = '"timestamp" must be a number of ms >= 0'
+    code, _, err = render("--engine", "vllm", "--host", "http://vllm.llm.svc:8000",
+                          "--workload", source, "--trace", str(trace), "--requests", "2")
+    assert code == 2 and err.count("\n") == 1 and message in err, err

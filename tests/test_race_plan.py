@@ -299,6 +299,11 @@ _BAD_ARGS = st.one_of(
     _NOT_USERS.map(lambda users: [users]),
     st.integers(max_value=0).map(lambda requests: ["1", str(requests)]),
     st.lists(st.integers(1, 9).map(str), min_size=3, max_size=4),  # a third positional
+    # a run option's value that `rig run` refuses, refused by the race before any engine starts
+    _pair("--max-tokens", st.integers(max_value=0).map(str) | st.sampled_from(["x", "1.5"])),
+    _pair("--rate", st.sampled_from(["x", "-1", "0", "inf", "nan"])),
+    _pair("--input-len", st.sampled_from(["abc", "0", "5-2", "normal:x"])).map(
+        lambda pair: ["--workload", "synthetic", *pair]),
     st.sampled_from([["--bogus"], ["--engines"], ["--no-pin", "--client-cpus", "0"],
                      ["--requests", "5"], ["--", "--host=http://x"], ["1,1"],
                      ["--max-tokens"], ["--ignore-eos=1"], ["1", "--", "3"],

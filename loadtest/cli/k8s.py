@@ -4,7 +4,9 @@
         --workers 4 --worker-cpus 2 > run.yaml
     kubectl apply -f run.yaml
 
-The options are `rig run`'s, checked as `rig run` checks them (loadtest/cli/run.py), plus where
+The options are `rig run`'s, checked as `rig run` checks them (loadtest/cli/run.py), the
+workload built as the run will build it (so a file the run would refuse is refused here, not in
+the cluster's pods), plus where
 the run goes (loadtest/deploy/kubernetes.py). Input files the options name (a prompts, dataset,
 trace or stages file, a length histogram) travel in the run's ConfigMap and are read there.
 """
@@ -29,7 +31,7 @@ from loadtest.client.options import ConfigError
 from loadtest.client.targets import TARGETS
 from loadtest.deploy.kubernetes import INPUTS_DIR, LOCUSTFILE, Deployment, render
 from loadtest.launch import RunSpec, command
-from loadtest.launch.checks import check_run_options
+from loadtest.launch.checks import check_run_options, check_workload
 from loadtest.workload import WorkloadError
 from servers.images import RIG_IMAGE
 
@@ -124,7 +126,7 @@ def checked_args(argv: list[str]) -> argparse.Namespace:
     args.api_key_env = target.api_key_env if target is not None else ""
     try:
         with _key_in_secret(args.api_key_env, args.api_key_secret):
-            check_run_options(args, args.host)
+            check_workload(args, check_run_options(args, args.host))  # as the pods would
     except (ConfigError, WorkloadError) as exc:
         p.error(str(exc))
     return args

@@ -14,16 +14,13 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from locust.runners import WorkerRunner
 
-from loadtest.client.arrivals import OpenLoop, open_loop_from_options
 from loadtest.results.checks import WARNINGS, check_run, error_remedies
-from loadtest.client.bounds import (bounds_columns, flaw_columns, parse_request_deadline,
-                                    run_bounds)
+from loadtest.client.bounds import bounds_columns, flaw_columns, run_bounds
 from loadtest.client.client_cpu import CpuSampler
 from loadtest.client.conversation import Sessions, TurnOptions
 from loadtest.client.dispatch import Dispatcher
@@ -35,11 +32,12 @@ from loadtest.cpus import cpu_set
 from loadtest.local_engine import started_engine_at, started_flags
 from loadtest.client.timing import print_window, timing_from_options
 from loadtest.results.metadata import collect_client_metadata, collect_model_metadata, collect_rig_metadata
-from loadtest.client.options import ConfigError, RunConfig, users_of
+from loadtest.client.options import RunConfig, users_of
+from loadtest.client.run_options import run_options
 from loadtest.client.probe import EngineInfo
 from loadtest.results.record import RequestRecord
 from loadtest.results.equivalence import OUTPUTS_FILE, write_outputs
-from loadtest.results.goodput import Slo, goodput, parse_slo
+from loadtest.results.goodput import goodput
 from loadtest.results.recount import recount
 from loadtest.results.redact import redact_url
 from loadtest.results.files import RecordWriter, ResultsError, append_run_row, write_json
@@ -58,20 +56,10 @@ from loadtest.workload.usage import prompt_token_columns
 from servers.prefix_cache import reset_prefix_cache
 from servers.registry import SPECS
 
-__all__ = ["Run", "RunOptions", "WORST_PROCESS_COLUMNS", "engine_process_cpu_at", "recorded_flags",
-           "run_options", "workers_section", "worst_process"]
+__all__ = ["Run", "WORST_PROCESS_COLUMNS", "engine_process_cpu_at", "recorded_flags",
+           "workers_section", "worst_process"]
 
 log = logging.getLogger("llm-load-rig")
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """What a run does beyond its workload: open loop (--rate), latency targets (--slo), kept
-    outputs (--keep-outputs)."""
-    open_loop: OpenLoop | None = None
-    slo: Slo | None = None
-    keep_outputs: bool = False
-    request_deadline_s: float | None = None  # --request-deadline; None: sized from the run
 
 
 # How each load-generator process kept up; with workers, the worst process speaks for the run.
@@ -158,17 +146,6 @@ def recorded_flags(config: RunConfig) -> dict[str, str]:
     if found is None:
         return {"flags": "", "flags_from": ""}
     return {"flags": found, "flags_from": "started engine"}
-
-
-def run_options(options: object) -> RunOptions:
-    """The options' RunOptions; ConfigError (one line) for a bad value, before anything is sent."""
-    try:
-        open_loop = open_loop_from_options(options)
-        slo = parse_slo(str(getattr(options, "slo", "") or ""))
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    return RunOptions(open_loop, slo, bool(getattr(options, "keep_outputs", False)),
-                      parse_request_deadline(options))
 
 
 class Run:

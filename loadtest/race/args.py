@@ -18,8 +18,9 @@ from loadtest.toolkit.types import (BadValue, cpu_list, port, positive_int, posi
                                     writable_folder)
 from loadtest.cpus import complete_layout
 from loadtest.known import DEFAULT_MAX_REPEATS
-from loadtest.race.plan import DEFAULT_USERS, MAX_TOKENS, PROMPTS
-from loadtest.race.run_options import RunOptionError, locustfile_options, split_words
+from loadtest.race.plan import DEFAULT_USERS, MAX_TOKENS, PROMPTS, first_counts
+from loadtest.race.run_options import (RunOptionError, check_values, locustfile_options,
+                                       split_words)
 from servers.local import LOCAL
 
 __all__ = ["DEFAULT_ENGINES", "RaceArgs", "local_engines", "parser", "parse_args"]
@@ -170,9 +171,14 @@ def parse_args(argv: Sequence[str]) -> RaceArgs:
         except ValueError as exc:
             race.error(str(exc))
     check_caps(race, args)
+    engines = local_engines(race, args.engines)
+    try:
+        check_values(run_options, engines, args.port, max(first_counts(users, requests).values()))
+    except RunOptionError as exc:
+        race.error(str(exc))
     if "--repeat" in {o.partition("=")[0] for o in run_options} and args.until_known:
         race.error("--repeat is set by --until-known itself; the run options may not change it")
-    return RaceArgs(engines=local_engines(race, args.engines), users=tuple(users),
+    return RaceArgs(engines=engines, users=tuple(users),
                     requests=requests, out=args.out, port=args.port, engine_cpus=engine_cpus,
                     client_cpus=client_cpus, run_options=tuple(run_options),
                     dry_run=args.dry_run, until_known=args.until_known,

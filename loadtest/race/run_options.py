@@ -3,15 +3,17 @@
 The race's command line takes any option of the locustfile (`--workload`, `--input-len`,
 `--max-tokens`, `--rate`, ...) besides its own, so a race runs on any workload. Knowing those
 options by name lets it refuse a typo before any engine starts, and tell an option's value from
-USERS and REQUESTS (`--input-len 512 1,8` is 512 tokens at 1 and 8 users).
+USERS and REQUESTS (`--input-len 512 1,8` is 512 tokens at 1 and 8 users); knowing their checks
+lets it refuse, before any engine starts, every value `rig run` would refuse (check_values).
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
+from typing import NoReturn
 
-__all__ = ["RunOptionError", "locustfile_options", "split_words"]
+__all__ = ["RunOptionError", "check_values", "locustfile_options", "split_words"]
 
 
 class RunOptionError(ValueError):
@@ -61,3 +63,34 @@ def split_words(words: Sequence[str], known: Mapping[str, bool] | None) -> tuple
     if wants_value and known is not None:
         raise RunOptionError(f"{passed[-1]} needs a value")
     return positional, passed
+
+
+def check_values(run_options: Sequence[str], engines: Sequence[str], port: int,
+                 requests: int) -> None:
+    """RunOptionError (one line) for a run option's value that `rig run` would refuse with any
+    of `engines` on 127.0.0.1:`port`, `requests` a run, the workload built as the run builds it.
+    Without the rig's packages (scripts/demo.sh's check before installing) the workload is not
+    built: the race checks again from the rig's venv, before it starts an engine."""
+    from loadtest.cli.run import parser as run_parser
+    from loadtest.client.options import ConfigError
+    from loadtest.launch.checks import check_run_options, check_workload
+    from loadtest.workload.spec import WorkloadError
+
+    checking = run_parser()
+    checking.error = _refuse  # type: ignore[method-assign]
+    for engine in engines:
+        host = f"http://127.0.0.1:{port}"
+        options = checking.parse_args([*run_options, "--engine", engine, "--host", host,
+                                       "--requests", str(requests)])
+        options.num_users = options.users
+        try:
+            config = check_run_options(options, host)
+            check_workload(options, config)
+        except (ConfigError, WorkloadError) as exc:
+            raise RunOptionError(str(exc)) from None
+        except ModuleNotFoundError:  # numpy, tokenizers: not installed yet
+            continue
+
+
+def _refuse(message: str) -> NoReturn:
+    raise RunOptionError(message)

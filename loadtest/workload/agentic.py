@@ -72,20 +72,30 @@ class Session:
     spans: list[tuple[float, float]] = field(default_factory=list)  # each sub-agent's [first, last]
 
 
-def load_agentic(path: Path, context: Context) -> tuple[Trace, dict[str, Any]]:
-    """The first `context.requests` calls in time order, as a Trace (its prompt ids
-    SESSION/AGENT/N), and the row's columns that describe what was taken."""
-    tokens = context.need_tokens()
-    sessions = [read_session(_read(file), str(file), tokens.min_tokens()) for file in _files(path)]
+def read_agentic(path: Path, requests: int, min_tokens: int = 1) -> tuple[list[Session], list]:
+    """The sessions and their calls in time order ((t, session, n, call)); WorkloadError for a
+    bad file or fewer calls than `requests`. The tokenizer decides only `min_tokens`, the
+    shortest prompt it builds: with 1, every other check, made before the engine names its
+    tokenizer (loadtest/launch/checks.py)."""
+    sessions = [read_session(_read(file), str(file), min_tokens) for file in _files(path)]
     block_sizes = {s.block_size for s in sessions}
     if len(block_sizes) > 1:
         raise WorkloadError(f"{path}: the sessions' block_size differ ({sorted(block_sizes)}); "
                             "replay one block size at a time")
     calls = sorted(((c.t, i, n, c) for i, s in enumerate(sessions) for n, c in enumerate(s.calls)),
                    key=lambda item: (item[0], item[1], item[2]))
-    if len(calls) < context.requests:
+    if len(calls) < requests:
         raise WorkloadError(f"{path}: {len(calls)} calls in the trace, fewer than --requests "
-                            f"{context.requests}")
+                            f"{requests}")
+    return sessions, calls
+
+
+def load_agentic(path: Path, context: Context) -> tuple[Trace, dict[str, Any]]:
+    """The first `context.requests` calls in time order, as a Trace (its prompt ids
+    SESSION/AGENT/N), and the row's columns that describe what was taken."""
+    tokens = context.need_tokens()
+    sessions, calls = read_agentic(path, context.requests, tokens.min_tokens())
+    block_sizes = {s.block_size for s in sessions}
     taken = calls[:context.requests]
     ids: list[int] = []
     starts = [0]

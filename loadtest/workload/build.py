@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.client.targets import dialect_for
-from loadtest.workload.agentic import files_sha256, load_agentic
+from loadtest.workload.agentic import files_sha256, load_agentic, read_agentic
 from loadtest.workload.conversations import conversation_name, conversation_sessions
 from loadtest.workload.datasets import dataset_items, dataset_sessions, read_dataset
 from loadtest.workload.items import Context, Item
@@ -32,9 +32,10 @@ from loadtest.workload.structured import (load_tasks, resolve_constraints, struc
                                           structured_name)
 from loadtest.workload.synthetic import synthetic_items, synthetic_name
 from loadtest.workload.tokens import TokenText, find_tokenizer, load_token_text
-from loadtest.workload.trace import Trace, load_trace, trace_name
+from loadtest.workload.trace import Trace, load_trace, read_trace, trace_name
 
-__all__ = ["Bodies", "LazySpecs", "build_workload", "tokenizer_for", "workload_sha256"]
+__all__ = ["Bodies", "LazySpecs", "build_workload", "check_source_files", "tokenizer_for",
+           "workload_sha256"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,16 @@ def tokenizer_for(source: WorkloadOptions, model_dir: str, required: bool) -> To
         if required or source.tokenizer:
             raise
         return None
+
+
+def check_source_files(source: WorkloadOptions, requests: int) -> None:
+    """What the run will refuse in a trace's files that no tokenizer decides (its times, its
+    lengths, its calls' count), for a run whose prompts the engine's tokenizer builds, checked
+    before the engine is asked (rig k8s, rig race): WorkloadError, one line."""
+    if source.source == "trace" and source.trace is not None:
+        read_trace(source.trace, requests)
+    elif source.source == "agentic" and source.trace is not None:
+        read_agentic(source.trace, requests)
 
 
 def build_workload(prompts_name: str, requests: int, *, api: str, model: str, max_tokens: int,

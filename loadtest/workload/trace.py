@@ -19,6 +19,7 @@ import json
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from loadtest.workload.items import Context, Item
 from loadtest.workload.spec import LazySequence, WorkloadError
 from loadtest.workload.tokens import TokenText
 
-__all__ = ["BLOCK_TOKENS", "Trace", "load_trace", "trace_name"]
+__all__ = ["BLOCK_TOKENS", "Trace", "load_trace", "read_trace", "trace_name"]
 
 BLOCK_TOKENS = 512
 MAX_TRACE_BYTES = 1 << 30
@@ -91,7 +92,15 @@ class Trace(LazySequence[Item]):
 def load_trace(path: Path, context: Context) -> Trace:
     """The trace's first `context.requests` requests; WorkloadError naming the line of a bad one."""
     tokens = context.need_tokens()
-    count = context.requests
+    rows = read_trace(path, context.requests, tokens.min_tokens())
+    return Trace(path, *rows[:5], tokens, context.options.seed, rows[5])
+
+
+def read_trace(path: Path, count: int, min_tokens: int = 1) -> tuple[Any, ...]:
+    """The first `count` requests' (timestamps, inputs, outputs, hash ids, their starts) and the
+    file's digest; WorkloadError naming the line of a bad one. The tokenizer decides only
+    `min_tokens`, the shortest prompt it builds: with 1, every other check of the file, made
+    before the engine names its tokenizer (loadtest/launch/checks.py)."""
     timestamps = np.empty(count, dtype=np.float64)
     inputs = np.empty(count, dtype=np.int64)
     outputs = np.empty(count, dtype=np.int64)
@@ -103,7 +112,7 @@ def load_trace(path: Path, context: Context) -> Trace:
         digest.update(line)
         if seen == count or not line.strip():
             continue
-        row = _parse(line, f"{path}:{number}", tokens.min_tokens())
+        row = _parse(line, f"{path}:{number}", min_tokens)
         if seen and row[0] < timestamps[seen - 1]:
             raise WorkloadError(f"{path}:{number}: timestamp {row[0]:g} is before the line "
                                 "above's; a trace is in arrival order")
@@ -113,9 +122,8 @@ def load_trace(path: Path, context: Context) -> Trace:
         seen += 1
     if seen < count:
         raise WorkloadError(f"{path}: {seen} requests in the trace, fewer than --requests {count}")
-    return Trace(path, timestamps, inputs, outputs, np.asarray(ids, dtype=np.int64),
-                 np.asarray(starts, dtype=np.int64), tokens, context.options.seed,
-                 digest.hexdigest())
+    return (timestamps, inputs, outputs, np.asarray(ids, dtype=np.int64),
+            np.asarray(starts, dtype=np.int64), digest.hexdigest())
 
 
 def trace_name(trace: Trace, context: Context) -> str:
