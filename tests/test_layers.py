@@ -124,7 +124,7 @@ def test_no_function_is_copied_word_for_word():
 # their add_* functions for Locust's parser and `rig run`'s; a command takes its subset from it).
 REGISTRAR = {"loadtest/launch/options.py", "loadtest/client/options.py",
              "loadtest/client/arrivals.py", "loadtest/client/timing.py",
-             "loadtest/client/bounds.py", "loadtest/client/progress.py",
+             "loadtest/client/bounds.py", "loadtest/live/progress.py",
              "loadtest/workload/options.py", "loadtest/results/goodput.py",
              "loadtest/results/equivalence.py", "loadtest/cpus.py",
              "loadtest/workload/lora.py"}

@@ -1,6 +1,6 @@
 """Locust's web UI, driven through its HTTP API as the page does: each Start runs the fixed
 workload again as a new run with its own row; the LLM tab, the run's page (/llm) and /metrics
-speak of the run going on (loadtest/client/webui.py). tests/test_web_ui_browser.py drives the
+speak of the run going on (loadtest/live/webui.py). tests/test_web_ui_browser.py drives the
 page itself in Chromium."""
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ def test_the_tabs_itl_percentiles_are_the_summarys_within_half_a_bin():
     """ITL so far comes from 0.01 ms bins (gaps past 1 s exact), read in two batches."""
     import random
 
-    from loadtest.client.webui import ITL_BIN_MS, LiveTally
+    from loadtest.live.webui import ITL_BIN_MS, LiveTally
     from loadtest.results.record import RequestRecord
     from loadtest.results.summary import summarize
 
@@ -225,9 +225,9 @@ def test_the_tabs_itl_percentiles_are_the_summarys_within_half_a_bin():
 
 
 def test_the_timeline_is_per_second_then_wider_and_telemetry_is_the_latest_sample(tmp_path: Path):
-    """live_series: a long run's points widen to stay at most MAX_POINTS; the telemetry read is
+    """the live series (loadtest/live/series.py): a long run's points widen to stay at most MAX_POINTS; the telemetry read is
     the newest sample of each GPU and of the engine, a half-written line left for later."""
-    from loadtest.client.live_series import MAX_POINTS, TelemetryTail, Timeline
+    from loadtest.live.series import MAX_POINTS, TelemetryTail, Timeline
     from loadtest.results.record import RequestRecord
 
     second = 1_000_000_000

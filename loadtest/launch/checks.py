@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from loadtest.client.options import CHECKS, RunConfig, config_from_options
-from loadtest.client.progress import progress_interval_s
+from loadtest.live.progress import progress_interval_s
 from loadtest.client.timing import timing_from_options
 from loadtest.toolkit.args import refuse_argument
 from loadtest.workload import workload_options
