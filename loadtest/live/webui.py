@@ -33,6 +33,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -140,8 +141,9 @@ class Live:
         return self._telemetry.latest()
 
     def _timeline(self) -> list[dict[str, Any]]:
+        """The run's intervals; while it goes on, the last ones are not settled yet."""
         self.timeline.update(self.run.records)
-        return self.timeline.points()
+        return self.timeline.points(None if self.run.row is not None else time.perf_counter_ns())
 
 
 def _state(run: Run, s: Snapshot) -> str:
