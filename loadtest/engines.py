@@ -11,8 +11,8 @@ Each stream is read line by line and stamped on arrival (loadtest/client/transpo
 come from those raw records (loadtest/results/summary.py), not from Locust's rounded buckets, though
 Locust's own stats and web UI still show every request (response time = end-to-end); the web
 UI also gets an LLM tab, a page of the run's own (/llm) and Prometheus text at /metrics
-(loadtest/client/webui.py). Headless, the console shows the run's progress line every 5 s
-instead of Locust's periodic tables (loadtest/client/progress.py; --print-stats brings them back).
+(loadtest/live/webui.py). Headless, the console shows the run's progress line every 5 s
+instead of Locust's periodic tables (loadtest/live/progress.py; --print-stats brings them back).
 Results: OUT/runs.csv and OUT/runs/RUN_ID/{run.json,requests.jsonl} (loadtest/results/files.py).
 Exit codes: 0 all requests ok, 1 some failed (recorded) or the engine answered some wrongly
 (flawed_requests), 2 the rig could not run.
@@ -41,8 +41,8 @@ from loadtest.results.record import RequestRecord
 from loadtest.results.files import ResultsError, check_runs_file
 from loadtest.client.run import Run
 from loadtest.client.conversation import Conversation, run_session
-from loadtest.client.progress import Progress, take_over_console
-from loadtest.client import webui
+from loadtest.live.progress import Progress, take_over_console
+from loadtest.live import webui
 from loadtest.launch.checks import check_locust_parser, check_run_options
 from loadtest.launch.options import add_locustfile_options
 from loadtest.client.transport import new_client, open_connection, send
@@ -165,7 +165,7 @@ def _start(environment: Any, **_: Any) -> None:
         try:
             _run.start()
             if _progress_s and _run.owns_files:
-                _run.progress = Progress(_run, _progress_s).start()
+                _run.before_summary.append(Progress(_run, _progress_s).start().close)
         except ResultsError as exc:  # e.g. a full disk: nothing can be recorded
             log.error("error: %s", exc)
             environment.process_exit_code = 2

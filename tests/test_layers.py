@@ -5,6 +5,7 @@ command; the repository root computed in one place; no function copied word for 
 from __future__ import annotations
 
 import ast
+import graphlib
 from pathlib import Path
 
 from sources import rig_sources
@@ -124,7 +125,7 @@ def test_no_function_is_copied_word_for_word():
 # their add_* functions for Locust's parser and `rig run`'s; a command takes its subset from it).
 REGISTRAR = {"loadtest/launch/options.py", "loadtest/client/options.py",
              "loadtest/client/arrivals.py", "loadtest/client/timing.py",
-             "loadtest/client/bounds.py", "loadtest/client/progress.py",
+             "loadtest/client/bounds.py", "loadtest/live/progress.py",
              "loadtest/workload/options.py", "loadtest/results/goodput.py",
              "loadtest/results/equivalence.py", "loadtest/cpus.py",
              "loadtest/workload/lora.py"}
@@ -222,3 +223,41 @@ def test_the_sweeps_workload_is_the_locustfiles_options_with_its_defaults():
         "source": "synthetic", "input_len": 64}, "engines": [{"engine": "vllm-cpu",
                                                               "launch": "local"}]}, None).workload
     assert isinstance(workload.options, WorkloadOptions) and workload.options.source == "synthetic"
+
+
+# --- what depends on what ----------------------------------------------------------------------
+
+def _module(path: Path) -> str:
+    """loadtest/workload/spec.py -> loadtest.workload.spec; a package's __init__.py -> its name."""
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_nothing_in_the_client_imports_the_live_view():
+    """Issue 53: the live view (loadtest/live: progress line, web UI, its series, Prometheus)
+    reads the client's records; the measurement path never imports it, not even for a type."""
+    upward = {str(path.relative_to(REPO)): sorted(m for m in _imported(path)
+                                                  if _in(m, "loadtest.live"))
+              for path in rig_sources("loadtest/client")}
+    assert {path: found for path, found in upward.items() if found} == {}
+
+
+def test_the_workload_package_has_no_import_cycle():
+    """Issue 53: spec, options, lora, items, ... imported each other in a ring of nine. Every
+    import counts (a lazy one in a function, one only for the type checker), so the package's
+    modules can be read bottom up: spec first, build last."""
+    package = "loadtest.workload"
+    paths = rig_sources("loadtest/workload")
+    modules = {_module(path) for path in paths}
+    graph = {_module(path): {m for m in _imported(path) if m in modules} - {_module(path)}
+             for path in paths}
+    try:
+        order = list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        raise AssertionError("an import cycle, each imported by the next: "
+                             + " -> ".join(exc.args[1])) from None
+    assert f"{package}.spec" in order and len(graph) > 10

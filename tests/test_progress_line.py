@@ -24,7 +24,7 @@ from types import SimpleNamespace
 import pytest
 
 from loadtest.launch.command import locust_command
-from loadtest.client.progress import Progress, Snapshot, Tally, format_line, take_over_console
+from loadtest.live.progress import Progress, Snapshot, Tally, format_line, take_over_console
 from loadtest.results.record import RequestRecord
 from rig_helpers import REPO, running_pacer
 

@@ -1,12 +1,13 @@
 """Locust's web UI, driven through its HTTP API as the page does: each Start runs the fixed
 workload again as a new run with its own row; the LLM tab, the run's page (/llm) and /metrics
-speak of the run going on (loadtest/client/webui.py). tests/test_web_ui_browser.py drives the
+speak of the run going on (loadtest/live/webui.py). tests/test_web_ui_browser.py drives the
 page itself in Chromium."""
 
 from __future__ import annotations
 
 import csv
 import json
+import statistics
 import subprocess
 import urllib.parse
 import urllib.request
@@ -128,6 +129,26 @@ def test_the_web_ui_speaks_llm_in_its_tab_its_page_and_metrics(tmp_path: Path):
     assert sum(p["failed"] for p in timeline) == 0
 
 
+def test_the_pages_output_rate_is_flat_while_the_server_streams_steadily(tmp_path: Path):
+    """Issue 53: 8 users against a server that streams a token every 10 ms, 64-token answers.
+    Counted when their requests ended, the page's tok/s drew a saw-tooth (one wave of answers in
+    one second, two in the next: 512, 1,024); counted as their chunks arrive, every whole second
+    of the run is within 15% of their median, and each token is in one second or another."""
+    users, requests, tokens = 8, 96, 64
+    out = tmp_path / "results"
+    with running_pacer("--ttft-ms", "10", "--gap-ms", "10") as engine_url, \
+            running_web_ui(engine_url, out, "--requests", str(requests), "--max-tokens",
+                           str(tokens), "--ignore-eos", users=users) as ui:
+        _start(ui, engine_url, users=users)
+        timeline = _finished(ui)["timeline"]
+    whole = timeline[:-1]  # the last second is cut short by the run's end
+    rates = [p["output_tok_per_s"] for p in whole]
+    median = statistics.median(rates)
+    assert len(whole) >= 4 and all(p["width_s"] == 1 and p["settled"] for p in timeline)
+    assert all(abs(rate - median) <= 0.15 * median for rate in rates), timeline
+    assert sum(p["output_tok_per_s"] for p in timeline) == pytest.approx(requests * tokens)
+
+
 def test_with_autostart_a_run_nobody_starts_serves_its_metrics(tmp_path: Path):
     """Locust's --autostart: the run starts at once, no form sent, and /metrics is there to
     scrape while it goes and after (docs/web-ui.md: a dashboard's unattended runs)."""
@@ -201,7 +222,7 @@ def test_the_tabs_itl_percentiles_are_the_summarys_within_half_a_bin():
     """ITL so far comes from 0.01 ms bins (gaps past 1 s exact), read in two batches."""
     import random
 
-    from loadtest.client.webui import ITL_BIN_MS, LiveTally
+    from loadtest.live.webui import ITL_BIN_MS, LiveTally
     from loadtest.results.record import RequestRecord
     from loadtest.results.summary import summarize
 
@@ -225,9 +246,10 @@ def test_the_tabs_itl_percentiles_are_the_summarys_within_half_a_bin():
 
 
 def test_the_timeline_is_per_second_then_wider_and_telemetry_is_the_latest_sample(tmp_path: Path):
-    """live_series: a long run's points widen to stay at most MAX_POINTS; the telemetry read is
-    the newest sample of each GPU and of the engine, a half-written line left for later."""
-    from loadtest.client.live_series import MAX_POINTS, TelemetryTail, Timeline
+    """The live series (loadtest/live/series.py): a long run's points widen to stay at most
+    MAX_POINTS; the telemetry read is the newest sample of each GPU and of the engine, a
+    half-written line left for later."""
+    from loadtest.live.series import MAX_POINTS, TelemetryTail, Timeline
     from loadtest.results.record import RequestRecord
 
     second = 1_000_000_000
@@ -241,11 +263,12 @@ def test_the_timeline_is_per_second_then_wider_and_telemetry_is_the_latest_sampl
     timeline.update(records)  # only the new ones are read
     points = timeline.points()
     assert len(points) <= MAX_POINTS and points[0]["width_s"] == 3
-    assert sum(p["output_tok_per_s"] * p["width_s"] for p in points) == 2990
+    assert sum(p["output_tok_per_s"] * p["width_s"] for p in points) == pytest.approx(2990)
     assert points[0]["ttft_p50_ms"] == pytest.approx(50.0)
     assert points[0]["itl_p50_ms"] == pytest.approx(20.0, rel=0.042)  # its bin's middle
     assert points[2]["failed_by_kind"] == {"timeout": 1} and points[2]["failed"] == 1
     assert points[3]["failed_by_kind"] == {} and points[3]["failed"] == 0
+    assert all(p["settled"] for p in points)  # no clock given: the run has ended
     path = tmp_path / "telemetry.jsonl"
     path.write_text('{"t": 1, "source": "gpu", "gpu": 0, "util_pct": 10, "mem_used_mib": 5}\n'
                     '{"t": 1, "source": "engine", "running": 3, "waiting": 1, "kv_cache_pct": 9}\n')
@@ -260,3 +283,23 @@ def test_the_timeline_is_per_second_then_wider_and_telemetry_is_the_latest_sampl
     assert tail.points() == [  # per second from the first sample, the GPUs' mean
         {"t_s": 0, "width_s": 1, "gpu_util_pct": 10.0, "running": 3.0, "waiting": 1.0},
         {"t_s": 1, "width_s": 1, "gpu_util_pct": 80.0, "running": None, "waiting": None}]
+
+
+def test_the_timeline_counts_tokens_when_their_chunks_arrive_and_says_which_seconds_may_grow():
+    """A 3-second answer's 300 tokens fall 100 a second, not 300 in its last second; while the
+    run goes on, the seconds within the longest request (plus a worker's second) of now are not
+    settled."""
+    from loadtest.live.series import Timeline
+    from loadtest.results.record import RequestRecord
+
+    second = 1_000_000_000
+    long = RequestRecord(request_id=0, prompt_id="p", sent_at=0.0, sent_ns=0, first_chunk_ns=5,
+                         done_ns=3 * second - 1, output_tokens=300,
+                         chunk_gaps_ns=[10_000_000] * 299)  # a chunk every 10 ms from 5 ns on
+    short = RequestRecord(request_id=1, prompt_id="p", sent_at=0.0, sent_ns=4 * second,
+                          first_chunk_ns=4 * second, done_ns=4 * second + 1, output_tokens=7)
+    timeline = Timeline()
+    timeline.update([long, short])
+    assert [p["output_tok_per_s"] for p in timeline.points()] == [100, 100, 100, 0, 7]
+    now = 6 * second  # the longest took 3 s: up to 6 - 3 - 1 = 2 s from the first send settled
+    assert [p["settled"] for p in timeline.points(now)] == [True, True, False, False, False]

@@ -26,7 +26,6 @@ from loadtest.client.conversation import Sessions, TurnOptions
 from loadtest.client.dispatch import Dispatcher
 from loadtest.client.engine_cpu import EngineProcessCpu
 from loadtest.client.loop_lag import LoopLag
-from loadtest.client.progress import Progress
 from loadtest.client.runqueue import EngineRunQueueWait
 from loadtest.cpus import cpu_set
 from loadtest.local_engine import started_engine_at, started_flags
@@ -199,7 +198,9 @@ class Run:
         self.prefix_cache_reset = ""  # what start() did to the engine's prefix cache
         self.engine_runqueue: EngineRunQueueWait | None = None  # an engine the rig started here
         self.engine_cpu: EngineProcessCpu | None = None  # its processes (each replica's), here
-        self.progress: Progress | None = None  # the console's progress line (headless runs)
+        # called at the end, before the summary: a live view's last words (the locustfile
+        # registers the console's progress line here; the client never imports the live view)
+        self.before_summary: list[Callable[[], None]] = []
         self.row: dict[str, Any] | None = None  # the row and its status, once finished
 
     def _sessions(self) -> Sessions | None:
@@ -358,8 +359,8 @@ class Run:
         if self._finished or not self.owns_files or not self.run_id:
             return
         self._finished = True
-        if self.progress is not None:  # its last line, ended, before the summary
-            self.progress.close()
+        for hook in self.before_summary:
+            hook()
         if self._writer is not None:
             try:
                 self._writer.close()

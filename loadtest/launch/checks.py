@@ -17,12 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 from loadtest.client.options import CHECKS, RunConfig, config_from_options
-from loadtest.client.progress import progress_interval_s
 from loadtest.client.run_options import run_options
+from loadtest.live.progress import progress_interval_s
 from loadtest.client.timing import timing_from_options
 from loadtest.toolkit.args import refuse_argument
 from loadtest.workload import WorkloadError, workload_options
-from loadtest.workload.options import WorkloadOptions
+from loadtest.workload.chosen import WorkloadOptions
 
 __all__ = ["LOCUST_TYPES", "check_locust_parser", "check_run_options", "check_workload"]
 

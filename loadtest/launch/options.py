@@ -20,7 +20,7 @@ from typing import Any
 from loadtest.client.arrivals import add_arrival_options
 from loadtest.client.bounds import add_bounds_options
 from loadtest.client.options import CHECKS, add_options
-from loadtest.client.progress import add_progress_option
+from loadtest.live.progress import add_progress_option
 from loadtest.client.timing import add_timing_options
 from loadtest.cpus import add_pin_option
 from loadtest.results.equivalence import add_keep_outputs_option
@@ -72,7 +72,7 @@ def add_rig_options(parser: Any) -> None:
 def add_locustfile_options(parser: Any) -> None:
     """Every option the locustfile adds to Locust's parser, and `rig run` to its own: the run
     options, the client's --no-pin (loadtest/cpus.py) and the console's --progress-interval
-    (loadtest/client/progress.py)."""
+    (loadtest/live/progress.py)."""
     add_rig_options(parser)
     add_pin_option(parser)
     add_progress_option(parser)

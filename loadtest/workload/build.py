@@ -24,7 +24,7 @@ from loadtest.workload.conversations import conversation_name, conversation_sess
 from loadtest.workload.datasets import dataset_items, dataset_sessions, read_dataset
 from loadtest.workload.items import Context, Item
 from loadtest.workload.lora import mixed_sha256, with_adapters
-from loadtest.workload.options import WorkloadOptions
+from loadtest.workload.chosen import WorkloadOptions
 from loadtest.workload.prefixes import prefix_items, prefix_name
 from loadtest.workload.prompts import prompt_items, prompts_identity
 from loadtest.workload.spec import LazySequence, RequestSpec, SessionSpec, Workload, WorkloadError

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from loadtest.workload.lengths import Lengths
-from loadtest.workload.options import WorkloadOptions
+from loadtest.workload.chosen import WorkloadOptions
 from loadtest.workload.tokens import TokenText
 
 __all__ = ["Context", "Item"]

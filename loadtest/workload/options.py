@@ -19,20 +19,19 @@ DIST is loadtest/workload/lengths.py's grammar. Bad values raise WorkloadError (
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadtest.workload.lengths import Lengths, parse_lengths
-from loadtest.workload.lora import LORA_FLAGS, AdapterMix, add_lora_options, lora_mix
+from loadtest.workload.chosen import SCHEDULED, WorkloadOptions
+from loadtest.workload.lengths import parse_lengths
+from loadtest.workload.lora import LORA_FLAGS, add_lora_options, lora_mix
 from loadtest.workload.spec import WorkloadError
 
-__all__ = ["DATASET_FORMATS", "DATASET_MODES", "OPTION_FLAGS", "SOURCES", "WorkloadOptions",
-           "add_workload_options", "workload_options"]
+__all__ = ["DATASET_FORMATS", "DATASET_MODES", "OPTION_FLAGS", "SOURCES", "add_workload_options",
+           "workload_options"]
 
 SOURCES = ("prompts", "synthetic", "dataset", "prefix", "trace", "conversation", "agentic",
            "structured")
-SCHEDULED = ("trace", "agentic")  # sources whose file is the schedule (--trace, --speedup)
 DATASET_FORMATS = ("sharegpt", "openai", "prompts", "csv", "parquet")
 DATASET_MODES = ("first-turn", "conversation")
 MAX_GROUPS = 100_000
@@ -51,38 +50,6 @@ OPTION_FLAGS = {
     **LORA_FLAGS,
     "constraints": "--constraints", "constrain": "--constrain",
 }
-
-
-@dataclass(frozen=True)
-class WorkloadOptions:
-    """A checked workload description; `max_tokens` is --max-tokens, the default output length."""
-
-    source: str = "prompts"
-    input_len: Lengths | None = None
-    output_len: Lengths | None = None  # None: --max-tokens
-    dataset: Path | None = None
-    dataset_format: str = ""  # inferred when empty
-    columns: dict[str, str] = field(default_factory=dict)
-    dataset_mode: str = "first-turn"
-    min_input_len: int = 0
-    max_input_len: int = 0  # 0: no limit
-    prefix_groups: int = 8
-    prefix_len: int = 1024
-    turns: int = 4
-    think_time_s: float = 0.0
-    trace: Path | None = None
-    speedup: float = 1.0
-    seed: int = 0
-    tokenizer: str = ""
-    lora: AdapterMix | None = None  # requests spread over LoRA adapters (loadtest/workload/lora.py)
-    constraints: str = ""  # structured: a shipped set's name or a file ("": json)
-    constrain: bool = True  # structured: False sends the tasks' prompts unconstrained
-
-    @property
-    def needs_tokenizer(self) -> bool:
-        """Sources that build prompts to a token count (datasets: only to filter by length)."""
-        return self.source in ("synthetic", "prefix", "conversation", *SCHEDULED) or bool(
-            self.source == "dataset" and (self.min_input_len or self.max_input_len))
 
 
 def add_workload_options(parser: Any) -> None:

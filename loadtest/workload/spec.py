@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar, overload
+from typing import TYPE_CHECKING, Protocol, TypeVar, overload
 
 if TYPE_CHECKING:
-    from loadtest.workload.answers import AnswerChecks
+    from loadtest.results.record import RequestRecord
 
-__all__ = ["LazySequence", "RequestSpec", "SessionSpec", "TurnSpec", "Workload", "WorkloadError"]
+__all__ = ["AnswerCheck", "LazySequence", "RequestSpec", "SessionSpec", "TurnSpec", "Workload",
+           "WorkloadError"]
 
 
 T = TypeVar("T")
@@ -29,6 +30,14 @@ T = TypeVar("T")
 
 class WorkloadError(ValueError):
     """A workload that cannot be built; the message is one line for the user."""
+
+
+class AnswerCheck(Protocol):
+    """What the client asks of a workload's answer checks (loadtest/workload/answers.py's
+    AnswerChecks, which this contract does not import: the sources sit above it)."""
+
+    def check(self, record: RequestRecord, keep_text: bool = False) -> None:
+        """Set a completed record's answer_check; drop its text unless it is to be kept."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +84,7 @@ class Workload:
     # (loadtest/client/probe.py) compares it with the engine's limit without asking the engine.
     longest: tuple[str, int, int] | None = None
     # Constrained answers (structured output, tool calls): each answer's check, by prompt id
-    answers: AnswerChecks | None = None
+    answers: AnswerCheck | None = None
     # The LoRA adapters requests are spread over, in --lora-adapters' order (an id in a body's
     # `lora` field is a place here); () without a mix
     adapters: tuple[str, ...] = ()

@@ -2,9 +2,17 @@
 they arrive, and the latest GPU and engine samples, from its telemetry.jsonl as the sampler
 writes it. Each read looks only at what is new since the last one.
 
-    timeline = Timeline(); timeline.update(run.records); timeline.points()
+    timeline = Timeline(); timeline.update(run.records); timeline.points(now_ns)
     -> [{"t_s": 0, "width_s": 1, "output_tok_per_s": ..., "ttft_p50_ms": ..., "itl_p50_ms": ...,
-         "failed": 1, "failed_by_kind": {"timeout": 1}}, ...]
+         "failed": 1, "failed_by_kind": {"timeout": 1}, "settled": True}, ...]
+
+Output tokens are counted in the second their chunk arrived (each chunk's time is its request's
+first chunk plus its gaps, the stamps the streaming read already took: nothing more is done per
+chunk while measuring), each chunk carrying an equal share of its request's output tokens. A
+request is read once it has ended, so the last seconds may still grow: a point is `settled` once
+it ended longer ago than the longest request so far took, plus the second a worker's records
+may wait (the page draws the others dashed). Counted when their requests ended instead, tokens
+of users that finish together drew a saw-tooth over a steady run (issue 53).
     tail = TelemetryTail(run_dir / "telemetry.jsonl"); tail.latest()
     -> {"gpus": [{"gpu": 0, "util_pct": 71, "mem_used_mib": ...}], "engine": {"running": ...}}
     tail.points()  # from its first sample
@@ -28,6 +36,11 @@ from loadtest.results.record import RequestRecord
 __all__ = ["MAX_POINTS", "TelemetryTail", "Timeline"]
 
 MAX_POINTS = 120  # a chart's points: one a second up to two minutes, then wider intervals
+
+
+# A worker sends its records once a second (loadtest/client/dispatch.py's _RECORD_BATCH_S; not
+# imported: that module brings Locust, which patches the standard library, into every reader).
+_RECORDS_WAIT_NS = 1_000_000_000
 
 
 def intervals(span_s: int) -> tuple[int, range]:
@@ -68,15 +81,16 @@ def _mean(values: list[float]) -> float | None:
 
 @dataclass
 class Timeline:
-    """Per second of the run (from its first send): output tokens and the gaps between chunks of
-    the requests that ended in it, the TTFTs of those sent in it, the failures that ended in it
-    by kind; read as at most MAX_POINTS intervals of whole seconds."""
+    """Per second of the run (from its first send): the output tokens that arrived in it, the gaps
+    between chunks of the requests that ended in it, the TTFTs of those sent in it, the failures
+    that ended in it by kind; read as at most MAX_POINTS intervals of whole seconds."""
     _seen: int = 0
     _origin_ns: int | None = None
-    _tokens: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    _tokens: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     _ttfts: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     _gaps: dict[int, np.ndarray] = field(default_factory=dict)  # counts in _GAP_EDGES_MS bins
     _failed: dict[int, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    _longest_ns: int = 0  # the longest request so far, sent to done
 
     def update(self, records: Sequence[RequestRecord]) -> None:
         new = records[self._seen:]
@@ -90,18 +104,39 @@ class Timeline:
             if r.error_kind is not None:
                 self._failed[end][r.error_kind] += 1
                 continue
-            self._tokens[end] += r.output_tokens or 0
+            self._add_tokens(r, end)
+            if r.done_ns is not None:
+                self._longest_ns = max(self._longest_ns, r.done_ns - r.sent_ns)
             if r.chunk_gaps_ns:
                 counts = _gap_counts(np.asarray(r.chunk_gaps_ns) / 1e6)
                 self._gaps[end] = self._gaps[end] + counts if end in self._gaps else counts
             if r.ttft_ms is not None:
                 self._ttfts[self._second(r.sent_ns)].append(r.ttft_ms)
 
-    def points(self) -> list[dict[str, Any]]:
+    def _add_tokens(self, r: RequestRecord, end: int) -> None:
+        """The record's output tokens, shared equally among its chunks, in their seconds (all in
+        its last second where it has no chunk stamps)."""
+        if not r.output_tokens:
+            return
+        if r.first_chunk_ns is None:
+            self._tokens[end] += r.output_tokens
+            return
+        arrived = np.cumsum([r.first_chunk_ns - self._origin_ns, *r.chunk_gaps_ns])
+        first = self._second(r.first_chunk_ns)
+        per_second = np.bincount(np.maximum(arrived // 1_000_000_000 - first, 0))
+        share = r.output_tokens / len(arrived)
+        for offset in np.flatnonzero(per_second):
+            self._tokens[first + int(offset)] += float(per_second[offset]) * share
+
+    def points(self, now_ns: int | None = None) -> list[dict[str, Any]]:
+        """The intervals so far; with `now_ns` (the records' clock) those whose tokens may still
+        grow are not `settled` (None: a run that has ended, all settled)."""
         seconds = [*self._tokens, *self._ttfts, *self._failed]
         if not seconds:
             return []
         width, starts = intervals(max(seconds) + 1)
+        open_from = (math.inf if now_ns is None or self._origin_ns is None else
+                     (now_ns - self._longest_ns - _RECORDS_WAIT_NS - self._origin_ns) / 1e9)
         out = []
         for start in starts:
             window = range(start, start + width)
@@ -111,7 +146,8 @@ class Timeline:
                         "ttft_p50_ms": _median([t for s in window for t in self._ttfts.get(s, ())]),
                         "itl_p50_ms": _binned_median(sum((self._gaps[s] for s in window
                                                           if s in self._gaps), np.zeros(1, np.int64))),
-                        "failed": failed.total(), "failed_by_kind": dict(failed)})
+                        "failed": failed.total(), "failed_by_kind": dict(failed),
+                        "settled": start + width <= open_from})
         return out
 
     def _second(self, ns: int) -> int:

@@ -14,15 +14,15 @@ as Locust's examples/extend_web_ui.py does):
   with links to the run's run.json, requests.jsonl and its report;
 - /llm/live.json: those figures as JSON; /llm/files/run.json, /llm/files/requests.jsonl and
   /llm/report: the current run's files (the report is built on first request, from runs.csv);
-- /metrics: the same figures in Prometheus's text format (docs/web-ui.md: the names and
-  example queries);
+- /metrics: the same figures in Prometheus's text format (prometheus.py; docs/web-ui.md: the
+  names and example queries);
 - in Locust's "Download Data" tab (its `extended_csv_files` links): the run's page, run.json,
   requests.jsonl and the report, since the tab's table rows hold text only.
 
 With Locust's --web-base-path every one of these routes follows the base path, as Locust's own do.
 
 The figures are the run's own, from the records its row is built from (Run.records; with
---processes the master's merged records): loadtest/client/progress.py's tally, with the pooled
+--processes the master's merged records): loadtest/live/progress.py's tally, with the pooled
 ITL gaps added (as the summary pools them). Each Start in the UI is a new Run, so a new tally:
 the figures always speak of the run going on, or of the last one.
 """
@@ -33,6 +33,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -40,8 +41,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from loadtest.client.live_series import TelemetryTail, Timeline
-from loadtest.client.progress import Progress, Snapshot, Tally, format_line, merge_sorted
+from loadtest.live.series import TelemetryTail, Timeline
+from loadtest.live.prometheus import prometheus_text
+from loadtest.live.progress import Progress, Snapshot, Tally, format_line, merge_sorted
 from loadtest.results.checks import WARNINGS
 from loadtest.results.record import RequestRecord
 from loadtest.results.verdict import REASONS
@@ -49,8 +51,7 @@ from loadtest.results.verdict import REASONS
 if TYPE_CHECKING:
     from loadtest.client.run import Run
 
-__all__ = ["ITL_BIN_MS", "Live", "LiveTally", "QUANTILES", "figures_table", "install",
-           "prometheus_text"]
+__all__ = ["ITL_BIN_MS", "Live", "LiveTally", "QUANTILES", "figures_table", "install"]
 
 QUANTILES = (50, 90, 99)
 PAGE = Path(__file__).with_name("webui_page.html")
@@ -140,8 +141,9 @@ class Live:
         return self._telemetry.latest()
 
     def _timeline(self) -> list[dict[str, Any]]:
+        """The run's intervals; while it goes on, the last ones are not settled yet."""
         self.timeline.update(self.run.records)
-        return self.timeline.points()
+        return self.timeline.points(None if self.run.row is not None else time.perf_counter_ns())
 
 
 def _state(run: Run, s: Snapshot) -> str:
@@ -254,99 +256,6 @@ def _verdict_rows(verdict: dict[str, Any] | None) -> list[tuple[str, str]]:
     rows += [(f"Reason: {r['name']}", r["text"]) for r in verdict["reasons"]]
     rows += [(f"Warning: {w['name']}", w["text"]) for w in verdict["warnings"]]
     return rows
-
-
-def prometheus_text(f: dict[str, Any] | None) -> bytes:
-    """The figures in Prometheus's text exposition format (docs/web-ui.md)."""
-    from prometheus_client import CollectorRegistry, generate_latest
-
-    registry = CollectorRegistry(auto_describe=False)
-    if f is not None and f["run_id"]:  # nothing before the first Start
-        registry.register(_Collector(f))
-    return generate_latest(registry)
-
-
-class _Collector:
-    """One scrape's metrics, labelled with the run they describe."""
-
-    def __init__(self, figures: dict[str, Any]) -> None:
-        self.f = figures
-
-    def describe(self) -> list[Any]:
-        return []
-
-    def collect(self) -> list[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
-        f = self.f
-        names = ["run_id", "engine", "model", "users"]
-        labels = [f["run_id"], f["engine"], f["model"], str(f["users"])]
-
-        def gauge(name: str, doc: str, value: float | None) -> list[Any]:
-            if value is None:
-                return []
-            metric = GaugeMetricFamily(f"llm_rig_{name}", doc, labels=names)
-            metric.add_metric(labels, value)
-            return [metric]
-
-        def counter(name: str, doc: str, value: float) -> Any:
-            metric = CounterMetricFamily(f"llm_rig_{name}", doc, labels=names)
-            metric.add_metric(labels, value)
-            return metric
-
-        out = [counter(f"{f['unit']}_done", f"{f['unit']} finished, failed ones included",
-                       f["done"]),
-               counter("output_tokens", "output tokens of completed requests",
-                       f["output_tokens"]),
-               _errors(f, names, labels), *_quantiles(f, names, labels)]
-        out += gauge(f"{f['unit']}_planned", "the fixed workload's total", f["total"])
-        out += gauge("elapsed_seconds", "since dispatch opened", f["elapsed_s"])
-        out += gauge("duration_seconds", "a time-bounded run's sending time", f["duration_s"])
-        out += gauge("estimated_remaining_seconds", "until the end, at the pace so far",
-                     f["left_s"])
-        out += gauge("output_tokens_per_second", "output tokens per second since dispatch opened",
-                     f["output_tok_per_s"])
-        out += gauge("client_cpu_percent", "the load generator's CPU (busiest process)",
-                     f["cpu_pct"])
-        out += gauge("run_finished", "1 once the run has ended", float(f["state"] == "finished"))
-        return out + _verdict_metric(f, names, labels)
-
-
-def _errors(f: dict[str, Any], names: list[str], labels: list[str]) -> Any:
-    from prometheus_client.core import CounterMetricFamily
-
-    metric = CounterMetricFamily("llm_rig_failed_requests", "failed requests by error_kind",
-                                 labels=[*names, "kind"])
-    for kind, n in sorted(f["errors"].items()):
-        metric.add_metric([*labels, kind], n)
-    return metric
-
-
-def _quantiles(f: dict[str, Any], names: list[str], labels: list[str]) -> list[Any]:
-    from prometheus_client.core import GaugeMetricFamily
-
-    out = []
-    for key, name, doc in (("ttft_ms", "ttft_seconds", "time to first token so far"),
-                           ("itl_ms", "itl_seconds", "inter-token latency (pooled gaps) so far")):
-        metric = GaugeMetricFamily(f"llm_rig_{name}", doc, labels=[*names, "quantile"])
-        for q, value in f[key].items():
-            if value is not None:
-                metric.add_metric([*labels, f"{int(q[1:]) / 100:g}"], value / 1000)
-        out.append(metric)
-    return out
-
-
-def _verdict_metric(f: dict[str, Any], names: list[str], labels: list[str]) -> list[Any]:
-    from prometheus_client.core import GaugeMetricFamily
-
-    if f["verdict"] is None:
-        return []
-    metric = GaugeMetricFamily("llm_rig_run_valid", "1: the run's verdict is valid, 0: invalid",
-                               labels=names)
-    metric.add_metric(labels, float(f["verdict"]["verdict"] == "valid"))
-    warnings = GaugeMetricFamily("llm_rig_run_warnings", "the run's warnings", labels=names)
-    warnings.add_metric(labels, len(f["verdict"]["warnings"]))
-    return [metric, warnings]
 
 
 class _LiveOf:
