@@ -205,7 +205,7 @@ class Run:
         self.timed_schedule_ns = self.timing.schedule_ns(open_loop)  # timed open loop, rate stages
         self.dispatcher = Dispatcher(
             environment, self.workload, self._on_record, self.finish,
-            worker_report=self._client_report,
+            worker_report=self._worker_report,
             # a trace's timestamps are its schedule (--rate is refused beside a trace)
             schedule_ns=self.workload.schedule_ns or self.timed_schedule_ns or (
                 open_loop.offsets_ns(config.requests) if open_loop else None),
@@ -362,9 +362,12 @@ class Run:
         return meta
 
     def _client_report(self) -> dict[str, Any]:
-        """How this load-generator process kept up (CPU peak and mean, event-loop lag) and the
-        cores it ran on."""
-        return {**self.cpu.stop(), **self.loop_lag.stop(), "cpus": format_cpus(allowed_cpus())}
+        """How this load-generator process kept up: CPU peak and mean, event-loop lag."""
+        return {**self.cpu.stop(), **self.loop_lag.stop()}
+
+    def _worker_report(self) -> dict[str, Any]:
+        """A worker's: its client report and the cores it ran on (run.json's workers)."""
+        return {**self._client_report(), "cpus": format_cpus(allowed_cpus())}
 
     def _on_record(self, record: RequestRecord) -> None:
         self.records.append(record)
