@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -95,7 +95,7 @@ def test_rig_run_refuses_client_cpus_fewer_than_processes():
 
 
 @pytest.fixture
-def engine_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[callable]:
+def engine_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], tuple[subprocess.Popen[bytes], str]]]:
     """A sleeping process of two threads written down as an engine the rig started, pinned."""
     monkeypatch.setenv("RIG_STATE_DIR", str(tmp_path / "engines"))
     started: list[subprocess.Popen[bytes]] = []
