@@ -11,7 +11,13 @@ The layout is applied by default: `python -m loadtest.local_engine start` pins t
 engine's side, and a run against an engine so started moves its client to the rest by itself
 (`--no-pin`, add_pin_option, opts out).
 
-    python3 -m loadtest.cpus [--engine LIST] [--client LIST]   # prints: ENGINE_CPUS CLIENT_CPUS
+A client of N Locust processes (`--processes N`) gets N cores, one a process, never N processes
+on one core: the layout gives it N (`complete_layout(..., processes=N)`), a run beside an engine
+the rig started takes the missing ones from that engine's share (`take_client_cores`), and
+either refuses in one line when the machine cannot give them.
+
+    python3 -m loadtest.cpus [--engine LIST] [--client LIST] [--processes N]
+                                                           # prints: ENGINE_CPUS CLIENT_CPUS
 
 prints the layout with what was not given filled in ("-" for "not pinned"), or one error line
 and exit 2. Standard library only, so scripts can ask before anything is installed.
@@ -27,8 +33,9 @@ from typing import Any
 
 from loadtest.toolkit.args import RigParser, command_prog  # standard library only, as this module
 
-__all__ = ["add_pin_option", "allowed_cpus", "checked_cpus", "complete_layout", "cpu_model",
-           "cpu_set", "default_layout", "format_cpus"]
+__all__ = ["add_pin_option", "allowed_cpus", "check_client_cores", "checked_cpus",
+           "complete_layout", "cpu_model", "cpu_set", "default_layout", "format_cpus",
+           "pin_process", "take_client_cores"]
 
 
 def cpu_set(cpus: str) -> set[int]:
@@ -69,6 +76,17 @@ def allowed_cpus() -> set[int]:
     return set(range(os.cpu_count() or 1))
 
 
+def pin_process(pid: int, cores: set[int]) -> None:
+    """Pin every thread of process `pid` (0: this one) to `cores` (sched_setaffinity moves one
+    thread only; threads started later inherit their starter's cores). A thread that ends
+    meanwhile, or one this user may not move, is left."""
+    for thread in os.listdir(f"/proc/{pid or 'self'}/task"):
+        try:
+            os.sched_setaffinity(int(thread), cores)
+        except OSError:
+            pass
+
+
 def default_layout(cores: set[int] | None = None, client_cores: int = 1) -> tuple[str, str]:
     """(engine cores, client cores) as CPU lists: the client alone on the lowest `client_cores`
     cores (one a client process), the engine on the others; ("", "") (nothing pinned) when that
@@ -80,18 +98,24 @@ def default_layout(cores: set[int] | None = None, client_cores: int = 1) -> tupl
     return format_cpus(cores - client), format_cpus(client)
 
 
-def complete_layout(engine: str = "", client: str = "") -> tuple[str, str]:
-    """The layout with what was not given filled in: both empty -> default_layout(); one given ->
-    the other gets the remaining cores. ValueError when a list is malformed, names a core this
-    process may not use, or the two overlap or leave the other side nothing."""
+def complete_layout(engine: str = "", client: str = "", processes: int = 1) -> tuple[str, str]:
+    """The layout with what was not given filled in: both empty -> default_layout() with a core
+    for each of the client's `processes`; one given -> the other gets the remaining cores.
+    ValueError when a list is malformed, names a core this process may not use, the two overlap
+    or leave the other side nothing, or the client gets fewer cores than `processes`."""
     cores = allowed_cpus()
     if not engine and not client:
-        return default_layout(cores)
+        if processes > 1 and len(cores) <= processes:
+            raise ValueError(f"--processes {processes} needs {processes} cores for the client and "
+                             f"one for the engine; this machine offers {len(cores)} "
+                             f"({format_cpus(cores)}): run fewer processes")
+        return default_layout(cores, client_cores=processes)
     given = {name: checked_cpus(text, name, cores)
              for name, text in (("engine", engine), ("client", client)) if text}
     if len(given) == 2:
         if given["engine"] & given["client"]:
             raise ValueError(f"engine cores {engine} and client cores {client} overlap")
+        check_client_cores(given["client"], processes, f"client cores {client}")
         return engine, client
     name, chosen = next(iter(given.items()))
     rest = cores - chosen
@@ -99,8 +123,35 @@ def complete_layout(engine: str = "", client: str = "") -> tuple[str, str]:
         raise ValueError(f"{name} cores {format_cpus(chosen)} leave no core for the "
                          f"{'client' if name == 'engine' else 'engine'}")
     if name == "engine":
+        check_client_cores(rest, processes, f"engine cores {engine} leave the client "
+                                            f"{format_cpus(rest)}, which")
         return format_cpus(chosen), format_cpus(rest)
+    check_client_cores(chosen, processes, f"client cores {client}")
     return format_cpus(rest), format_cpus(chosen)
+
+
+def check_client_cores(client: set[int], processes: int, what: str) -> None:
+    """ValueError, saying `what` gave them, when `client` has fewer cores than `processes`."""
+    if len(client) < processes:
+        raise ValueError(f"{what} {'is' if len(client) == 1 else 'are'} {len(client)} "
+                         f"core{'' if len(client) == 1 else 's'} for --processes {processes}: "
+                         "the client needs one core a process")
+
+
+def take_client_cores(engine: set[int], client: set[int],
+                      processes: int) -> tuple[set[int], set[int]]:
+    """(engine, client) with the client given a core for each of its `processes`, the missing
+    ones taken from the engine's lowest; ValueError when that would leave the engine none."""
+    missing = processes - len(client)
+    if missing <= 0:
+        return engine, client
+    taken = set(sorted(engine)[:missing])
+    if len(engine) <= missing:
+        raise ValueError(f"--processes {processes} needs {processes} cores for the client; the "
+                         f"engine's cores {format_cpus(engine)} and the client's "
+                         f"{format_cpus(client) or 'none'} cannot give them and leave the engine "
+                         "one: run fewer processes")
+    return engine - taken, client | taken
 
 
 def checked_cpus(text: str, name: str, cores: set[int] | None = None) -> set[int]:
@@ -129,19 +180,24 @@ def add_pin_option(parser: Any) -> None:
 
 
 def parser() -> RigParser:
+    from loadtest.toolkit.types import positive_int  # it imports this module
+
     p = RigParser(prog=command_prog("python3 -m loadtest.cpus"),
                   description="The engine/client core layout: prints ENGINE_CPUS CLIENT_CPUS "
                               "('-' for not pinned), what was not given filled in.",
-                  epilog="example:\n  rig cpus --engine 1-15   # prints: 1-15 0")
+                  epilog="examples:\n  rig cpus --engine 1-15   # prints: 1-15 0\n"
+                         "  rig cpus --processes 2   # on 16 cores prints: 2-15 0-1")
     p.add_argument("--engine", default="", help="the engine's cores, e.g. 1-15")
     p.add_argument("--client", default="", help="the client's cores, e.g. 0")
+    p.add_argument("--processes", type=positive_int, default=1,
+                   help="the client's Locust processes, a core each (default 1)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        engine, client = complete_layout(args.engine, args.client)
+        engine, client = complete_layout(args.engine, args.client, args.processes)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

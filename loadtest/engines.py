@@ -48,6 +48,7 @@ from loadtest.launch.options import add_locustfile_options
 from loadtest.client.transport import new_client, open_connection, send
 from loadtest.workload import WorkloadError
 from loadtest.local_engine import pin_client_beside
+from loadtest.client.cores import lay_out_client, pin_forked_worker
 
 log = logging.getLogger("llm-load-rig")
 _run: Run | None = None  # this process's run (each --processes child has its own)
@@ -86,6 +87,8 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
     options = environment.parsed_options
     try:
         _run = _checked_run(environment)
+        environment.host = _run.config.url
+        lay_out_client(options, _run.config.url, engine_urls_of(getattr(options, "engine_urls", "")))
         _progress_s = take_over_console(options)
     except (ConfigError, ProbeError, ResultsError, WorkloadError) as exc:
         if isinstance(runner, MasterRunner) and options.processes:
@@ -95,8 +98,6 @@ def _prepare(environment: Any, runner: Any, **_: Any) -> None:
     # likewise the tokenizer token-exact workloads were built with, found in the model's folder
     options.tokenizer = options.tokenizer or str(_run.workload.columns.get("tokenizer", ""))
     options.max_model_len = _run.info.max_model_len  # likewise: conversations end at the context
-    environment.host = _run.config.url
-    _pin(environment, _run.config.url)
     if options.spawn_rate is None:  # dispatch waits for all users anyway: spawn them at once
         options.spawn_rate = users_of(options)
     if _run.timing.stages:
@@ -119,8 +120,9 @@ def _use_stages(environment: Any, runner: Any, run: Run) -> None:
 
 
 def _pin(environment: Any, url: str | None) -> None:
-    """Keep this client off the cores of an engine the rig started on this host (clean by
-    default: on a small machine the two starve each other); the row says what was done."""
+    """A worker: keep off the cores of an engine the rig started on this host (clean by
+    default: on a small machine the two starve each other) until the master's layout reaches
+    it (_start: a core of its own); the master lays the client out itself (lay_out_client)."""
     options = environment.parsed_options
     if url:  # replicas behind a balancer (--engine-urls) are found by their own ports
         behind = engine_urls_of(getattr(options, "engine_urls", ""))
@@ -149,6 +151,7 @@ def _start(environment: Any, **_: Any) -> None:
     global _run
     if isinstance(environment.runner, WorkerRunner):
         options = environment.parsed_options
+        pin_forked_worker(options)
         config = config_from_options(options, environment.host)
         max_model_len = getattr(options, "max_model_len", None)  # the master's probe read it
         _run = Run(environment, config, EngineInfo(options.model, "", max_model_len=max_model_len))

@@ -14,10 +14,12 @@ differs per engine (command, environment, install check) is its recipe
 
 Clean by default: `start` pins the engine to every core but the first (loadtest/cpus.py's
 layout) unless given `--cpus` or `--no-pin`. Every engine started here is written down in a
-state file (``state_dir()``, one per port: pid, engine, cores, the flags it was started with),
-so that a run against it on this host pins its client to the other cores by itself
-(``pin_client_beside``) and records those flags unless told others (``started_flags``), and
-`list` shows it.
+state file (``state_dir()``, one per port: pid, engine, cores, and its command as it ran
+(``LocalEngine.flags``: its argv and the variables that set it up, secrets hidden)), so that a
+run against it on this host pins its client to the other cores by itself (``pin_client_beside``;
+a client of more processes than the engine leaves cores takes the missing ones from the engine)
+and records that command as its flags unless told others (``started_flags``), and `list`
+shows it.
 """
 
 from __future__ import annotations
@@ -40,17 +42,18 @@ from typing import Any
 from urllib.parse import urlparse
 
 from loadtest.toolkit.args import RigParser, command_prog
-from loadtest.launch.processes import stop_process_group
+from loadtest.launch.processes import group_members, stop_process_group
 from loadtest.toolkit.types import cpu_list, port, positive_number
-from loadtest.cpus import allowed_cpus, checked_cpus, cpu_set, default_layout, format_cpus
+from loadtest.cpus import (allowed_cpus, checked_cpus, cpu_set, default_layout, format_cpus,
+                           pin_process, take_client_cores)
 from loadtest.results.redact import redact
 from servers.gpus import MULTI_GPU_ENV
 from servers.local import LOCAL, LocalRecipe
 from servers.vllm_cpu import ENGINE_PYTHON, TINY_MODEL
 
-__all__ = ["ENGINE_PYTHON", "TINY_MODEL", "LocalEngine", "EngineStartError", "engine_flags",
-           "pin_client_beside", "recipe", "started_engine_at", "started_engines", "started_flags",
-           "state_dir", "stop_group"]
+__all__ = ["ENGINE_PYTHON", "TINY_MODEL", "LocalEngine", "EngineStartError", "command_line",
+           "engine_cores_at", "pin_client_beside", "recipe", "started_engine_at", "started_engines",
+           "started_flags", "state_dir", "stop_group"]
 
 _STOP_GRACE_S = 20
 # how often a starting engine is asked for its health: llama.cpp is up in about a second
@@ -102,16 +105,30 @@ class LocalEngine:
 
     @property
     def flags(self) -> str:
-        """What it was asked beyond its recipe's defaults, as a run records it (engine_flags)."""
-        return engine_flags(self.extra_args, self.cpus, self.compute_cpus, self.env)
+        """The command it runs, as a run records it: command_line of its argv and of the
+        variables that set it up (shown_environment), secrets hidden."""
+        return command_line(self.command(), self.shown_environment())
 
     def command(self) -> list[str]:
         pin = ["taskset", "-c", self.cpus] if self.cpus else []
         return [*pin, *self.recipe.command(self.port, self.extra_args)]
 
+    def shown_environment(self) -> dict[str, str]:
+        """The variables of its environment that set it up: those the rig sets for it, and
+        those it reads itself (its recipe's ``env_prefixes``: VLLM_..., LLAMA_ARG_...) as this
+        process hands them on, less those its command unsets (the rig's own settings names)."""
+        env = self.environment()
+        set_here = {**MULTI_GPU_ENV, **self.recipe.env, **self._bound(), **self.env}
+        read = {name for name in env if self.recipe.env_prefixes
+                and name.startswith(self.recipe.env_prefixes)}
+        unset = unset_names(self.recipe.command(self.port, self.extra_args))
+        return {name: env[name] for name in sorted({*set_here, *read}) if name not in unset}
+
+    def _bound(self) -> dict[str, str]:
+        return self.recipe.bind_compute(self.compute_cpus) if self.compute_cpus else {}
+
     def environment(self) -> dict[str, str]:
-        bind = self.recipe.bind_compute(self.compute_cpus) if self.compute_cpus else {}
-        return {**os.environ, **MULTI_GPU_ENV, **self.recipe.env, **bind, **self.env}
+        return {**os.environ, **MULTI_GPU_ENV, **self.recipe.env, **self._bound(), **self.env}
 
     def start(self, timeout_s: float = 600) -> None:
         try:
@@ -161,7 +178,7 @@ class LocalEngine:
         assert self.process is not None
         state = {"pid": self.process.pid, "engine": self.recipe.slug, "port": self.port,
                  "url": self.url, "cpus": self.cpus or "", "log": str(self.log_path),
-                 "flags": self.flags}
+                 "flags": self.flags, "binds_compute": bool(self._bound())}
         try:
             _state_file(self.port).parent.mkdir(parents=True, exist_ok=True)
             _state_file(self.port).write_text(json.dumps(state) + "\n")
@@ -192,19 +209,23 @@ class LocalEngine:
         self.stop()
 
 
-def engine_flags(extra_args: Sequence[str] = (), cpus: str | None = None,
-                 compute_cpus: str | None = None, env: Mapping[str, str] | None = None) -> str:
-    """A local engine's `flags` as runs.csv records them, secrets hidden: the variables set for
-    it alone (NAME=VALUE, sorted), the cores it was pinned to (`--cpus`, as the race records
-    them; `--compute-cpus` where they differ), then its extra arguments, quoted as a shell
-    would need them. The rig's one spelling of them, so that an engine started alike reads
-    alike, however it was started."""
+def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """A command as runs.csv records it, secrets hidden: its variables (NAME=VALUE, sorted),
+    then its argv, quoted as a shell would need them. The rig's one spelling of an engine's
+    command, so that an engine started alike reads alike, however it was started."""
     words = [f"{name}={value}" for name, value in sorted((env or {}).items())]
-    if cpus:
-        words += ["--cpus", cpus]
-    if compute_cpus and compute_cpus != cpus:
-        words += ["--compute-cpus", compute_cpus]
-    return redact(shlex.join([*words, *extra_args]))
+    return redact(shlex.join([*words, *argv]))
+
+
+def unset_names(argv: Sequence[str]) -> set[str]:
+    """The variables an `env -u NAME ...` at the head of `argv` removes."""
+    if argv[:1] != ["env"]:
+        return set()
+    names, words = set(), list(argv[1:])
+    while len(words) >= 2 and words[0] == "-u":
+        names.add(words[1])
+        words = words[2:]
+    return names
 
 
 def _die_with_parent() -> None:
@@ -281,7 +302,8 @@ def started_flags(url: str, behind: Sequence[str] = ()) -> str | None:
     return " | ".join(dict.fromkeys(str(s["flags"]) for s in states))  # type: ignore[index]
 
 
-def pin_client_beside(url: str, no_pin: bool = False, behind: Sequence[str] = ()) -> str:
+def pin_client_beside(url: str, no_pin: bool = False, behind: Sequence[str] = (),
+                      processes: int | None = None) -> str:
     """Pin this process (every thread of it) to the cores the rig's engine at ``url`` leaves
     free, and say what was done: the row's ``client_pinned_by``, one of
 
@@ -292,6 +314,10 @@ def pin_client_beside(url: str, no_pin: bool = False, behind: Sequence[str] = ()
 
     ``behind``: the replicas' own URLs when ``url`` is a balancer in front of them (a sweep's
     local replicas behind nginx): the client keeps off the first such engine's cores.
+    ``processes``: the client's Locust processes, given by the one process that lays the client
+    out (the master): where the engine leaves fewer free cores, the missing ones are taken
+    from its share (loadtest/cpus.py take_client_cores; the engine is moved off them and its
+    state file says so); ValueError when they cannot be. None (a worker): nothing is taken.
     """
     engine = next((e for e in map(started_engine_at, (url, *behind)) if e is not None), None)
     if engine is None:
@@ -304,15 +330,49 @@ def pin_client_beside(url: str, no_pin: bool = False, behind: Sequence[str] = ()
         return f"apart: beside {name} on {engine['cpus']}"
     if no_pin:
         return f"shared: --no-pin, beside {name} on {engine['cpus']}"
-    rest = mine - engine_cores
+    rest, took = mine - engine_cores, ""
+    if processes is not None and len(rest) < processes:
+        engine_cores, took = _take_from(engine, mine, processes)
+        rest = mine - engine_cores
     if not rest:
         return f"shared: {name} on {engine['cpus']} leaves this client no core"
-    for thread in os.listdir("/proc/self/task"):  # sched_setaffinity(0) moves one thread only
-        try:
-            os.sched_setaffinity(int(thread), rest)
-        except OSError:
-            pass
-    return f"rig: beside {name} on {engine['cpus']}"
+    pin_process(0, rest)
+    return f"rig: beside {name} on {format_cpus(engine_cores)}{took}"
+
+
+def _take_from(engine: dict[str, Any], mine: set[int], processes: int) -> tuple[set[int], str]:
+    """Move the engine off the cores a client of `processes` processes lacks (its lowest), write
+    its new cores down, and return them with what the row says of it."""
+    cores = cpu_set(engine["cpus"])
+    name = f"{engine['engine']} (pid {engine['pid']}) on {engine['cpus']}"
+    try:
+        left, _ = take_client_cores(cores & mine, mine - cores, processes)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; beside {name}, start it on fewer cores (--cpus)") from None
+    if engine.get("binds_compute"):
+        raise ValueError(f"--processes {processes} needs {processes} cores for the client, and "
+                         f"{name} binds its compute threads to its cores: start it leaving the "
+                         f"client {processes} (--cpus)")
+    left |= cores - mine
+    for pid in group_members(int(engine["pid"])):
+        pin_process(pid, left)
+    _write_cores(engine, format_cpus(left))
+    return left, f" (was {engine['cpus']}: --processes {processes} took {format_cpus(cores - left)})"
+
+
+def _write_cores(engine: dict[str, Any], cpus: str) -> None:
+    """The engine's state file with its cores now; a failure to write leaves the old ones."""
+    try:
+        _state_file(int(engine["port"])).write_text(json.dumps({**engine, "cpus": cpus}) + "\n")
+    except (OSError, KeyError, ValueError):
+        pass
+
+
+def engine_cores_at(url: str, behind: Sequence[str] = ()) -> str:
+    """The cores of the engine the rig started at ``url`` (or the first replica behind it) on
+    this host, as its state file says now; "" when there is none or it is not pinned."""
+    engine = next((e for e in map(started_engine_at, (url, *behind)) if e is not None), None)
+    return str(engine.get("cpus") or "") if engine is not None else ""
 
 
 def _healthy(url: str, path: str = "/health") -> bool:
@@ -363,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "list":
         for state in started_engines():
             print(f"{state['engine']} {state['url']} pid {state['pid']} "
-                  f"cpus {state.get('cpus') or 'all'} log {state.get('log', '-')}")
+                  f"cpus {state.get('cpus') or 'all'} log {state.get('log', '-')}\n"
+                  f"  {state.get('flags') or '(its command: not written down by this rig)'}")
         return 0
     if args.pidfile is None:
         cli.error(f"{args.action} needs --pidfile")

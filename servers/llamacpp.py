@@ -78,7 +78,9 @@ def missing() -> str | None:
     return None
 
 
-RECIPE = LocalRecipe(slug="llamacpp", command=command, missing=missing, model_name=GGUF.stem)
+# llama-server reads any of its flags from LLAMA_ARG_* variables as well
+RECIPE = LocalRecipe(slug="llamacpp", command=command, missing=missing, model_name=GGUF.stem,
+                     env_prefixes=("LLAMA_ARG_", "CUDA_VISIBLE_DEVICES"))
 
 SPEC = EngineSpec(
     slug="llamacpp",

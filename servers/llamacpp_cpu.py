@@ -127,7 +127,9 @@ def missing() -> str | None:
     return None
 
 
-RECIPE = LocalRecipe(slug="llamacpp-cpu", command=command, missing=missing, model_name=MODEL_NAME)
+# llama-server reads any of its flags from LLAMA_ARG_* variables as well
+RECIPE = LocalRecipe(slug="llamacpp-cpu", command=command, missing=missing, model_name=MODEL_NAME,
+                     env_prefixes=("LLAMA_ARG_",))
 
 SPEC = EngineSpec(
     slug="llamacpp-cpu",

@@ -81,7 +81,10 @@ class LocalRecipe:
     a sweep's settings become flags through them. ``front_ends``: the names (a part of each, as
     ``loadtest.client.engine_cpu.process_name`` gives them) of the processes that take and
     stream the HTTP requests apart from the model's, each one Python process whose ceiling is
-    one core; () where the engine has none apart."""
+    one core; () where the engine has none apart. ``env_prefixes``: the variables the engine reads
+    itself from the environment it is handed (its own settings: VLLM_..., LLAMA_ARG_...), by
+    the start of their names; those set are recorded with its command
+    (``loadtest.local_engine.LocalEngine.flags``)."""
 
     slug: str
     command: Callable[[int, list[str]], list[str]]
@@ -92,6 +95,7 @@ class LocalRecipe:
     bind_compute: Callable[[str], dict[str, str]] = lambda cpus: {}
     flags: dict[str, tuple[str, ...]] | None = None
     front_ends: tuple[str, ...] = ()
+    env_prefixes: tuple[str, ...] = ("CUDA_VISIBLE_DEVICES",)
 
 
 @dataclass(frozen=True)

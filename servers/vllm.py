@@ -165,7 +165,8 @@ def gpu_recipe(eng: Engine, flags: dict[str, tuple[str, ...]], env: Mapping[str,
 
     return LocalRecipe(slug=slug, command=command, missing=missing,
                        model_name=settings.get("SERVED_MODEL_NAME") or model, env=engine_env, flags=flags,
-                       front_ends=front_ends(slug))
+                       front_ends=front_ends(slug),
+                       env_prefixes=(f"{prefix}_", "CUDA_VISIBLE_DEVICES"))
 
 
 def front_ends(package: str) -> tuple[str, ...]:

@@ -93,6 +93,7 @@ RECIPE = LocalRecipe(
     # vLLM binds its compute (OpenMP) threads itself, one per listed core.
     bind_compute=lambda cpus: {"VLLM_CPU_OMP_THREADS_BIND": cpus},
     front_ends=front_ends("vllm"),
+    env_prefixes=("VLLM_",),  # vLLM's own settings (VLLM_CPU_KVCACHE_SPACE, ...)
 )
 
 SPEC = EngineSpec(

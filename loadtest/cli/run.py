@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from loadtest.client.options import ConfigError
+from loadtest.cpus import check_client_cores, cpu_set
 from loadtest.launch import RunSpec, command
 from loadtest.launch.checks import check_run_options
 from loadtest.launch.options import add_locust_options, add_locustfile_options
@@ -54,7 +55,10 @@ def checked_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     args.num_users = args.users  # the name Locust gives it, which the checks read
     try:
         check_run_options(args, args.host)
-    except (ConfigError, WorkloadError) as exc:
+        if args.client_cpus and args.processes:  # each process a core (loadtest/cpus.py)
+            check_client_cores(cpu_set(args.client_cpus), args.processes,
+                               f"--client-cpus {args.client_cpus}")
+    except (ConfigError, WorkloadError, ValueError) as exc:
         p.error(str(exc))
     return args, locust_extra
 

@@ -27,7 +27,7 @@ from loadtest.client.dispatch import Dispatcher
 from loadtest.client.engine_cpu import EngineProcessCpu
 from loadtest.client.loop_lag import LoopLag
 from loadtest.client.runqueue import EngineRunQueueWait
-from loadtest.cpus import cpu_set
+from loadtest.cpus import allowed_cpus, cpu_set, format_cpus
 from loadtest.local_engine import started_engine_at, started_flags
 from loadtest.client.timing import print_window, timing_from_options
 from loadtest.results.metadata import collect_client_metadata, collect_model_metadata, collect_rig_metadata
@@ -79,7 +79,8 @@ def worst_process(own: dict[str, Any], workers: list[dict[str, Any]]) -> dict[st
 
 def workers_section(records: list[RequestRecord],
                     reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """run.json's `workers`: per worker (Locust's worker index, record.worker), the clock offset
+    """run.json's `workers`: per worker (Locust's worker index, record.worker), the cores it
+    ran on (one of its own where the client had a core a process), the clock offset
     it measured against the master at its start and that offset's error, and in open loop its
     own send lag p50/p99. Empty in one process."""
     if not reports:
@@ -91,6 +92,7 @@ def workers_section(records: list[RequestRecord],
         index = report.get("worker")
         lag = lags.get(index, {})
         out.append({"worker": index,
+                    "cpus": report.get("cpus"),
                     "records": counts[index],
                     "clock_offset_ms": report.get("clock_offset_ms"),
                     "clock_sync_error_ms": report.get("clock_sync_error_ms"),
@@ -179,7 +181,7 @@ class Run:
         self.timed_schedule_ns = self.timing.schedule_ns(open_loop)  # timed open loop, rate stages
         self.dispatcher = Dispatcher(
             environment, self.workload, self._on_record, self.finish,
-            worker_report=self._client_report,
+            worker_report=self._worker_report,
             # a trace's timestamps are its schedule (--rate is refused beside a trace)
             schedule_ns=self.workload.schedule_ns or self.timed_schedule_ns or (
                 open_loop.offsets_ns(config.requests) if open_loop else None),
@@ -313,6 +315,7 @@ class Run:
             "http_read_timeout_s": c.read_timeout_s, "run_dir": str(self.run_dir),
             "prefix_cache_reset": self.prefix_cache_reset,
             "client_pinned_by": getattr(self.environment.parsed_options, "client_pinned_by", ""),
+            "engine_cpus": getattr(self.environment.parsed_options, "engine_cpus", ""),
             **self._run_options_metadata(), **self.timing.columns(self.timed_schedule_ns),
             **bounds_columns(self.bounds, c.max_tokens),
             **collect_model_metadata(self.model_dir),
@@ -339,6 +342,10 @@ class Run:
     def _client_report(self) -> dict[str, Any]:
         """How this load-generator process kept up: CPU peak and mean, event-loop lag."""
         return {**self.cpu.stop(), **self.loop_lag.stop()}
+
+    def _worker_report(self) -> dict[str, Any]:
+        """A worker's: its client report and the cores it ran on (run.json's workers)."""
+        return {**self._client_report(), "cpus": format_cpus(allowed_cpus())}
 
     def _on_record(self, record: RequestRecord) -> None:
         self.records.append(record)

@@ -77,7 +77,7 @@ def _server_runs(server: str, batches: list[int], args: argparse.Namespace, engi
         spec = RunSpec.of(
             engine=server, host=engine.url, users=users, cpus=client_cpus or None, cwd=REPO,
             only_summary=True, prompts=args.prompts, max_tokens=args.max_tokens, ignore_eos=True,
-            out=args.out, flags=f"--cpus {engine_cpus}" if engine_cpus else None, **values)
+            out=args.out, **values)  # flags: the server's command, as the rig started it
         print("+ " + " ".join(command(spec)), file=sys.stderr)
         return run(spec, args.out / f"locust-{server}.log", append=True).exit_code
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["escaped_groups", "free_port", "group_alive", "stop_process_group",
+__all__ = ["escaped_groups", "free_port", "group_alive", "group_members", "stop_process_group",
            "stop_process_groups"]
 
 Process = subprocess.Popen | int  # a Popen we can reap, or the pid of a group leader we did not
@@ -74,6 +74,20 @@ def stop_process_groups(processes: Sequence[Process], grace_s: float = 20.0,
 def escaped_groups(pgids: Sequence[int]) -> set[int]:
     """The process groups, other than `pgids` and this process's own, of every descendant of a
     member of `pgids` (read from /proc; empty where there is none)."""
+    parent, group = _process_table()
+    return _descendant_groups(parent, group, pgids) - {*pgids, os.getpgrp()}
+
+
+def group_members(pgid: int) -> set[int]:
+    """Every process of the group `pgid` and of the groups its descendants left to (an
+    engine's whole tree, as stop_process_group stops it)."""
+    parent, group = _process_table()
+    groups = _descendant_groups(parent, group, [pgid]) - {os.getpgrp()} | {pgid}
+    return {pid for pid, g in group.items() if g in groups}
+
+
+def _process_table() -> tuple[dict[int, int], dict[int, int]]:
+    """Each process's parent and process group, from /proc."""
     parent: dict[int, int] = {}
     group: dict[int, int] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -84,6 +98,12 @@ def escaped_groups(pgids: Sequence[int]) -> set[int]:
             parent[pid], group[pid] = int(fields[1]), int(fields[2])
         except (OSError, ValueError, IndexError):
             continue
+    return parent, group
+
+
+def _descendant_groups(parent: dict[int, int], group: dict[int, int],
+                       pgids: Sequence[int]) -> set[int]:
+    """The groups of the members of `pgids` and of all their descendants."""
     children: dict[int, list[int]] = {}
     for pid, ppid in parent.items():
         children.setdefault(ppid, []).append(pid)
@@ -94,7 +114,7 @@ def escaped_groups(pgids: Sequence[int]) -> set[int]:
             if child not in seen:
                 seen.add(child)
                 todo.append(child)
-    return {group[pid] for pid in seen} - {*pgids, os.getpgrp()}
+    return {group[pid] for pid in seen}
 
 
 def _signal_groups(processes: Sequence[Process], sig: signal.Signals) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import FrameType
 
 from loadtest.launch import Launched, RunSpec, command, run
-from loadtest.local_engine import EngineStartError, LocalEngine, engine_flags
+from loadtest.local_engine import EngineStartError, LocalEngine
 from loadtest.race.args import RaceArgs
 from loadtest.race.earlier import TAG, EarlierRunsError, race_rows
 from loadtest.known import more_runs, repeat_plan, standing
@@ -195,7 +195,7 @@ def _locust(args: RaceArgs, engine: str, *, users: int, requests: int, warmup: b
     its log, a run's to this process's stdout and stderr."""
     spec = RunSpec.of(
         engine=engine, host=f"http://127.0.0.1:{args.port}", users=users, only_summary=True,
-        out=args.out, flags=engine_flags(cpus=args.engine_cpus) or None,
+        out=args.out,  # flags: the engine's command, read from what the rig started there
         requests=requests, warmup=warmup, tag=None if warmup else TAG, repeat=repeat,
         cpus=args.client_cpus or None, locust_options=tuple(args.run_options), **WORKLOAD)
     print(f"+ {shlex.join(command(spec))}", file=sys.stderr)

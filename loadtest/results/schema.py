@@ -50,15 +50,17 @@ COLUMNS: tuple[Column, ...] = (
     Column("engine", str, "", "the engine's slug (servers/)"),
     Column("model", str, "", "the model as the engine served it (--model, else its /v1/models)"),
     Column("host", str, "", "the URL the run was sent to, credentials removed"),
-    Column("flags", str, "", "the engine's settings: as told by --flags (the race adds --cpus), else "
-           "those the rig started its engine at --host on this host with (flags_from says which)"),
+    Column("flags", str, "", "the engine's settings: as told by --flags, else the command the rig started "
+           "its engine at --host on this host with, as it ran: the variables that set it up (NAME=VALUE), "
+           "then its argv (taskset, the recipe's command with every setting resolved, extra flags), "
+           "secrets hidden (flags_from says which)"),
     Column("flags_from", str, "", "where flags came from: --flags (told), started engine (read from "
            "the rig's record of the engine it started), empty when neither"),
     Column("gpu", str, "", "--gpu: the GPUs the engine ran on, as told"),
     Column("users", int, "", "concurrent users (closed loop), the cap on requests in flight (open loop)"),
-    Column("processes", int, "", "client processes (Locust workers; 1 without)"),
+    Column("processes", int, "", "client processes (Locust workers; 1 without), each on a core of its own (run.json's workers name them)"),
     Column("mode", str, "", "in-process for an engine driven in the rig's process (rig inprocess)"),
-    Column("engine_cpus", str, "", "the cores of an in-process engine"),
+    Column("engine_cpus", str, "", "the engine's cores: an in-process engine's, or those of the engine the rig started at --host on this host when the run began (after --processes took any for the client)"),
     # whether to trust it
     Column("verdict", str, "", "valid or invalid (loadtest/results/rules.py)"),
     Column("verdict_reasons", str, "", "why invalid: reason codes joined with ;"),
@@ -235,7 +237,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("loop_lag_max_ms", float, "ms", "how late it woke at worst"),
     Column("client_cpu_count", int, "cores", "cores the client could run on"),
     Column("client_cpus", str, "", "those cores, as a list"),
-    Column("client_pinned_by", str, "", "who chose them: the rig (beside its engine), the user, shared, or empty"),
+    Column("client_pinned_by", str, "", "who chose them: the rig (beside its engine; with the cores --processes took from it), the user, shared, or empty"),
     Column("prefix_cache_reset", str, "", "how the engine's prefix cache was emptied before the run, or failed: why"),
     Column("engine_prefix_cache_hit_pct", float, "%", "prompt tokens served from the prefix cache" + _TELEMETRY),
     Column("engine_prefix_cache_hit_tokens", int, "tokens", "prompt tokens the prefix cache served" + _TELEMETRY),

@@ -145,10 +145,6 @@ def gpu_env(config: EngineConfig, gpus: str | None = None) -> dict[str, str]:
     return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": chosen}
 
 
-def _shown(env: dict[str, str], argv: list[str]) -> str:
-    return " ".join([*(f"{k}={v}" for k, v in env.items()), shlex.join(argv)])
-
-
 class LocalProcess:
     engine_urls: tuple[str, ...] = ()
     """One local engine, on every core but the client's like every engine the rig starts (the
@@ -162,7 +158,7 @@ class LocalProcess:
         self.url = self.engine.url
 
     def describe(self, timeout_s: float) -> str:
-        return _shown(self.engine.env, self.engine.command())
+        return self.engine.flags
 
     def start(self, timeout_s: float) -> None:
         try:
@@ -220,7 +216,7 @@ class LocalReplicas:
                 str(self.workdir / "nginx.conf"), "-e", "stderr"]
 
     def describe(self, timeout_s: float) -> str:
-        starts = [_shown(r.env, r.command()) for r in self.replicas.values()]
+        starts = [r.flags for r in self.replicas.values()]
         return (" & ".join(starts) + f" & {shlex.join(self.balancer_command())}  "
                 f"(nginx: least connections, unbuffered, on 127.0.0.1:{self.port})")
 
@@ -296,7 +292,7 @@ class LocalReplicas:
         self._logs_saved = True
         with contextlib.suppress(OSError), (self.workdir / "engine.log").open("a", encoding="utf-8") as log:
             for name, replica in self.replicas.items():
-                log.write(f"--- {name}: {_shown(replica.env, replica.command())}\n")
+                log.write(f"--- {name}: {replica.flags}\n")
                 log.write(_read(replica.log_path))
             log.write(f"--- nginx: {shlex.join(self.balancer_command())}\n")
             log.write(_read(self.workdir / "balancer.log"))

@@ -52,6 +52,7 @@ import yaml
 from loadtest.toolkit.types import BadValue
 from loadtest.client.options import CHECKS
 from loadtest.client.targets import TARGETS
+from loadtest.cpus import complete_layout
 from loadtest.launch.options import run_defaults
 from loadtest.workload import WorkloadError, WorkloadOptions, build_workload, workload_options
 from loadtest.workload.build import workload_sha256
@@ -211,13 +212,19 @@ def parse_matrix(data: dict[str, Any], gpu_count: int | None, where: str = "matr
         raise MatrixError(f"{where}: interleave_repeats must be true, false or together, got {interleave!r}")
     if interleave == "together":
         _check_together(configs, where)
+    client_processes = _positive(data.get("client_processes", 1), f"{where}: client_processes")
+    if gpu_count is not None and any(config.launch == "local" for config in configs):
+        try:  # on this host, the local engines keep off a core a client process (loadtest/cpus.py)
+            complete_layout(processes=client_processes)
+        except ValueError as exc:
+            raise MatrixError(f"{where}: client_processes: {exc}") from None
     return Matrix(name=name, workload=workload, users=users, repeats=repeats,
                   configs=tuple(configs), warmup_requests=warmup,
                   health_timeout_s=_positive(data.get("health_timeout_s", 900), f"{where}: health_timeout_s"),
                   run_timeout_s=_positive(data.get("run_timeout_s", 1800), f"{where}: run_timeout_s"),
                   interleave_repeats=bool(interleave), start_together=interleave == "together",
                   source=data, workloads=workloads,
-                  client_processes=_positive(data.get("client_processes", 1), f"{where}: client_processes"))
+                  client_processes=client_processes)
 
 
 def default_warmup_requests(users: tuple[int, ...]) -> int:

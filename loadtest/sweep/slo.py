@@ -251,13 +251,10 @@ class Search:
                           keep_outputs=True)
 
     def _spec(self, users: int, **values: object) -> RunSpec:
-        from loadtest.local_engine import engine_flags
-
         a = self.args
         return RunSpec.of(engine=self.engine, host=self.url, users=users, only_summary=True,
                           max_tokens=a.max_tokens, prompts=a.prompts, out=a.out,
                           ignore_eos=a.ignore_eos,
-                          flags=engine_flags(cpus=a.engine_cpus) or None,
                           cpus=a.client_cpus or None, python=sys.executable, **values)
 
 
