@@ -195,6 +195,7 @@ def test_install_refuses_a_folder_without_a_bundle(tmp_path: Path):
     _refused(_bundle("install", str(tmp_path), "--target", str(tmp_path / "t")), "no NAME.bundle.json")
 
 
+@pytest.mark.engine  # not the fast tier: a build, resolved from the index (about a minute)
 def test_the_rig_bundle_installs_a_rig_command_that_runs_from_anywhere(tmp_path: Path):
     """A rig bundle for this machine, described without Locust: the bundle carries Locust, and
     its install writes TARGET/bin/rig, which runs this checkout's code from any folder."""
