@@ -193,3 +193,38 @@ def test_a_path_that_cannot_be_used_is_one_error_line(tmp_path: Path, args: list
 
 def test_install_refuses_a_folder_without_a_bundle(tmp_path: Path):
     _refused(_bundle("install", str(tmp_path), "--target", str(tmp_path / "t")), "no NAME.bundle.json")
+
+
+@pytest.mark.engine  # not the fast tier: a build, resolved from the index (about a minute)
+def test_the_rig_bundle_installs_a_rig_command_that_runs_from_anywhere(tmp_path: Path):
+    """A rig bundle for this machine, described without Locust: the bundle carries Locust, and
+    its install writes TARGET/bin/rig, which runs this checkout's code from any folder."""
+    host = describe(sys.executable)
+    host = HostDescription(host.python, host.glibc, host.machine, host.compute_caps,
+                           {k: v for k, v in host.packages.items() if k != "locust"})
+    recipe = RECIPES["rig"]
+    locked = resolve(recipe, host, tmp_path / "resolve")
+    assert [l.name for l in locked] == ["locust"], locked
+    manifest = pack(recipe, host, locked, tmp_path / "bundle", tmp_path / "cache", part_mib=1)
+    assert manifest["commands"] == {"rig": "loadtest.cli.main:main"}
+    done = _bundle("install", str(tmp_path / "bundle"), "--name", "rig", "--target", str(tmp_path / "rig"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    rig = tmp_path / "rig" / "bin" / "rig"
+    assert f"command: {rig}" in done.stdout, done.stdout
+    helped = subprocess.run([str(rig), "--help"], cwd=tmp_path, capture_output=True, text=True)
+    assert helped.returncode == 0 and "engine start" in helped.stdout, helped.stderr[-1500:]
+    where = subprocess.run([str(tmp_path / "rig" / "python"), "-c", "import locust; print(locust.__file__)"],
+                           cwd=tmp_path, capture_output=True, text=True)
+    assert where.stdout.startswith(str(tmp_path / "rig")), where
+
+
+def test_what_the_host_runs_before_an_install_needs_the_standard_library_alone():
+    """describe, --help and install import nothing but the standard library (python -S: no
+    site-packages), as on a host whose Python has nothing else."""
+    for argv in (["--help"], ["describe"]):
+        done = subprocess.run([sys.executable, "-S", "-m", "servers.bundle", *argv], cwd=REPO,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-1500:]
+    imported = subprocess.run([sys.executable, "-S", "-c", "import servers.bundle.install"], cwd=REPO,
+                              capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr[-1500:]

@@ -44,6 +44,7 @@ from loadtest.results.summary import summarize, worker_send_lags
 from loadtest.client.asked_lengths import asked_length_columns
 from loadtest.client.targets import dialect_for
 from loadtest.telemetry import Telemetry, start_telemetry
+from loadtest.telemetry.gauges import request_spans
 from loadtest.telemetry.output_counter import counted_by_engine, read_output_counter
 from loadtest.calibration.limits import faithful_event_rate
 from loadtest.results.verdict import REASONS, judge
@@ -389,7 +390,7 @@ class Run:
         row.update(answer_columns(self.records))
         row.update(goodput(self.records, row["completion_time_s"], self.options.slo))
         if self.telemetry is not None:
-            row.update(self.telemetry.stop(row["output_tokens"]))
+            row.update(self.telemetry.stop(row["output_tokens"], request_spans(self.records)))
         if self.options.keep_outputs:
             try:
                 row["outputs_kept"] = write_outputs(self.run_dir / OUTPUTS_FILE, self.records)

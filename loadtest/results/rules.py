@@ -196,6 +196,13 @@ WARNING_RULES: tuple[Rule, ...] = (
     Rule("engine_shared",
          "the engine held more requests at once than this run's users can send, so another "
          "client shared it and these numbers are not this run's alone", fires=_shared),
+    Rule("engine_gauges_unread",
+         "the engine's running and waiting gauges read zero at every scrape while requests were in "
+         "flight (telemetry_engine is gauges_read_zero), so its request peaks are not in the row "
+         "and whether another client shared the engine (engine_shared) could not be checked",
+         "read its /metrics during a run (curl URL/metrics | grep requests_) and give the names "
+         "it exports in servers/<engine>.py",
+         fires=lambda row, _: row.get("telemetry_engine") == "gauges_read_zero"),
     Rule("engine_flaws",
          "the engine answered some requests with values the rig ignored (flawed_requests counts "
          "them, engine_flaws says what: a token count that is no count, a wrong Content-Type, a "

@@ -247,7 +247,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("engine_spec_accepted_tokens", int, "tokens", "draft tokens accepted" + _TELEMETRY),
     # telemetry (--telemetry-interval above 0)
     Column("telemetry_gpu", str, "", "GPU sampling: sampled, absent, not_sampled or failed"),
-    Column("telemetry_engine", str, "", "/metrics sampling: sampled, absent, not_sampled or failed"),
+    Column("telemetry_engine", str, "", "/metrics sampling: sampled, absent, not_sampled, failed or "
+           "gauges_read_zero (loadtest/telemetry/gauges.py: ENGINE_STATES)"),
     Column("telemetry_window_s", float, "s", "first to last sample" + _TELEMETRY),
     Column("gpu_count", int, "", "GPUs sampled" + _TELEMETRY),
     Column("gpu_names", str, "", "their names" + _TELEMETRY),

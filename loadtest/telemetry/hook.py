@@ -2,7 +2,7 @@
 
     telemetry = start_telemetry(run_dir, engine, url, gpu)   # after run.json is written
     telemetry.wait_ready()                                    # before the first request
-    row.update(telemetry.stop(row["output_tokens"]))        # once the last request is done
+    row.update(telemetry.stop(row["output_tokens"], spans))  # once the last request is done
 
 Which GPUs: `--gpu` given as NVML indices ("0" or "0,1") samples those; any other value samples
 every visible GPU when the engine is on this host (127.0.0.1, localhost, ::1) and none otherwise
@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from loadtest.toolkit.repo import REPO
+from loadtest.telemetry.gauges import GAUGE_COLUMNS, GAUGES_READ_ZERO, gauges_read_zero
 from loadtest.telemetry.summary import per_token_columns, summarize_telemetry
 
 __all__ = ["Telemetry", "gpu_selection", "start_telemetry"]
@@ -46,8 +47,11 @@ class Telemetry:
         self.run_dir = run_dir
         self._process = process
 
-    def stop(self, output_tokens: int | None) -> dict[str, Any]:
-        """Stop sampling (SIGTERM, bounded wait) and return the columns for the run's row."""
+    def stop(self, output_tokens: int | None,
+             spans: Sequence[tuple[float, float]] = ()) -> dict[str, Any]:
+        """Stop sampling (SIGTERM, bounded wait) and return the columns for the run's row.
+        ``spans``: the run's requests, (sent, done) in unix seconds (gauges.request_spans), to
+        hold the engine's request gauges against."""
         if self._process is None:
             return {"telemetry_gpu": "failed", "telemetry_engine": "failed"}
         if self._process.poll() is None:
@@ -60,6 +64,9 @@ class Telemetry:
                 self._process.wait()
         summary = self._summary()
         row = {k: v for k, v in summary.items() if k not in _ROW_SKIP}
+        if row.get("telemetry_engine") == "sampled" and gauges_read_zero(self._samples("engine"), spans):
+            row = {k: v for k, v in row.items() if k not in GAUGE_COLUMNS}
+            row["telemetry_engine"] = GAUGES_READ_ZERO
         return {**row, **per_token_columns(row, output_tokens)}
 
     def wait_ready(self) -> None:
@@ -81,15 +88,20 @@ class Telemetry:
         if path.exists():
             return json.loads(path.read_text(encoding="utf-8"))
         # the sampler died before its summary: the samples it wrote still count
+        return summarize_telemetry(self._samples(), {"gpu": "failed", "engine": "failed"})
+
+    def _samples(self, source: str | None = None) -> list[dict[str, Any]]:
         samples = []
         lines = self.run_dir / "telemetry.jsonl"
         if lines.exists():
             for line in lines.read_text(encoding="utf-8").splitlines():
                 try:
-                    samples.append(json.loads(line))
+                    sample = json.loads(line)
                 except ValueError:
                     continue
-        return summarize_telemetry(samples, {"gpu": "failed", "engine": "failed"})
+                if source is None or sample.get("source") == source:
+                    samples.append(sample)
+        return samples
 
 
 def start_telemetry(run_dir: Path, engine: str, url: str, gpu: str,

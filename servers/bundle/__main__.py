@@ -18,6 +18,7 @@ examples:
   scripts/gpu_bundle.sh build vllm --host host.json --out build/bundles --part-mib 50
   scripts/gpu_bundle.sh build rig --host freeze.txt --python 3.12 --glibc 2.39 --plan
   scripts/gpu_bundle.sh install build/bundles --name vllm --target /opt/rig/vllm   # on the host
+  scripts/gpu_bundle.sh install build/bundles --name rig --target /opt/rig/rig     # writes /opt/rig/rig/bin/rig
 """
 
 
@@ -92,6 +93,8 @@ def _build(args: argparse.Namespace) -> int:
           f"({manifest['unpacked_bytes'] / 2**20:,.0f} MiB of wheels) in {args.out} "
           f"({manifest['pack_s']} s): {args.name}.bundle.json and "
           f"{', '.join(p['file'] for p in manifest['parts'])}")
+    print(f"carry them into one folder on the host (any order, one at a time), then there: "
+          f"scripts/gpu_bundle.sh install FOLDER --name {args.name} --target /opt/rig/{args.name}")
     return 0
 
 
@@ -103,9 +106,11 @@ def _install(args: argparse.Namespace) -> int:
     except InstallError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"installed {result['name']} {result['version']} ({result['wheels']} wheels, unpacked "
-          f"in {result['unpack_s']} s, installed in {result['install_s']} s): run it with "
+    print(f"installed {result['name']} ({result['module']} {result['version']}; {result['wheels']} wheels, "
+          f"unpacked in {result['unpack_s']} s, installed in {result['install_s']} s): run it with "
           f"{result['python']}")
+    for command in result["commands"]:
+        print(f"  command: {command} (export PATH={Path(command).parent}:$PATH)")
     for dist, requirement, have, _ in result["left_out_unmet"]:
         print(f"  left out by the recipe: {dist} asks for {requirement}")
     for dist, requirement, have, _ in result["unmet"]:

@@ -17,9 +17,13 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
-
 __all__ = ["HostDescription", "HostError", "describe", "parse_freeze"]
+
+
+def canonicalize_name(name: str) -> str:
+    """A package's name as indexes compare it (PEP 503), as packaging's function of that name
+    does: ``describe`` runs on a host that may have nothing but the standard library."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 class HostError(ValueError):

@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from servers.bundle.pack import MANIFEST, file_sha256
+from loadtest.toolkit.repo import REPO
+from servers.bundle.parts import MANIFEST, PartsReader, missing_or_wrong
 
 __all__ = ["InstallError", "install", "read_manifest"]
 
@@ -29,8 +30,12 @@ __all__ = ["InstallError", "install", "read_manifest"]
 _UNMET = r"""
 import json, sys
 from importlib import metadata
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name as canon
+try:
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name as canon
+except ImportError:  # a host whose Python has pip alone
+    from pip._vendor.packaging.requirements import Requirement
+    from pip._vendor.packaging.utils import canonicalize_name as canon
 target, left_out = sys.argv[1], set(json.loads(sys.argv[2]))
 unmet = []
 for dist in metadata.distributions(path=[target]):
@@ -64,41 +69,12 @@ def read_manifest(folder: Path, name: str | None) -> dict:
         raise InstallError(f"{found[0]}: unreadable ({error})") from None
 
 
-class _Parts(io.RawIOBase):
-    """The parts read back to back as one stream."""
-
-    def __init__(self, paths: list[Path]) -> None:
-        self._paths, self._file = list(paths), None
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        while self._paths or self._file:
-            if self._file is None:
-                self._file = self._paths.pop(0).open("rb")
-            count = self._file.readinto(buffer)
-            if count:
-                return count
-            self._file.close()
-            self._file = None
-        return 0
-
-
 def check_parts(folder: Path, manifest: dict) -> list[Path]:
-    paths, problems = [], []
-    for part in manifest["parts"]:
-        path = folder / part["file"]
-        if not path.is_file():
-            problems.append(f"{part['file']} missing")
-        elif path.stat().st_size != part["bytes"]:
-            problems.append(f"{part['file']} is {path.stat().st_size} bytes, not {part['bytes']}")
-        elif file_sha256(path) != part["sha256"]:
-            problems.append(f"{part['file']} differs (SHA-256)")
-        paths.append(path)
+    problems = missing_or_wrong(folder, manifest["parts"])
     if problems:
-        raise InstallError(f"{manifest['name']} bundle in {folder}: " + "; ".join(problems))
-    return paths
+        raise InstallError(f"{manifest['name']} bundle in {folder}: " + "; ".join(problems)
+                           + f" (carry every part named in {MANIFEST.format(manifest['name'])} there)")
+    return [folder / part["file"] for part in manifest["parts"]]
 
 
 def _interpreter_script(target: Path, python: str, env: dict[str, str]) -> Path:
@@ -114,15 +90,43 @@ def _interpreter_script(target: Path, python: str, env: dict[str, str]) -> Path:
     return script
 
 
+def _command_scripts(target: Path, interpreter: Path, source: Path, commands: dict[str, str]) -> list[Path]:
+    """``TARGET/bin/NAME`` for each console command: its entry point run from the checkout
+    ``source`` by ``interpreter`` (the bundle's packages first)."""
+    scripts = []
+    for name, entry in sorted(commands.items()):
+        module, _, function = entry.partition(":")
+        code = f"import sys; from {module} import {function}; sys.exit({function}())"
+        script = target / "bin" / name
+        script.parent.mkdir(exist_ok=True)
+        script.write_text(
+            f"#!/bin/sh\n# {name}: the code of {source} with the packages of {target} "
+            "(servers/bundle/install.py)\n"
+            f"export PYTHONPATH={shlex.quote(str(source))}${{PYTHONPATH:+:$PYTHONPATH}}\n"
+            f"exec {shlex.quote(str(interpreter))} -c {shlex.quote(code)} \"$@\"\n")
+        script.chmod(0o755)
+        scripts.append(script)
+    return scripts
+
+
+def _prove_commands(scripts: list[Path], target: Path) -> None:
+    for script in scripts:  # from elsewhere than the checkout: the script finds it itself
+        done = subprocess.run([str(script), "--help"], cwd=target, capture_output=True, text=True)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise InstallError(f"installed, but `{script} --help` fails (exit {done.returncode}): {last}")
+
+
 def install(folder: Path, target: Path, name: str | None = None,
-            python: str = sys.executable) -> dict:
-    """Installs the bundle in ``folder`` into ``target``; returns what it did and found."""
+            python: str = sys.executable, source: Path = REPO) -> dict:
+    """Installs the bundle in ``folder`` into ``target``; returns what it did and found.
+    ``source`` is the checkout whose code the bundle's console commands run."""
     manifest = read_manifest(folder, name)
     started = time.monotonic()
     parts = check_parts(folder, manifest)
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="rig-bundle-", dir=target.parent) as scratch:
-        with tarfile.open(fileobj=io.BufferedReader(_Parts(parts), 1 << 20), mode="r|xz") as tar:
+        with tarfile.open(fileobj=io.BufferedReader(PartsReader(parts), 1 << 20), mode="r|xz") as tar:
             tar.extractall(scratch, filter="data")
         wheels = sorted(str(p) for p in Path(scratch, "wheels").glob("*.whl"))
         if len(wheels) != len(manifest["wheels"]):
@@ -136,6 +140,7 @@ def install(folder: Path, target: Path, name: str | None = None,
             tail = (done.stdout or b"").decode(errors="replace").strip().splitlines()[-1:] or ["see its log"]
             raise InstallError(f"pip install --no-index failed (exit {done.returncode}): {tail[0]}")
     interpreter = _interpreter_script(target, python, manifest.get("env", {}))
+    commands = _command_scripts(target, interpreter, source, manifest.get("commands", {}))
     module = manifest["module"]
     dist = manifest.get("dist") or re.split(r"[\s;<>=!~\[]", manifest["requirements"][0], maxsplit=1)[0]
     probe = subprocess.run([str(interpreter), "-c", f"import {module}; from importlib.metadata "
@@ -143,11 +148,13 @@ def install(folder: Path, target: Path, name: str | None = None,
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
         raise InstallError(f"installed, but `import {module}` fails: {last}")
+    _prove_commands(commands, target)
     unmet = json.loads(subprocess.run(
         [str(interpreter), "-c", _UNMET, str(target), json.dumps(sorted(manifest["left_out"]))],
         capture_output=True, text=True, check=True).stdout)
     return {"name": manifest["name"], "module": module, "version": probe.stdout.strip(),
             "target": str(target), "python": str(interpreter), "wheels": len(wheels),
+            "commands": [str(c) for c in commands],
             "unpack_s": round(unpacked_s, 1), "install_s": round(time.monotonic() - started, 1),
             "unmet": [u for u in unmet if not u[3]], "left_out_unmet": [u for u in unmet if u[3]]}
 

@@ -8,7 +8,6 @@ the compiled kernels shrink far more under xz alone).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -21,25 +20,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from servers.bundle.host import HostDescription
+from servers.bundle.parts import MANIFEST, file_sha256, split
 from servers.bundle.recipes import BundleRecipe
 from servers.bundle.resolve import Locked
 
-__all__ = ["MANIFEST", "PackError", "fetch", "file_sha256", "pack", "restore_wheel"]
+__all__ = ["PackError", "fetch", "pack", "restore_wheel"]
 
-MANIFEST = "{}.bundle.json"  # by the bundle's name: vllm.bundle.json
 _CHUNK = 1 << 20
 
 
 class PackError(RuntimeError):
     """A wheel that cannot be fetched or checked; the message is the user's one line."""
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        while block := file.read(_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def fetch(wheel: Locked, cache: Path) -> Path:
@@ -92,26 +83,6 @@ def restore_wheel(source: Path, target: Path, drops: list[tuple[str, str]]) -> l
     return dropped
 
 
-def _split(archive: Path, out: Path, name: str, part_bytes: int) -> list[dict[str, object]]:
-    parts: list[dict[str, object]] = []
-    with archive.open("rb") as source:
-        index = 0
-        while True:
-            path = out / f"{name}.tar.xz.{index:03d}"
-            digest, written = hashlib.sha256(), 0
-            with path.open("wb") as part:
-                while written < part_bytes and (block := source.read(min(_CHUNK, part_bytes - written))):
-                    part.write(block)
-                    digest.update(block)
-                    written += len(block)
-            if written == 0:
-                path.unlink()
-                break
-            parts.append({"file": path.name, "bytes": written, "sha256": digest.hexdigest()})
-            index += 1
-    return parts
-
-
 def pack(recipe: BundleRecipe, host: HostDescription, locked: list[Locked], out: Path,
          cache: Path, part_mib: float, xz_preset: int = 3) -> dict[str, object]:
     """Writes the parts and ``bundle.json`` into ``out`` (emptied of an earlier bundle of the
@@ -140,12 +111,12 @@ def pack(recipe: BundleRecipe, host: HostDescription, locked: list[Locked], out:
         with tarfile.open(archive, "w:xz", preset=xz_preset) as tar:
             for wheel in wheels:
                 tar.add(wheel, arcname=f"wheels/{wheel.name}")
-        parts = _split(archive, out, recipe.name, int(part_mib * 1024 * 1024))
+        parts = split(archive, out, recipe.name, int(part_mib * 1024 * 1024))
         archive_sha = file_sha256(archive)
     manifest: dict[str, object] = {
         "name": recipe.name, "module": recipe.module, "dist": recipe.dist,
         "requirements": list(recipe.requirements),
-        "env": recipe.env, "host": {k: v for k, v in asdict(host).items() if k != "packages"},
+        "env": recipe.env, "commands": recipe.commands, "host": {k: v for k, v in asdict(host).items() if k != "packages"},
         "wheels": entries, "left_out": recipe.left_out, "trimmed": trimmed,
         "parts": parts, "archive_sha256": archive_sha,
         "unpacked_bytes": sum(e["bytes"] for e in entries),

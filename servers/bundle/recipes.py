@@ -44,6 +44,9 @@ class BundleRecipe:
     dist: str = ""                 # whose version the install reports (default: the first requirement's)
     # a repository command printing more requirements, one a line, where another script keeps them
     requirements_from: tuple[str, ...] = ()
+    # console commands the install writes into TARGET/bin: name -> entry point ("module:function"),
+    # run from the repository that installs the bundle, with the bundle's packages
+    commands: dict[str, str] = field(default_factory=dict)
 
     def expanded(self) -> BundleRecipe:
         """The recipe with ``requirements_from``'s lines added (run now, from the repository)."""
@@ -106,13 +109,21 @@ RECIPES: dict[str, BundleRecipe] = {
 }
 
 
+def _project() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
 def rig_requirements() -> tuple[str, ...]:
     """The rig's own dependencies (pyproject.toml) and the lean reference client's (bench)."""
-    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    project = _project()
     return (*project["dependencies"], *project["optional-dependencies"]["bench"])
 
 
-RECIPES["rig"] = BundleRecipe(name="rig", requirements=rig_requirements(), module="locust")
+# The rig's code is the checkout that installs the bundle, not a copy: its models/, build/ and
+# results/ are that checkout's (loadtest/toolkit/repo.py), as where the rig runs from a clone.
+# The bundle carries its dependencies; the install writes its `rig` command (pyproject's scripts).
+RECIPES["rig"] = BundleRecipe(name="rig", requirements=rig_requirements(), module="locust",
+                              commands=dict(_project()["scripts"]))
 
 
 # The host's own transformers where it has one (uv keeps the host's versions), with the extras its
