@@ -169,7 +169,7 @@ def rig(url: str, args: argparse.Namespace, users: int, telemetry_interval: str 
         telemetry_interval=telemetry_interval or f"{args.rig_telemetry_interval:g}",
         tag="bench-client", ignore_eos=args.ignore_eos, gpu=args.gpu or None,
         model=args.model or None, api=args.api or None, cpus=args.client_cpus or None,
-        locust=tuple(shlex.split(args.locust)) or None)
+        processes=args.rig_processes, locust=tuple(shlex.split(args.locust)) or None)
     if tree is not None:  # the same command, the other checkout's locustfile and package
         spec = spec.with_(locustfile=locustfile_in(tree), cwd=tree, environ=(("PYTHONPATH", (
             os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])]))),))
@@ -516,6 +516,9 @@ def parser() -> RigParser:
     p.add_argument("--untelemetered-rig", action="store_true",
                    help="a third client each round: the rig with its telemetry off, to see "
                         "what its sampler costs the engine")
+    p.add_argument("--rig-processes", type=positive_int, default=None, metavar="N",
+                   help="the rig's --processes (each a core of --client-cpus; the reference "
+                        "client is one process): is the rig's gap its one process's?")
     p.add_argument("--locust", default="",
                    help="a command that runs Locust (default: the rig's Python -m locust)")
     p.add_argument("--engine-cpus", type=cpu_list, default=None, help="cores of the started engine")
