@@ -101,7 +101,8 @@ def test_what_a_gpu_cannot_use_is_trimmed_and_nothing_for_unknown_gpus():
     assert fa2.drops(("9.0",)) and not fa2.drops(("8.0",)) and not fa2.drops(("9.0", "8.6"))
     assert fa3.drops(("8.9",)) and not fa3.drops(("9.0",))
     assert not fa2.drops(()) and not fa3.drops(()) and rust.drops(())
-    assert set(RECIPES) - {"rig"} <= set(SPECS), "a bundle is named for an engine spec"
+    # exllamav3: the library textgen's ExLlamav3 loader imports
+    assert set(RECIPES) - {"rig", "exllamav3"} <= set(SPECS), "a bundle is named for an engine spec"
 
 
 def test_textgens_bundle_asks_for_what_install_textgen_installs():
@@ -193,3 +194,20 @@ def test_a_path_that_cannot_be_used_is_one_error_line(tmp_path: Path, args: list
 
 def test_install_refuses_a_folder_without_a_bundle(tmp_path: Path):
     _refused(_bundle("install", str(tmp_path), "--target", str(tmp_path / "t")), "no NAME.bundle.json")
+
+
+LENT_HOST = "torch==2.11.0\nnvidia-nccl-cu13==2.28.9\ntriton==3.6.0\n"  # as the lent machines' pip lists it
+
+
+@pytest.mark.parametrize("name, carried, pins", [
+    ("exllamav3", {"exllamav3": "1.6.5"}, ("llguidance", "marisa-trie", "pydantic", "tabulate")),
+    ("sglang", {"sglang": "0.5.17", "sglang-kernel": "0.4.5"}, ("flashinfer-python",))])
+def test_a_bundle_for_the_lent_hosts_keeps_their_torch(tmp_path: Path, name: str, carried: dict[str, str],
+                                                       pins: tuple[str, ...]):
+    """The plan for a host described by its pip list: the engine at its pinned version, the host's
+    torch 2.11.0 kept (SGLang 0.5.17 pins it exactly), Hopper's GPUs named."""
+    (tmp_path / "freeze.txt").write_text(LENT_HOST)
+    host = HostDescription.read(tmp_path / "freeze.txt", python="3.12", glibc="2.39", compute_caps=("9.0",))
+    locked = {l.name: l.version for l in resolve(RECIPES[name], host, tmp_path / "resolve")}
+    assert carried.items() <= locked.items() and "torch" not in locked
+    assert [p for p in pins if p not in locked] == []
