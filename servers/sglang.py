@@ -2,13 +2,24 @@
 
 SGLang's own ``--max-total-tokens`` is the KV pool size, so the rig's
 per-request MAX_TOTAL_TOKENS maps to ``--context-length`` instead.
+
+Locally (``RECIPE``, a GPU host without Docker) it is sglang 0.5.17, the newest release that pins
+the lent machines' torch 2.11.0 (its kernels, sglang-kernel 0.4.5, link CUDA 13:
+evidence/2026-11-28/sglang-pins), run by the Python that has it (``RIG_SGLANG_PYTHON``:
+``scripts/gpu_bundle.sh install ... --name sglang --target DIR`` writes DIR/python) as
+``python -m sglang.launch_server`` on 127.0.0.1 with ``--enable-metrics``. The settings are the
+Compose service's, read from the environment under the .env names (``SGLANG_MODEL``,
+``SGLANG_GPUS``, ``SGLANG_GPU_MEMORY_FRACTION``, ...) and turned into the same flags, refused
+settings refused alike (``servers.vllm.gpu_recipe`` reads them; the rig's SGLANG_* leave the
+engine's environment, since SGLang reads SGLANG_PORT as the first of its internal ports).
 """
 
 from servers.engine import Engine
 from servers.prefix_cache import sglang_flush
 from servers.spec import EngineSpec, PrefixCache, Target
+from servers.vllm import Launch, gpu_recipe
 
-__all__ = ["ENGINE", "SPEC"]
+__all__ = ["ENGINE", "LAUNCH", "RECIPE", "SPEC"]
 
 ENGINE = Engine(
     slug="sglang",
@@ -36,10 +47,23 @@ ENGINE = Engine(
     service={"ipc": "host", "ulimits": {"memlock": -1, "stack": 67108864}},
 )
 
+
+
+def _head(python: str, port: int) -> list[str]:
+    return [python, "-m", "sglang.launch_server", "--host", "127.0.0.1", "--port", str(port),
+            "--enable-metrics"]
+
+
+# its HTTP server and tokenizer are the launch_server process itself; the scheduler and the
+# detokenizer name themselves sglang::scheduler, sglang::detokenizer
+LAUNCH = Launch(_head, {"HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1"}, ("-m sglang.launch_server",))
+RECIPE = gpu_recipe(ENGINE, ENGINE.flags, launch=LAUNCH)
+
 SPEC = EngineSpec(
     slug="sglang",
     container=ENGINE,
     target=Target(ENGINE.host_port, regex_as="regex"),
+    local=RECIPE,
     metrics={"running": ["sglang:num_running_reqs"], "waiting": ["sglang:num_queue_reqs"],
              "kv_cache": ["sglang:token_usage"], "queue_time": [],
              "ttft": ["sglang:time_to_first_token_seconds"],

@@ -29,6 +29,13 @@ so the two race on the same binary and file. Installed there without a network (
     RIG_TEXTGEN_PYTHON   DIR/python (default .venv-textgen/bin/python)
     RIG_TEXTGEN_SOURCE   its source (default build/textgen)
     RIG_LLAMA_SERVER, RIG_LLAMACPP_MODEL   as for the llamacpp engine (servers/llamacpp.py)
+    RIG_TEXTGEN_LOADER   its loader (default llama.cpp); ExLlamav3 or ExLlamav3_HF serve an EXL3
+                         folder (scripts/convert_exl3.sh) with the exllamav3 bundle installed
+                         into DIR too; the Compose service always runs llama.cpp
+    RIG_TEXTGEN_MODEL    that EXL3 folder (default models/llama3-8b-exl3-4.0)
+
+On ExLlamav3 its ``--ctx-size`` is one cache of that many tokens shared by every request at once
+(the same total as llama.cpp's slots); docs/textgen.md says how it serves several.
 """
 
 import os
@@ -39,9 +46,10 @@ from servers import llamacpp
 from servers.engine import Engine
 from servers.llamacpp_cpu import DEFAULT_SLOTS, SLOT_TOKENS, with_defaults
 from servers.spec import EngineSpec, LocalRecipe, PrefixCache, Target
+from servers.vllm import _importable, _nvidia_gpu
 
-__all__ = ["BOOT", "ENGINE", "INNER_PORT_OFFSET", "PREDICTED_TOKENS", "PYTHON", "RECIPE", "SOURCE", "SPEC",
-           "TARGET", "api_command", "flag"]
+__all__ = ["BOOT", "ENGINE", "EXL3_LOADERS", "INNER_PORT_OFFSET", "LOADERS", "PREDICTED_TOKENS", "PYTHON",
+           "RECIPE", "SOURCE", "SPEC", "TARGET", "api_command", "flag"]
 
 INNER_PORT_OFFSET = 5  # its llama-server listens on the API port + 5 when that port is free
 PREDICTED_TOKENS = "llamacpp:tokens_predicted_total"  # its llama-server's count of tokens generated
@@ -117,7 +125,27 @@ def missing_source() -> str | None:
     return None
 
 
+# The loaders of 1dcde41d03d1 (modules/loaders.py's loaders_and_params), as server.py's --loader takes them
+LOADERS = ("llama.cpp", "Transformers", "ExLlamav3_HF", "ExLlamav3", "TensorRT-LLM")
+EXL3_LOADERS = ("ExLlamav3", "ExLlamav3_HF")
+EXL3_MODEL = REPO / "models" / "llama3-8b-exl3-4.0"
+
+
+def loader() -> str:
+    return os.environ.get("RIG_TEXTGEN_LOADER") or "llama.cpp"
+
+
+def exl3_model() -> Path:
+    return Path(os.environ.get("RIG_TEXTGEN_MODEL") or EXL3_MODEL).expanduser().absolute()
+
+
 def command(port: int, extra_args: list[str]) -> list[str]:
+    if loader() in EXL3_LOADERS:
+        model = exl3_model()
+        return api_command(port, {("--loader",): loader(), ("--model-dir",): str(model.parent),
+                                  ("--model",): model.name,
+                                  ("--ctx-size", "--n_ctx", "--max_seq_len"): str(DEFAULT_SLOTS * SLOT_TOKENS)},
+                           extra_args)
     gguf = llamacpp.GGUF
     return api_command(port, {("--loader",): "llama.cpp", ("--model-dir",): str(gguf.parent),
                               ("--model",): gguf.name, ("--gpu-layers", "--n-gpu-layers"): "999",
@@ -125,8 +153,28 @@ def command(port: int, extra_args: list[str]) -> list[str]:
                        extra_args)
 
 
+def _missing_exl3() -> str | None:
+    model = exl3_model()
+    if not (model / "config.json").is_file():
+        return (f"no EXL3 model at {model}: set RIG_TEXTGEN_MODEL to a folder scripts/convert_exl3.sh "
+                "wrote")
+    if not _nvidia_gpu():
+        return f"no NVIDIA GPU here (NVML and nvidia-smi found none): textgen's {loader()} loader runs on a GPU"
+    if not _importable(str(PYTHON), "exllamav3"):
+        return (f"exllamav3 is not installed for {PYTHON}: scripts/gpu_bundle.sh install ... --name exllamav3 "
+                "--target DIR, the folder textgen's bundle went into (docs/textgen.md)")
+    return None
+
+
 def missing() -> str | None:
-    return missing_source() or llamacpp.RECIPE.missing()
+    name = loader()
+    if name not in LOADERS:
+        return (f"RIG_TEXTGEN_LOADER {name!r}: not a loader of text-generation-webui 1dcde41d03d1 "
+                f"({', '.join(LOADERS)})")
+    if name != "llama.cpp" and name not in EXL3_LOADERS:
+        return (f"RIG_TEXTGEN_LOADER {name!r}: the local GPU recipe runs llama.cpp, "
+                f"{' or '.join(EXL3_LOADERS)}")
+    return missing_source() or (_missing_exl3() if name in EXL3_LOADERS else llamacpp.RECIPE.missing())
 
 
 # Its loader finds llama-server through the llama_cpp_binaries shim, which reads RIG_LLAMA_SERVER.

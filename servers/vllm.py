@@ -31,7 +31,8 @@ import os
 import shlex
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest.toolkit.repo import REPO
@@ -41,8 +42,8 @@ from servers.prefix_cache import vllm_reset
 from servers.settings import SETTINGS, env_name
 from servers.spec import EngineSpec, LocalRecipe, MetricNames, PrefixCache, Target
 
-__all__ = ["ENGINE", "RECIPE", "SPEC", "VLLM_FLAGS", "VLLM_REFUSED", "front_ends", "gpu_recipe",
-           "vllm_metric_names"]
+__all__ = ["ENGINE", "RECIPE", "SPEC", "VLLM_FLAGS", "VLLM_REFUSED", "Launch", "front_ends", "gpu_recipe",
+           "vllm_launch", "vllm_metric_names"]
 
 VLLM_FLAGS: dict[str, tuple[str, ...]] = {
     "MODEL": ("--model", "{}"),
@@ -101,8 +102,41 @@ HOST_PYTHON = shutil.which("python3") or "/usr/bin/python3"
 _BUNDLE = "scripts/gpu_bundle.sh"
 
 
-def gpu_recipe(eng: Engine, flags: dict[str, tuple[str, ...]], env: Mapping[str, str] | None = None) -> LocalRecipe:
-    """A vLLM-family server (vLLM, Aphrodite) as a local process on this host's GPUs.
+@dataclass(frozen=True)
+class Launch:
+    """How a Python server package starts on this host: ``head(python, port)`` is its argv up to
+    the settings' flags, ``env`` what it needs set, ``front_ends`` its API processes' names."""
+
+    head: Callable[[str, int], list[str]]
+    env: dict[str, str]
+    front_ends: tuple[str, ...]
+
+
+def vllm_launch(slug: str) -> Launch:
+    """A vLLM-family server (vLLM, Aphrodite): ``python -m SLUG.entrypoints.cli.main serve``."""
+    prefix = slug.upper()
+
+    # `serve` (the `vllm serve` command): the module entrypoint openai.api_server runs one
+    # API server whatever --api-server-count says, and no data-parallel front ends.
+    def head(python: str, port: int) -> list[str]:
+        return [python, "-m", f"{slug}.entrypoints.cli.main", "serve", "--host", "127.0.0.1",
+                "--port", str(port)]
+
+    env = {f"{prefix}_USE_FLASHINFER_SAMPLER": "0",  # FlashInfer is not in the bundle
+           # its development endpoints: /reset_prefix_cache, so runs start from an empty
+           # prefix cache (it listens on 127.0.0.1 only)
+           f"{prefix}_SERVER_DEV_MODE": "1",
+           # uvicorn's default (5 s) closes a kept-alive connection whose request a busy
+           # API server has not read in time; the client then sees a request fail
+           f"{prefix}_HTTP_TIMEOUT_KEEP_ALIVE": "600",
+           f"{prefix}_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
+    return Launch(head, env, front_ends(slug))
+
+
+def gpu_recipe(eng: Engine, flags: dict[str, tuple[str, ...]], env: Mapping[str, str] | None = None,
+               launch: Launch | None = None) -> LocalRecipe:
+    """A Python server package (default: the vLLM family's, ``vllm_launch``) as a local process
+    on this host's GPUs.
 
     The package and its variables are named after ``eng.slug`` (``vllm`` -> ``vllm``, VLLM_*,
     RIG_VLLM_*); ``flags`` are the setting -> flag templates (the Compose service's, or the
@@ -110,6 +144,7 @@ def gpu_recipe(eng: Engine, flags: dict[str, tuple[str, ...]], env: Mapping[str,
     (default: this process's environment, read now)."""
     env = os.environ if env is None else env
     slug, prefix = eng.slug, eng.slug.upper()
+    launch = launch or vllm_launch(slug)
     names = {env_name(slug, name): name for name in SETTINGS}
     settings = {name: env[var] for var, name in names.items() if env.get(var)}
     model = settings.get("MODEL") or str(LOCAL_MODEL)
@@ -117,25 +152,16 @@ def gpu_recipe(eng: Engine, flags: dict[str, tuple[str, ...]], env: Mapping[str,
         model = str(Path(model).expanduser().resolve())
     settings = {**settings, "MODEL": model}
     python = env.get(f"RIG_{prefix}_PYTHON") or HOST_PYTHON
-    engine_env = {f"{prefix}_USE_FLASHINFER_SAMPLER": "0",  # FlashInfer is not in the bundle
-                  # its development endpoints: /reset_prefix_cache, so runs start from an empty
-                  # prefix cache (it listens on 127.0.0.1 only)
-                  f"{prefix}_SERVER_DEV_MODE": "1",
-                  # uvicorn's default (5 s) closes a kept-alive connection whose request a busy
-                  # API server has not read in time; the client then sees a request fail
-                  f"{prefix}_HTTP_TIMEOUT_KEEP_ALIVE": "600",
-                  f"{prefix}_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
+    engine_env = dict(launch.env)
     if settings.get("GPUS"):
         engine_env.update({"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": settings["GPUS"]})
 
     def command(port: int, extra_args: list[str]) -> list[str]:
-        # The rig's settings leave the engine's environment: vLLM reads VLLM_PORT as the first
-        # port of its own internal ones, and warns about every other VLLM_* it does not know.
+        # The rig's settings leave the engine's environment: vLLM reads VLLM_PORT (SGLang
+        # SGLANG_PORT) as the first port of its own internal ones, and vLLM warns about every
+        # other VLLM_* it does not know.
         unset = [part for var in names if var in os.environ for part in ("-u", var)]
-        # `serve` (the `vllm serve` command): the module entrypoint openai.api_server runs one
-        # API server whatever --api-server-count says, and no data-parallel front ends.
-        argv = [python, "-m", f"{slug}.entrypoints.cli.main", "serve", "--host", "127.0.0.1",
-                "--port", str(port)]
+        argv = launch.head(python, port)
         for name, template in flags.items():
             if settings.get(name):
                 argv += [part.replace("{}", settings[name]) for part in template]
@@ -165,7 +191,7 @@ def gpu_recipe(eng: Engine, flags: dict[str, tuple[str, ...]], env: Mapping[str,
 
     return LocalRecipe(slug=slug, command=command, missing=missing,
                        model_name=settings.get("SERVED_MODEL_NAME") or model, env=engine_env, flags=flags,
-                       front_ends=front_ends(slug),
+                       front_ends=launch.front_ends,
                        env_prefixes=(f"{prefix}_", "CUDA_VISIBLE_DEVICES"))
 
 

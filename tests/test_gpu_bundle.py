@@ -101,7 +101,8 @@ def test_what_a_gpu_cannot_use_is_trimmed_and_nothing_for_unknown_gpus():
     assert fa2.drops(("9.0",)) and not fa2.drops(("8.0",)) and not fa2.drops(("9.0", "8.6"))
     assert fa3.drops(("8.9",)) and not fa3.drops(("9.0",))
     assert not fa2.drops(()) and not fa3.drops(()) and rust.drops(())
-    assert set(RECIPES) - {"rig"} <= set(SPECS), "a bundle is named for an engine spec"
+    # exllamav3: the library textgen's ExLlamav3 loader imports
+    assert set(RECIPES) - {"rig", "exllamav3"} <= set(SPECS), "a bundle is named for an engine spec"
 
 
 def test_textgens_bundle_asks_for_what_install_textgen_installs():
@@ -228,3 +229,21 @@ def test_what_the_host_runs_before_an_install_needs_the_standard_library_alone()
     imported = subprocess.run([sys.executable, "-S", "-c", "import servers.bundle.install"], cwd=REPO,
                               capture_output=True, text=True)
     assert imported.returncode == 0, imported.stderr[-1500:]
+
+
+LENT_HOST = "torch==2.11.0\nnvidia-nccl-cu13==2.28.9\ntriton==3.6.0\n"  # as the lent machines' pip lists it
+
+
+@pytest.mark.engine  # not the fast tier: resolved from the index
+@pytest.mark.parametrize("name, carried, pins", [
+    ("exllamav3", {"exllamav3": "1.6.5"}, ("llguidance", "marisa-trie", "pydantic", "tabulate")),
+    ("sglang", {"sglang": "0.5.17", "sglang-kernel": "0.4.5"}, ("flashinfer-python",))])
+def test_a_bundle_for_the_lent_hosts_keeps_their_torch(tmp_path: Path, name: str, carried: dict[str, str],
+                                                       pins: tuple[str, ...]):
+    """The plan for a host described by its pip list: the engine at its pinned version, the host's
+    torch 2.11.0 kept (SGLang 0.5.17 pins it exactly), Hopper's GPUs named."""
+    (tmp_path / "freeze.txt").write_text(LENT_HOST)
+    host = HostDescription.read(tmp_path / "freeze.txt", python="3.12", glibc="2.39", compute_caps=("9.0",))
+    locked = {l.name: l.version for l in resolve(RECIPES[name], host, tmp_path / "resolve")}
+    assert carried.items() <= locked.items() and "torch" not in locked
+    assert [p for p in pins if p not in locked] == []

@@ -78,7 +78,8 @@ def check_parts(folder: Path, manifest: dict) -> list[Path]:
 
 
 def _interpreter_script(target: Path, python: str, env: dict[str, str]) -> Path:
-    exports = "".join(f"export {k}=${{{k}-{shlex.quote(v)}}}\n" for k, v in sorted(env.items()))
+    exports = "".join(f"export {k}=${{{k}-{shlex.quote(v.replace('{TARGET}', str(target)))}}}\n"
+                      for k, v in sorted(env.items()))
     script = target / "python"
     script.write_text(
         "#!/bin/sh\n# the host's Python with this bundle first on its path "

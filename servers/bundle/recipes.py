@@ -40,7 +40,8 @@ class BundleRecipe:
     module: str                    # what `import` proves the install
     left_out: dict[str, str] = field(default_factory=dict)   # package -> why serving needs none
     trims: tuple[Trim, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)        # what the engine needs set there
+    # what the engine needs set there ({TARGET}: the folder it is installed into)
+    env: dict[str, str] = field(default_factory=dict)
     dist: str = ""                 # whose version the install reports (default: the first requirement's)
     # a repository command printing more requirements, one a line, where another script keeps them
     requirements_from: tuple[str, ...] = ()
@@ -130,6 +131,29 @@ RECIPES["rig"] = BundleRecipe(name="rig", requirements=rig_requirements(), modul
 # `transformers serve` imports (FastAPI, uvicorn, openai's types).
 RECIPES["transformers"] = BundleRecipe(name="transformers", requirements=("transformers[serving]",),
                                        module="transformers.cli.transformers")
+
+# SGLang: the newest release pinning the lent machines' torch 2.11.0 (0.5.11-0.5.17 do; 0.5.18 moved
+# to 2.13.0), whose sglang-kernel 0.4.5 links CUDA 13 (evidence/2026-11-28/sglang-pins)
+RECIPES["sglang"] = BundleRecipe(
+    name="sglang",
+    requirements=("sglang==0.5.17",),
+    module="sglang",
+    trims=(Trim(r"sgl_kernel/sm100/", r"10\.", "Blackwell's (10.x) common ops"),),
+)
+
+# ExLlamaV3: a pure-Python wheel whose CUDA extension torch compiles on first import (4-5 minutes
+# on an H200) into TORCH_EXTENSIONS_DIR, kept beside the bundle ({TARGET}) so the folder can be
+# carried to the next machine and a second start loads it in seconds; CUDA_HOME is the lent
+# machines' CUDA 13 toolkit, and TORCH_CUDA_ARCH_LIST is left to exllamav3, which takes the
+# visible GPUs' (set it, e.g. 9.0, to compile for others).
+RECIPES["exllamav3"] = BundleRecipe(
+    name="exllamav3",
+    # tabulate: imported by its memory report (exllamav3/util/memory.py), not declared
+    requirements=("exllamav3==1.6.5", "tabulate"),
+    module="exllamav3",
+    env={"TORCH_EXTENSIONS_DIR": "{TARGET}/torch_extensions", "CUDA_HOME": "/usr/local/cuda",
+         "MAX_JOBS": "16"},
+)
 
 # text-generation-webui's API (its llama.cpp loader starts the rig's CUDA llama-server): the
 # requirements scripts/install_textgen.sh installs locally, for `install_textgen.sh --into` there.
