@@ -195,8 +195,9 @@ def plot_frontier_by_gpu(cells: pd.DataFrame, path: Path, title: str,
     if cells.empty:
         return
     shown = {flags: short_options(flags) for flags in cells["flags"]}
-    fig, axis = plt.subplots(figsize=(9, 5.2))
-    for index, (_, config) in enumerate(cells.groupby(CONFIG, sort=True, dropna=False)):
+    configs = cells.groupby(CONFIG, sort=True, dropna=False)
+    fig, axis = plt.subplots(figsize=(10, 5.5 + 0.16 * (configs.ngroups + 2) / 2))
+    for index, (_, config) in enumerate(configs):
         paint = f"C{index % 10}"
         axis.plot(config["tok_s_per_user"], config["tok_s_per_gpu"], linestyle="none",
                   marker="o", color=paint,
@@ -217,8 +218,8 @@ def plot_frontier_by_gpu(cells: pd.DataFrame, path: Path, title: str,
     axis.set_xlim(left=0)
     axis.set_ylim(bottom=0)
     axis.grid(alpha=0.3)
-    axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    axis.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=9)
+    axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
+    fig.suptitle("\n".join(textwrap.wrap(title, 120)), fontsize=9)
     _save(fig, path)
 
 
