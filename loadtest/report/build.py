@@ -280,9 +280,9 @@ def _frontier_section(report: Report, runs: pd.DataFrame, prices: GpuPrices | No
                 "1000 / its mean TPOT (the decode rate a user sees after the first token), per "
                 "GPU its output tok/s over its GPUs (the --gpu indices, else a one-GPU host's "
                 "telemetry). A point is a configuration at one user count, the mean of its "
-                "repeats; one on the frontier is beaten on both by none of its group. Groups are "
-                "one model and one request shape (its workloads differ only in request count); "
-                "nothing is compared across them. Cost: the GPUs' hourly price over the output "
+                "repeats; one on the frontier is beaten on both by no other point of its model "
+                "and request shape (its workloads differing only in request count); nothing is "
+                "compared across models or shapes. Cost: the GPUs' hourly price over the output "
                 "tokens of an hour at that rate; energy: the measured J per output token / 3.6 "
                 "(docs/report.md).")
     printed = []
