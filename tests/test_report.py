@@ -90,11 +90,22 @@ def _csv(path: Path) -> list[dict[str, str]]:
 
 
 def _first_table(markdown: str) -> list[dict[str, str]]:
-    """The first table in `markdown`, one dict per row, keyed by the header."""
+    """The first table in `markdown` after the frontier by GPU (which leads a report of runs
+    with a GPU count: tests/test_report_frontier.py), one dict per row, keyed by the header."""
+    markdown = _without_frontier(markdown)
     lines = markdown.split("\n|---")[0].splitlines()[-1:]
     lines += markdown.split("\n|---")[1].split("\n\n")[0].splitlines()[1:]
     header, *rows = [[c.strip() for c in line.strip()[1:-1].split(" | ")] for line in lines]
     return [dict(zip(header, row)) for row in rows]
+
+
+def _without_frontier(markdown: str) -> str:
+    start = markdown.find("Frontier by GPU")
+    if start < 0:
+        return markdown
+    end = min((i for i in (markdown.find("\n## ", start), markdown.find("\nHeat: ", start))
+               if i >= 0), default=len(markdown))
+    return markdown[:start] + markdown[end + 1:]
 
 
 def test_missing_folder_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -311,7 +322,8 @@ def test_the_sections_of_a_real_race_are_its_heats_with_every_engine_in_each(tmp
     users_in_order = [int(title.split(" at ")[1].split()[0]) for title in heats]
     assert users_in_order == sorted(users_in_order)
     assert "Not comparable" not in md and "Group" not in md
-    assert list(sections)[:2] == ["Race: the fastest engine at each user count",
+    assert list(sections)[:3] == ["Frontier by GPU: throughput per GPU against speed per user",
+                                  "Race: the fastest engine at each user count",
                                   "Across user counts"]
 
 
@@ -353,9 +365,10 @@ def test_the_curves_across_user_counts_are_drawn_once(tmp_path: Path):
     results = _evidence(tmp_path, _GPU_RACE)
     _report(results)
     pngs = sorted(p.name for p in (results / "report").glob("*.png"))
-    assert pngs == ["frontier.png", "race.png", "users.png"]  # no requests.jsonl kept
+    assert pngs == ["frontier-gpu-1.png", "frontier.png", "race.png",  # no requests.jsonl kept
+                    "users.png"]
     html = (results / "report" / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 3
+    assert html.count("data:image/png;base64,") == 4  # and the frontier by GPU
 
 
 def test_a_race_at_one_user_count_has_no_against_users_plot(tmp_path: Path):
@@ -363,7 +376,7 @@ def test_a_race_at_one_user_count_has_no_against_users_plot(tmp_path: Path):
     assert main([str(results), "--where", "users=32"]) == 0
     md = (results / "report" / "report.md").read_text()
     assert "## Race" in md and "## Across user counts" not in md
-    assert not list((results / "report").glob("*.png"))
+    assert [p.name for p in (results / "report").glob("*.png")] == ["frontier-gpu-1.png"]
     heats = [title for title in _sections(md) if title.startswith("Heat: ")]
     assert heats == ["Heat: mixed-128x128 at 32 users", "Heat: mixed-256x128 at 32 users"]
 

@@ -8,6 +8,10 @@ are one model (by its digest, see runset.py); runs of different models are repor
 Where a workload was run by more than one engine (or with --race), the report opens with the
 race (loadtest/report/race.py): one table of every heat naming its fastest engine, and race.png;
 with --race, stdout prints only the race.
+Where runs know their GPU count, the report opens with the frontier by GPU
+(loadtest/report/frontier.py): output tok/s per GPU against tok/s per user, per model and
+request shape, the undominated configurations listed with their cost and energy per million
+tokens, and what a --target picks; with --frontier, stdout prints only that.
 Open-loop runs (--rate) get their own section (loadtest/report/goodput.py): one line per
 offered rate with latency from the schedule and from the send, the knee and, with --slo, the
 highest rate at which --slo-share percent (default 99) of requests met the targets; goodput is
@@ -27,11 +31,16 @@ from pathlib import Path
 import pandas as pd
 
 from loadtest.results.checks import WARNINGS
+from loadtest.report.cost import GpuPrices
+from loadtest.report.frontier import (GROUP, frontier_cells, frontier_markdown, group_label,
+                                      left_out_markdown, measure_runs, target_lines)
+from loadtest.report.target import Bound
 from loadtest.report.goodput import (equivalence_table, is_open_loop, open_loop_markdown,
                                      plot_goodput, rate_table)
 from loadtest.results.goodput import DEFAULT_SLO_SHARE_PCT
 from loadtest.report.engine_processes import (engine_process_cells, engine_process_rows,
                                               engine_processes_markdown, front_end_cells)
+from loadtest.report.options import shown_options
 from loadtest.report.gpus import gpu_cells, gpus_markdown, per_gpu_rows, plot_gpus
 from loadtest.report.groups import groups_section
 from loadtest.report.timeslices import timed_runs_section
@@ -41,6 +50,7 @@ from loadtest.report.plots import (
     curves,
     plot_distributions,
     plot_frontier,
+    plot_frontier_by_gpu,
     plot_race,
     plot_timeline,
     plot_users,
@@ -87,6 +97,8 @@ class Report:
     blocks: list[tuple[str, str]] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)  # comparison tables, for stdout
     races: list[str] = field(default_factory=list)  # race tables and their winners, for stdout
+    frontiers: list[str] = field(default_factory=list)  # the frontier by GPU, for stdout
+    targets: list[str] = field(default_factory=list)  # what --target picks, for stdout
     said: set[str] = field(default_factory=set)  # explanations given once, not in every heat
 
     def once(self, text: str) -> None:
@@ -127,7 +139,8 @@ class Report:
 
 def report_folder(root: Path, out: Path, *, where: list[str], failed: dict[str, str],
                   baseline: str | None, race: bool, slo_share: float,
-                  source: Path | None = None) -> int:
+                  source: Path | None = None, frontier: bool = False,
+                  prices: GpuPrices | None = None, target: tuple[Bound, ...] = ()) -> int:
     """The report of the runs under `root` written to `out`, its tables printed; 2 with one
     `error:` line for a runs.csv or --where that cannot be read. `source`: what the report
     says it was made from, where that is not `root` (an export laid out in a temporary one)."""
@@ -148,9 +161,14 @@ def report_folder(root: Path, out: Path, *, where: list[str], failed: dict[str, 
         _write(_empty_report(out, message))
         return 0
     report = build_report(runs, out, baseline=baseline, source=source, race=race, failed=failed,
-                          slo_share=slo_share)
+                          slo_share=slo_share, prices=prices, target=target)
     _write(report)
-    print("\n\n".join(report.races if race else report.races + report.tables))
+    if frontier:
+        printed = report.frontiers or ["no frontier by GPU: no closed-loop run here records "
+                                       "its GPU count (--gpu or GPU telemetry)"]
+    else:
+        printed = report.races if race else report.races + report.tables
+    print("\n\n".join(printed + (["\n".join(report.targets)] if report.targets else [])))
     print(f"\nreport: {out / 'report.md'} and {out / 'report.html'}", file=sys.stderr)
     return 0
 
@@ -158,7 +176,8 @@ def report_folder(root: Path, out: Path, *, where: list[str], failed: dict[str, 
 def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
                  source: Path | None = None, race: bool = False,
                  failed: dict[str, str] | None = None,
-                 slo_share: float = DEFAULT_SLO_SHARE_PCT) -> Report:
+                 slo_share: float = DEFAULT_SLO_SHARE_PCT, prices: GpuPrices | None = None,
+                 target: tuple[Bound, ...] = ()) -> Report:
     """The report's sections: per model, the race and the curves across user counts (drawn
     once), then one section per heat with every engine in it; then open loop and warnings."""
     report = Report(out)
@@ -181,6 +200,7 @@ def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
                     + "; ".join(model_label(m) for _, m in models) + "). Each model is reported "
                     "on its own; nothing is ranked across models.")
     _client_section(report, everything)
+    _frontier_section(report, runs, prices, target)
     for number, (_, model) in enumerate(models, start=1):
         suffix = "" if number == 1 else f"-m{number}"
         about = f" ({model_label(model)})" if len(models) > 1 else ""
@@ -192,7 +212,7 @@ def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
         for index, (_, heat) in enumerate(heats, start=1):
             _heat_section(report, heat, f"{suffix}-h{index}", about, baseline, several_shas)
         _timeline_section(report, model, about)
-        _runs_section(report, model, about)
+        _runs_section(report, model, about, prices)
     _open_loop_section(report, everything, open_loop, slo_share)
     _equivalence_section(report, everything, baseline)
     timed_runs_section(report, everything)
@@ -242,6 +262,59 @@ def _equivalence_section(report: Report, runs: pd.DataFrame, baseline: str | Non
                 "by how much, beside its speed.")
     report.table(table)
     report.tables.append("Output equivalence\n" + title + "\n" + table)
+
+
+def _frontier_section(report: Report, runs: pd.DataFrame, prices: GpuPrices | None,
+                      target: tuple[Bound, ...]) -> None:
+    """The frontier by GPU, per model and request shape, where any closed-loop run knows its
+    GPU count; the runs left out, named; what --target picks."""
+    measured = measure_runs(runs, prices) if not runs.empty else runs
+    if measured.empty or measured["gpus"].isna().all():
+        if target:
+            report.targets.append(f"target {','.join(map(str, target))}: nothing to judge (no "
+                                  "closed-loop run here records its GPU count)")
+        return
+    cells = frontier_cells(measured)
+    report.heading(2, "Frontier by GPU: throughput per GPU against speed per user")
+    report.text("Each valid run at (output tok/s per user, output tok/s per GPU): per user is "
+                "1000 / its mean TPOT (the decode rate a user sees after the first token), per "
+                "GPU its output tok/s over its GPUs (the --gpu indices, else a one-GPU host's "
+                "telemetry). A point is a configuration at one user count, the mean of its "
+                "repeats; one on the frontier is beaten on both by no other point of its model "
+                "and request shape (its workloads differing only in request count); nothing is "
+                "compared across models or shapes. Cost: the GPUs' hourly price over the output "
+                "tokens of an hour at that rate; energy: the measured J per output token / 3.6 "
+                "(docs/report.md).")
+    printed = []
+    for number, (key, group) in enumerate(
+            (cells.groupby(GROUP, sort=False) if not cells.empty else []), start=1):
+        model_runs = measured[measured[GROUP[0]] == key[0]]
+        label = group_label(group, model_label(model_runs))
+        report.heading(3, label)
+        chosen = None
+        if target:
+            shown = shown_options(group["flags"])
+            lines, chosen = target_lines(measured, group, target, label, shown, every_miss=True)
+            report.text("\n".join(f"- {line.strip()}" for line in lines))
+            report.targets.extend(target_lines(measured, group, target, label, shown)[0])
+        path = report.out / f"frontier-gpu-{number}.png"
+        plot_frontier_by_gpu(group, path, label, chosen)
+        report.image(path, "output tok/s per GPU against output tok/s per user")
+        table = frontier_markdown(group, priced=prices is not None)
+        others = int((~group["on_frontier"]).sum())
+        report.text(f"On the frontier ({len(group) - others} of {len(group)} configurations "
+                    f"at their user counts; the other {others} are beaten on both):")
+        report.table(table)
+        printed.append(f"Frontier by GPU: {label}\n{table}")
+    left = measured[measured["left_out"] != ""]
+    if not left.empty:
+        report.heading(3, "Runs left out of the frontier")
+        table = left_out_markdown(measured)
+        report.table(table)
+        printed.append(f"Runs left out of the frontier\n{table}")
+    if prices is None:
+        report.text("Dollars per million tokens need a price: --gpu-hour-price or --gpu-prices.")
+    report.frontiers.extend(printed)
 
 
 def _client_section(report: Report, runs: pd.DataFrame) -> None:
@@ -502,23 +575,43 @@ def _timeline_section(report: Report, runs: pd.DataFrame, about: str = "") -> No
         report.image(path, f"timeline of {run['run_id']}")
 
 
-def _runs_section(report: Report, runs: pd.DataFrame, about: str = "") -> None:
+def _runs_section(report: Report, runs: pd.DataFrame, about: str = "",
+                  prices: GpuPrices | None = None) -> None:
     report.heading(2, f"Runs{about}")
+    measured = measure_runs(runs, prices)
+    costs = _cost_columns(measured, prices)
     telemetry = [c for c in ("gpu_mem_peak_mib", "gpu_util_mean_pct", "gpu_energy_j",
                              "gpu_j_per_output_token", "engine_kv_cache_peak_pct",
                              "engine_waiting_peak") if c in runs and runs[c].notna().any()]
     header = ["run", "engine", "options", "workload", "users", "repeat", "tok/s", "time (s)", "failed", "client CPU %",
-              "telemetry", *telemetry, "warnings"]
+              "telemetry", *telemetry, *costs, "warnings"]
     body = []
-    for _, run in runs.iterrows():
+    for (_, run), (_, measures) in zip(runs.iterrows(), measured.iterrows()):
         body.append([f"`{run['run_id']}`", str(run["engine"]),
                      f"`{run['flags']}`" if run["flags"] else "(defaults)", str(run["workload"]),
                      _cell(run.get("users"), 0), _cell(run.get("repeat"), 0),
                      _cell(run.get("output_tok_per_s"), 1), _cell(run.get("completion_time_s"), 2),
                      _cell(run.get("failed"), 0), _cell(run.get("client_cpu_max_pct"), 0),
                      _telemetry_state(run), *[_cell(run.get(c), 3) for c in telemetry],
+                     *[_cost_cell(measures, column) for column in costs.values()],
                      str(run["warnings"]).replace(";", ", ")])
     report.table(markdown_table(header, body))
+
+
+def _cost_columns(measured: pd.DataFrame, prices: GpuPrices | None) -> dict[str, str]:
+    """The runs table's cost and energy columns (header -> measure): dollars where a price
+    was given, energy where any run measured it."""
+    columns = {"$/M output tokens": "usd_per_m_tokens"} if prices is not None else {}
+    if measured["kwh_per_m_tokens"].notna().any():
+        columns["kWh/M output tokens"] = "kwh_per_m_tokens"
+    return columns
+
+
+def _cost_cell(measures: pd.Series, column: str) -> str:
+    """A run's dollars or kWh per million output tokens, or which figure it lacks."""
+    if pd.notna(measures[column]):
+        return _cell(measures[column], 3)
+    return f"- ({measures['no_usd' if column == 'usd_per_m_tokens' else 'no_kwh']})"
 
 
 def _telemetry_state(run: pd.Series) -> str:

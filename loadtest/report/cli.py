@@ -5,6 +5,8 @@
     python -m loadtest.report results/ --where engine=vllm --where tag=nightly
     python -m loadtest.report results/ --race --where tag=demo --failed "transformers=why"
     python -m loadtest.report export/results.duckdb          # an export (rig export) -> export/report/
+    python -m loadtest.report results/ --frontier --target "ttft_p99_ms<=2000,tok_s_per_user>=30"
+    python -m loadtest.report results/ --gpu-hour-price 2.50  # dollars per million tokens
 
 Reads every runs.csv under RESULTS and each run's requests.jsonl / telemetry.jsonl, or an export
 of them (`rig export`: its folder of Parquet files, or its DuckDB file), which gives the same
@@ -23,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.toolkit.args import RigParser, command_prog
-from loadtest.toolkit.types import percent, writable_folder
+from loadtest.toolkit.types import percent, positive_number, writable_folder
+from loadtest.report.cost import GpuPrices, gpu_prices_file
+from loadtest.report.target import parse_target
 from loadtest.results.goodput import DEFAULT_SLO_SHARE_PCT
 
 __all__ = ["main", "parser"]
@@ -38,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         failed = _failed_engines(args.failed)
+        prices = _prices(args)
     except ValueError as exc:
         print(f"error: {exc}".replace("\r", "\\r").replace("\n", "\\n"), file=sys.stderr)
         return 2
@@ -47,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(args.out) if args.out else (root if root.is_dir() else root.parent) / "report"
     options = dict(where=args.where, failed=failed, baseline=args.baseline, race=args.race,
-                   slo_share=args.slo_share)
+                   slo_share=args.slo_share, frontier=args.frontier, prices=prices,
+                   target=args.target or ())
     if not is_export(root):
         return report_folder(root, out, **options)
     return _report_export(root, out, options)
@@ -95,7 +101,32 @@ def parser() -> RigParser:
     p.add_argument("--slo-share", type=percent, default=str(DEFAULT_SLO_SHARE_PCT), metavar="PCT",
                    help="percent of requests that must meet the runs' --slo targets for a "
                    "rate to count as within them (default 99)")
+    p.add_argument("--frontier", action="store_true",
+                   help="print only the frontier by GPU (output tok/s per GPU against tok/s per "
+                   "user) and the runs left out of it")
+    p.add_argument("--target", type=parse_target, metavar="BOUNDS",
+                   help="name the configuration with the most tok/s per GPU that meets every "
+                   "bound in every repeat, e.g. \"ttft_p99_ms<=2000,tok_s_per_user>=30\" "
+                   "(metrics: runs.csv numbers, tok_s_per_user, tok_s_per_gpu, "
+                   "usd_per_m_tokens, kwh_per_m_tokens)")
+    prices = p.add_mutually_exclusive_group()
+    prices.add_argument("--gpu-hour-price", type=positive_number, metavar="USD",
+                        help="dollars per GPU-hour, for every GPU: cost per million output "
+                        "tokens in the tables (the rig ships no prices)")
+    prices.add_argument("--gpu-prices", type=gpu_prices_file, metavar="FILE",
+                        help="dollars per GPU-hour by GPU name: YAML (`NVIDIA H200: 3.80`) or "
+                        "CSV (gpu,usd_per_hour); a name matches the GPUs whose NVML name holds it")
     return p
+
+
+def _prices(args: Any) -> GpuPrices | None:
+    """The GPU-hour prices given, if any; ValueError for a target on dollars without one."""
+    prices = (GpuPrices(flat=args.gpu_hour_price, source="--gpu-hour-price")
+              if args.gpu_hour_price is not None else args.gpu_prices)
+    if prices is None and any(b.metric == "usd_per_m_tokens" for b in args.target or ()):
+        raise ValueError("--target usd_per_m_tokens needs a price: give --gpu-hour-price or "
+                         "--gpu-prices")
+    return prices
 
 
 def _failed_engines(pairs: list[str]) -> dict[str, str]:

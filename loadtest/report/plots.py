@@ -6,6 +6,7 @@ Every function writes one PNG and returns nothing; a plot with no data to draw i
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -22,8 +23,10 @@ from loadtest.report.runset import CONFIG
 __all__ = [
     "config_label",
     "curves",
+    "gpus_label",
     "plot_distributions",
     "plot_frontier",
+    "plot_frontier_by_gpu",
     "plot_race",
     "plot_timeline",
     "plot_users",
@@ -184,6 +187,49 @@ def plot_frontier(cells: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
+def plot_frontier_by_gpu(cells: pd.DataFrame, path: Path, title: str,
+                         chosen: pd.Series | None = None) -> None:
+    """Output tok/s per GPU against output tok/s per user (report/frontier.py's cells of one
+    group): one colour per configuration, a label uN per point (N users), the frontier as a
+    step line through its undominated cells, a star on `chosen` (a target's pick)."""
+    if cells.empty:
+        return
+    shown = {flags: short_options(flags) for flags in cells["flags"]}
+    configs = cells.groupby(CONFIG, sort=True, dropna=False)
+    fig, axis = plt.subplots(figsize=(10, 5.5 + 0.16 * (configs.ngroups + 2) / 2))
+    for index, (_, config) in enumerate(configs):
+        paint = f"C{index % 10}"
+        axis.plot(config["tok_s_per_user"], config["tok_s_per_gpu"], linestyle="none",
+                  marker="o", color=paint,
+                  label=f"{config_label(config.iloc[0], shown[config['flags'].iloc[0]])} "
+                        f"({gpus_label(config.iloc[0])} GPU)")
+        for _, cell in config.iterrows():
+            axis.annotate(f"u{cell['users']:g}", (cell["tok_s_per_user"], cell["tok_s_per_gpu"]),
+                          textcoords="offset points", xytext=(4, 4), fontsize=7, color=paint)
+    frontier = cells[cells["on_frontier"]].sort_values("tok_s_per_user")
+    axis.step(frontier["tok_s_per_user"], frontier["tok_s_per_gpu"], where="pre",
+              color="black", linewidth=1, alpha=0.6, label="frontier (no cell beats it on both)")
+    if chosen is not None:
+        axis.plot([chosen["tok_s_per_user"]], [chosen["tok_s_per_gpu"]], linestyle="none",
+                  marker="*", markersize=18, color="gold", markeredgecolor="black",
+                  label="the target's pick")
+    axis.set_xlabel("output tok/s per user (1000 / mean TPOT ms)")
+    axis.set_ylabel("output tok/s per GPU")
+    axis.set_xlim(left=0)
+    axis.set_ylim(bottom=0)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
+    fig.suptitle("\n".join(textwrap.wrap(title, 120)), fontsize=9)
+    _save(fig, path)
+
+
+def gpus_label(cell: pd.Series) -> str:
+    """A frontier cell's GPUs (report/frontier.py), "2 x H200": the count alone where no
+    name was recorded."""
+    kind = f" x {cell['gpu_kind']}" if cell.get("gpu_kind") else ""
+    return f"{cell['gpus']:g}{kind}"
+
+
 def plot_distributions(samples: list[tuple[str, pd.DataFrame]], path: Path) -> None:
     """Box plots of TTFT and ITL per run (whiskers 1st-99th percentile), one box per run."""
     labels, ttft, itl = [], [], []
@@ -257,7 +303,7 @@ def _draw_engine(counts: plt.Axes, cache: plt.Axes, engine: pd.DataFrame, start_
     t = engine["t"] - start_s
     for column, label in (("running", "running"), ("waiting", "waiting")):
         if column in engine and engine[column].notna().any():
-            counts.step(t, engine[column], where="post", label=f"engine {label}")
+            counts.step(t, engine[column], where="pre", label=f"engine {label}")
     counts.set_ylabel("requests")
     _legend(counts)
     counts.grid(alpha=0.3)
