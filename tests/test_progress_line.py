@@ -203,7 +203,8 @@ def test_a_console_that_goes_away_ends_the_lines_not_the_run():
     """Run.finish closes the line before the summary: a closed pipe must not raise there."""
     run = SimpleNamespace(
         records=[_record(i, 5.0) for i in range(3)], workload=SimpleNamespace(),
-        dispatcher=SimpleNamespace(run_origin_ns=time.perf_counter_ns() - 10**9, in_flight=0),
+        dispatcher=SimpleNamespace(run_origin_ns=time.perf_counter_ns() - 10**9, in_flight=0,
+                              worker_cpu_pct={}),
         timing=SimpleNamespace(duration_s=None), config=SimpleNamespace(requests=10),
         environment=SimpleNamespace(runner=SimpleNamespace()), cpu=SimpleNamespace(last_pct=3.0))
     pipe = _Pipe(lines=1)

@@ -69,7 +69,8 @@ class Dispatcher:
                  worker_report: Callable[[], dict[str, Any]] = dict,
                  schedule_ns: list[int] | None = None, schedule_sha: str = "",
                  units: Sequence[Conversation] | None = None, duration_s: float | None = None,
-                 shaped: bool = False) -> None:
+                 shaped: bool = False,
+                 cpu_pct: Callable[[], float | None] = lambda: None) -> None:
         self.environment = environment
         self.runner = environment.runner
         self.workload = workload
@@ -80,6 +81,8 @@ class Dispatcher:
         self.on_finished = on_finished  # master/local: called once, when the last request is done
         self.worker_report = worker_report  # worker: extra data sent with "done" (e.g. CPU use)
         self.worker_reports: list[dict[str, Any]] = []
+        self.cpu_pct = cpu_pct  # worker: this process's last CPU sample, sent with its records
+        self.worker_cpu_pct: dict[int, float] = {}  # master: each worker's, as last sent
         self.started = Event()
         self._spawned = False
         self._ready_users = 0
@@ -317,7 +320,9 @@ class Dispatcher:
     def _send_records(self) -> None:
         if self._outgoing:
             batch, self._outgoing = self._outgoing, []
-            self.runner.send_message("rig_records", batch)
+            self.runner.send_message("rig_records", {
+                "records": batch, "cpu_pct": self.cpu_pct(),
+                "worker": max(getattr(self.runner, "worker_index", 0), 0)})
 
     def _send_records_periodically(self) -> None:
         while not self._finished:
@@ -375,7 +380,9 @@ class Dispatcher:
                                  client_id=msg.node_id)
 
     def _on_records(self, msg: Any, **_: Any) -> None:
-        for row in msg.data:
+        if msg.data.get("cpu_pct") is not None:
+            self.worker_cpu_pct[msg.data["worker"]] = msg.data["cpu_pct"]
+        for row in msg.data["records"]:
             self.on_record(RequestRecord.from_json(row))
 
     def _watch_workers(self) -> None:

@@ -63,7 +63,8 @@ log = logging.getLogger("llm-load-rig")
 
 
 # How each load-generator process kept up; with workers, the worst process speaks for the run.
-WORST_PROCESS_COLUMNS = ("client_cpu_max_pct", "loop_lag_p99_ms", "loop_lag_max_ms",
+WORST_PROCESS_COLUMNS = ("client_cpu_max_pct", "client_cpu_mean_pct", "loop_lag_p99_ms",
+                         "loop_lag_max_ms",
                          "client_runqueue_wait_ms", "client_runqueue_wait_pct",
                          "clock_sync_error_ms")
 
@@ -182,7 +183,7 @@ class Run:
         self.timed_schedule_ns = self.timing.schedule_ns(open_loop)  # timed open loop, rate stages
         self.dispatcher = Dispatcher(
             environment, self.workload, self._on_record, self.finish,
-            worker_report=self._worker_report,
+            worker_report=self._worker_report, cpu_pct=lambda: self.cpu.last_pct,
             # a trace's timestamps are its schedule (--rate is refused beside a trace)
             schedule_ns=self.workload.schedule_ns or self.timed_schedule_ns or (
                 open_loop.offsets_ns(config.requests) if open_loop else None),

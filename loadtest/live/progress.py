@@ -301,12 +301,12 @@ class Progress:
             in_flight=dispatcher.in_flight)
 
     def _cpu(self) -> tuple[float | None, int]:
-        """This process's last CPU sample, or with workers the busiest one's (Locust's own
-        heartbeat figure, sampled every few seconds)."""
-        clients = getattr(self.run.environment.runner, "clients", None)
-        workers = list(clients.all) if clients is not None else []
+        """This process's last CPU sample, or with workers the busiest one's, as each sent it
+        with its records (the rig's own sampler: Locust's heartbeat figure read 0% from
+        workers its --processes forked, 2026-11-28's H200 lease)."""
+        workers = self.run.dispatcher.worker_cpu_pct
         if workers:
-            return float(max(w.cpu_usage for w in workers)), len(workers)
+            return float(max(workers.values())), len(workers)
         return self.run.cpu.last_pct, 0
 
 

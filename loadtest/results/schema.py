@@ -224,7 +224,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("model_sha256", str, "", "the model's digest, for a local model built here"),
     # the client
     Column("client_cpu_max_pct", float, "% of a core", "the busiest client process's CPU peak"),
-    Column("client_cpu_mean_pct", float, "% of a core", "the client's mean CPU"),
+    Column("client_cpu_mean_pct", float, "% of a core", "the client's mean CPU (with workers: the busiest process's)"),
     Column("client_runqueue_wait_ms", float, "ms", "time the client's threads were runnable but not running, in the most-starved load-generator process when there are workers (Linux schedstat; empty elsewhere)"),
     Column("client_runqueue_wait_pct", float, "%", "that wait over the run's wall time: the share of it the client was starved"),
     Column("engine_runqueue_wait_ms", float, "ms", "time the threads of the engine's process tree (leader and descendants) were runnable but not running, when the rig started that engine on this host (Linux schedstat; empty elsewhere)"),

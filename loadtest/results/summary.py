@@ -41,7 +41,7 @@ from loadtest.results.sessions import summarize_sessions
 # model, on CPU: evidence/2026-11-27/lora-llamacpp-rejudged)
 BURST_GAP_MS = 0.25
 
-__all__ = ["summarize"]
+__all__ = ["arrived_at_once", "summarize"]
 
 
 def summarize(records: Sequence[RequestRecord]) -> dict[str, Any]:
@@ -131,6 +131,12 @@ def _rate(stamps_ns: list[int]) -> float | None:
 
 
 def _arrived_at_once(record: RequestRecord) -> bool:
+    return arrived_at_once(record.output_chunks, record.ttft_ms, record.e2e_ms,
+                           record.chunk_gaps_ns)
+
+
+def arrived_at_once(chunks: int, ttft_ms: float | None, e2e_ms: float | None,
+                    gaps_ns: Sequence[int]) -> bool:
     """The whole stream of a long answer arrived in one burst: its chunks within the last tenth
     of its end-to-end time and back to back (their median gap under BURST_GAP_MS), so its TTFT
     is really its end-to-end latency: something between the engine's sampler and this client
@@ -140,13 +146,13 @@ def _arrived_at_once(record: RequestRecord) -> bool:
     decoded at the engine's pace, each chunk a step apart: the last answers of a busy run, their
     batch nearly empty (vLLM on CPU, 256 users of 1,024-token prompts: 16 of 512 answers waited
     18.3 s, then streamed 32 tokens in 0.8-2.0 s, median gaps 27-36 ms:
-    evidence/2026-11-27/answers-arrived-whole)."""
-    if record.output_chunks < 16 or record.ttft_ms is None or not record.e2e_ms:
+    evidence/2026-11-27/answers-arrived-whole). The lean reference client of `rig bench` judges
+    its own records by this same rule."""
+    if chunks < 16 or ttft_ms is None or not e2e_ms:
         return False
-    if record.e2e_ms - record.ttft_ms >= 0.1 * record.e2e_ms:
+    if e2e_ms - ttft_ms >= 0.1 * e2e_ms:
         return False
-    gaps = record.chunk_gaps_ns
-    return bool(gaps) and float(np.median(gaps)) < BURST_GAP_MS * 1e6
+    return bool(gaps_ns) and float(np.median(gaps_ns)) < BURST_GAP_MS * 1e6
 
 
 def _tpot(record: RequestRecord) -> float | None:

@@ -10,6 +10,7 @@
 #            cores 2-15 for both)
 #   doc8b    docs/gpus.md's own example as written (8B shape, 128 users) on this card, then the
 #            same run with --processes 2 beside it (engine on 1-15): which cores the row names
+#   telemetry  the 1.1B shape again: rig bench, six rounds, the rig with and without telemetry
 #   fetch    what the steps left, packed into $OUT
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -19,8 +20,12 @@ export PATH=$W/rig/bin:$PATH RIG_VLLM_PYTHON=$W/vllm/python
 stamp() { echo "== $* $(date -u +%T)"; }
 
 case ${1:?step} in
-  keep)
-    mv -f build/carry/* $W/bundles/ && ls -la $W/bundles ;;
+  keep)  # a part too large to travel with the tree came as halves NAME.h0, NAME.h1
+    mv -f build/carry/* $W/bundles/
+    for h1 in $W/bundles/*.h1; do
+      [[ -e $h1 && -e ${h1%.h1}.h0 ]] && cat "${h1%.h1}.h0" "$h1" > "${h1%.h1}" && rm -f "${h1%.h1}.h0" "$h1"
+    done
+    ls -la $W/bundles ;;
   install)
     stamp install
     scripts/gpu_bundle.sh install $W/bundles --name rig --target $W/rig || exit 1
@@ -54,6 +59,16 @@ case ${1:?step} in
     rig run --engine vllm --users 128 --requests 2048 --ignore-eos --processes 2 --out $W/processes
     rig engine stop --pidfile /tmp/vllm.pid
     stamp doc8b-done ;;
+  telemetry)  # the rig with and without its telemetry beside the reference, six rounds
+    stamp vllm-1b-start
+    VLLM_MODEL=$M/tinyllama-1.1b VLLM_SERVED_MODEL_NAME=tinyllama-1.1b VLLM_GPUS=0 \
+      rig engine start --engine vllm --port 8000 --cpus 2-15 --pidfile $W/vllm.pid || exit 1
+    stamp bench-telemetry
+    rig bench --url http://127.0.0.1:8000 --engine vllm --users 256 --rounds 6 --requests 2048 \
+      --max-tokens 128 --untelemetered-rig --client-cpus 0 --gpu 0 --out $W/bench-telemetry
+    rig engine stop --pidfile $W/vllm.pid
+    cd $W && tar -cf - bench-telemetry | xz -T0 -6 > "$OUT/bench-telemetry.tar.xz"
+    stamp telemetry-done ;;
   fetch)
     cd $W && tar -cf - bench-1proc bench-2proc processes doc8b model.log 2>/dev/null \
       | xz -T0 -6 > "$OUT/gpu-measurer.tar.xz"; ls -la "$OUT" ;;
