@@ -71,12 +71,14 @@ def check_values(run_options: Sequence[str], engines: Sequence[str], port: int,
     of `engines` on 127.0.0.1:`port`, `requests` a run, the workload built as the run builds it.
     Without the rig's packages (scripts/demo.sh's check before installing) the workload is not
     built: the race checks again from the rig's venv, before it starts an engine."""
-    from loadtest.cli.run import parser as run_parser
     from loadtest.client.options import ConfigError
     from loadtest.launch.checks import check_run_options, check_workload
+    from loadtest.launch.options import add_locust_options, add_locustfile_options
     from loadtest.workload.spec import WorkloadError
 
-    checking = run_parser()
+    checking = argparse.ArgumentParser(add_help=False)  # `rig run`'s options, as it parses them
+    add_locust_options(checking)
+    add_locustfile_options(checking)
     checking.error = _refuse  # type: ignore[method-assign]
     for engine in engines:
         host = f"http://127.0.0.1:{port}"
