@@ -173,8 +173,11 @@ WARNING_RULES: tuple[Rule, ...] = (
          "an API-server process of the engine held over {cpu_pct:g}% of a core "
          "(engine_front_end_cpu_max_pct), so its front end, not its GPUs, may have set this "
          "run's throughput: a layout with more API servers could do more, and a layout compared "
-         "at fewer is compared by its front ends", "start more API servers (vLLM, Aphrodite: "
-         "--api-server-count N, or replicas) and compare layouts with as many each way",
+         "at fewer is compared by its front ends; and one run stands for little there (vLLM on "
+         "an H200 at 256 users: the same configuration's runs differed by up to 39%, whichever "
+         "client measured them)", "repeat the run (--repeat, or a race's --until-known) and "
+         "compare means; start more API servers (vLLM, Aphrodite: --api-server-count N, or "
+         "replicas) and compare layouts with as many each way",
          {"cpu_pct": FRONT_END_CPU_LIMIT_PCT},
          lambda row, lim: (row.get("engine_front_end_cpu_max_pct") or 0) > lim["cpu_pct"]),
     Rule("empty_answers",

@@ -68,7 +68,7 @@ def main(folder: Path, users: int) -> None:
         run_id = path.parent.name
         f = figures(spans(path), users)
         row = rig_rows.get(run_id, {})
-        label = f"rig {row.get('telemetry_interval_s', '')} {run_id[-12:]}"
+        label = f"rig{'' if row.get('telemetry_engine') else ', telemetry off'} {run_id[-4:]}"
         print(f"{label:<34} {f['tok_s']:8.0f} {f['ttft_p50_ms']:9.1f} {f['ttft_mean_ms']:7.1f} "
               f"{float(row.get('engine_ttft_mean_ms') or 'nan'):7.1f} {f['occupancy']:7.3f} "
               f"{f['idle_gap_ms']:8.1f}ms {f['e2e_mean_ms']:8.0f}ms")
