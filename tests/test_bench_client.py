@@ -65,3 +65,18 @@ def test_the_split_multiplies_back_to_each_runs_own_tok_per_s():
                 product = (float(row["output_tokens"]) * int(row["users"]) * float(row["occupancy"])
                            / (float(row["completed"]) * float(row["request_s_mean"])))
                 assert abs(product / float(row["output_tok_per_s"]) - 1) < 1e-3, (path.name, row)
+
+
+SATURATED = REPO / "evidence" / "2026-11-28" / "gpu-measurer"
+
+
+def test_clients_that_agree_pass_where_the_engine_does_not_repeat():
+    """vLLM on an H200 at 256 users, its front end saturated: four pairs gave 0.89x, the next
+    six 1.13x, the engine's own pace moving 23-39% between runs. Both clients kept it equally
+    busy and timed it alike against its own TTFT: that passes, saying why the ratios missed."""
+    missed = _summarize(SATURATED / "bench-1proc" / "bench.csv")
+    assert missed.returncode == 0, missed.stderr
+    assert "256 users: pass (the ratios miss, but the clients kept the engine equally busy" \
+        in missed.stdout, missed.stdout
+    met = _summarize(SATURATED / "bench-telemetry" / "bench.csv")
+    assert met.returncode == 0 and "256 users: pass\n" in met.stdout, met.stdout
