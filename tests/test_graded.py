@@ -43,8 +43,8 @@ def test_graded_requests_carry_no_constraint_and_are_graded_with_or_without_cons
     assert _build(8).columns["constraint_kinds"] == "answer"
 
 
-_answers = st.text(st.characters(exclude_characters="\"'`*.", exclude_categories=("Cs", "Zs", "Cc")),
-                   min_size=1, max_size=20)
+# an answer starts and ends with a letter or digit (a number, a name, a code, an address)
+_answers = st.from_regex(r"[^\W_]([^\s\"'`*]{0,18}[^\W_])?", fullmatch=True)
 
 
 @given(_answers, st.sampled_from(["{}", "{}.", " {} \n", "\"{}\"", "**{}**", "`{}`", "**\"{}.\"**", "'{}'."]))
@@ -52,12 +52,23 @@ def test_an_answer_wrapped_in_quotes_bold_or_a_final_period_is_correct(answer: s
     assert graded_verdict(answer, shape.format(answer)) == "correct"
 
 
-@given(_answers, st.sampled_from(["The answer is {}.", "{} and more", "{}{}", "{}!", "-{}"]))
-def test_anything_more_than_the_answer_is_wrong(answer: str, shape: str):
+@given(_answers, st.sampled_from(["The answer is {}.", "It is: **{}**", "The number is \"{}\"."]))
+def test_a_sentence_that_ends_with_the_answer_is_correct(answer: str, shape: str):
+    assert graded_verdict(answer, shape.format(answer)) == "correct"
+
+
+@given(_answers, st.sampled_from(["{} and more", "{}{}", "{}!", "-{}", "x{}", "a.{}", "{} is it."]))
+def test_an_answer_that_does_not_end_on_the_answer_alone_is_wrong(answer: str, shape: str):
     assert graded_verdict(answer, shape.format(answer, answer)) == "wrong"
 
 
-def test_case_counts():
+def test_the_rule_on_answers_a_small_model_gave():
+    assert graded_verdict("13374", "The order number is 13374.") == "correct"
+    assert graded_verdict("Moscow", "The capital of Russia is Moscow.") == "correct"
+    assert graded_verdict("Tuesday", "The day after Monday is Friday.") == "wrong"
+    assert graded_verdict("10", "5 + 5 = 11") == "wrong"
+    assert graded_verdict("13374", "The order number is 113374.") == "wrong"
+    assert graded_verdict("Lisbon", "The capital of Portugal is Lisbon, not Portugal.") == "wrong"
     assert graded_verdict("BRIDGE", "bridge") == "wrong" and graded_verdict("Paris", "paris") == "wrong"
 
 

@@ -17,10 +17,12 @@ from FAILURES:
     arguments_schema arguments that do not fit the tool's parameters
 
 A graded answer's (a task with an `answer`) is "correct", "wrong", or "cut" (a wrong answer that
-the engine stopped at max_tokens). It is correct when it is the task's answer, case and all,
-once the whitespace around it, quotes, backticks or bold marks wrapped around it and one final
-period are taken off (`Paris`, `"Paris"`, `**Paris.**`); anything more (`The capital is Paris.`)
-is wrong: the tasks ask for the answer alone, and the model answers so when nothing else runs.
+the engine stopped at max_tokens). Once the whitespace around it, quotes, backticks or bold
+marks wrapped around it and one final period are taken off, it is correct when it is the task's
+answer, case and all, or ends with it as its last word(s): `Paris`, `**"Paris."**` and `The
+capital of France is Paris.` are correct; `Paris is the capital.`, `paris` and `The order number
+is 113374` (for 13374) are wrong. The last words, as a sentence ends on what it answers: a small
+instruct model says `The order number is 13374.` where the prompt asks for the number only.
 
 A regex answer whose stream the engine split into reasoning and answer (a reasoning parser
 took the regex's markers out) is left unchecked. The check runs in the process that read the
@@ -52,6 +54,7 @@ FAILURES = ("cut", "not_json", "schema", "no_match", "no_tool_call", "extra_tool
             "unknown_tool", "bad_arguments", "arguments_schema")
 GRADES = ("correct", "wrong", "cut")
 _WRAPPERS = "\"'`*"  # taken off both ends of a graded answer
+_JOINERS = "-_.@"  # before the answer, they make it the end of another word (X-13374, a.b@c)
 MAX_WRONG_SHOWN = 40  # answers_wrong names this many tasks, then how many more
 
 
@@ -121,12 +124,17 @@ class AnswerChecks:
 
 
 def graded_verdict(expected: str, text: str) -> str:
-    """'correct' where `text` is the answer `expected` (see the module's docstring), else 'wrong'."""
-    answer = text.strip()
+    """'correct' where `text` is, or ends with, the answer `expected` (see the module's
+    docstring), else 'wrong'."""
+    answer, expected = text.strip(), expected.strip()
     for _ in range(3):  # **"Paris."**: bold around quotes around the answer and its period
         answer = answer.strip(_WRAPPERS).strip()
         answer = answer[:-1].rstrip() if answer.endswith(".") and not expected.endswith(".") else answer
-    return "correct" if answer == expected.strip() else "wrong"
+    if answer == expected:
+        return "correct"
+    before = answer[-len(expected) - 1] if len(answer) > len(expected) else ""
+    ends = answer.endswith(expected) and not (before.isalnum() or before in _JOINERS)
+    return "correct" if ends else "wrong"
 
 
 def answer_columns(records: Sequence[RequestRecord], graded: Collection[str] = ()) -> dict[str, Any]:

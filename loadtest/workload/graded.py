@@ -1,14 +1,17 @@
 """The graded task set (loadtest/prompts/graded.jsonl): prompts with one checkable answer each.
 
-    python -m loadtest.workload.graded > loadtest/prompts/graded.jsonl
+    python -m loadtest.workload.graded [--tried] > loadtest/prompts/graded.jsonl
 
 Each line is a task of `--workload structured`'s format with an `answer` instead of a
-constraint ({"id": "capital-03", "prompt": "...", "answer": "Paris"}), checked by
-loadtest/workload/answers.py. The kinds are those SmolLM2-135M-Instruct (servers/smollm2.py)
-answers right, greedy, when nothing else runs (evidence/2026-11-28/smollm2-cpu/): copying,
-formatting, extraction and small lookups. A kind it got wrong more than once in twenty is left
-out, so a score that falls under load or with a flag is the engine's doing, not the model's.
-The same seed writes the same file (tests/test_graded.py checks the shipped one).
+constraint ({"id": "capital-03", "prompt": "...", "answer": "Paris"}), graded by
+loadtest/workload/answers.py. TRIED holds every kind tried on SmolLM2-135M-Instruct
+(servers/smollm2.py), greedy, alone (`--tried` writes them: evidence/2026-11-28/smollm2-cpu/);
+KINDS, the ones shipped, are those it answered right every time: a number taken out of a
+sentence (an order, invoice, flight, account or page number) and the capitals it knows. Copying,
+capital letters, names, cities, email addresses, the next day or number and sums it got wrong
+too often to be told apart from an engine's fault, so a score that falls under load or with a
+flag is the engine's doing, not the model's. The same seed writes the same file
+(tests/test_graded.py checks the shipped one).
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ import random
 import sys
 from collections.abc import Callable, Iterator
 
-__all__ = ["KINDS", "PER_KIND", "SEED", "graded_tasks"]
+__all__ = ["KINDS", "PER_KIND", "SEED", "TRIED", "TRIED_PER_KIND", "graded_tasks"]
 
 SEED = 52
-PER_KIND = 30
+PER_KIND = 50  # tasks of each shipped kind (a lookup kind has as many as it has facts)
+TRIED_PER_KIND = 30  # of each kind tried (the measurement's input)
 ONLY = " Reply with {} only."
 
 NAMES = ["Anna", "Ben", "Carlos", "Dana", "Emma", "Felix", "Grace", "Hugo", "Iris", "Jack", "Kara",
@@ -36,7 +40,12 @@ WORDS = ["apple", "river", "garden", "window", "yellow", "planet", "silver", "pe
 CAPITALS = {"France": "Paris", "Italy": "Rome", "Japan": "Tokyo", "Germany": "Berlin",
             "Spain": "Madrid", "England": "London", "Russia": "Moscow", "China": "Beijing",
             "Egypt": "Cairo", "Greece": "Athens", "Portugal": "Lisbon", "Ireland": "Dublin",
-            "Austria": "Vienna", "Norway": "Oslo", "Sweden": "Stockholm", "Poland": "Warsaw"}
+            "Austria": "Vienna", "Norway": "Oslo", "Sweden": "Stockholm", "Poland": "Warsaw",
+            "Canada": "Ottawa", "Argentina": "Buenos Aires", "Netherlands": "Amsterdam",
+            "Belgium": "Brussels", "Denmark": "Copenhagen", "Finland": "Helsinki",
+            "Turkey": "Ankara", "India": "New Delhi", "South Korea": "Seoul", "Thailand": "Bangkok",
+            "Kenya": "Nairobi", "Peru": "Lima", "Cuba": "Havana", "Hungary": "Budapest",
+            "Australia": "Canberra", "Scotland": "Edinburgh"}
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September",
           "October", "November", "December"]
@@ -59,12 +68,6 @@ def _upper(rng: random.Random) -> Task:
     return f"Write the word {word} in capital letters." + ONLY.format("the word"), word.upper()
 
 
-def _extract_number(rng: random.Random) -> Task:
-    number, name = str(rng.randrange(10000, 100000)), rng.choice(NAMES)
-    return (f"Order {number} was shipped to {name} on Monday. What is the order number?"
-            + ONLY.format("the number"), number)
-
-
 def _extract_name(rng: random.Random) -> Task:
     name, thing = rng.choice(NAMES), rng.choice(THINGS)
     return f"{name} bought a new {thing} yesterday. Who bought the {thing}?" + ONLY.format("the name"), name
@@ -83,9 +86,41 @@ def _extract_email(rng: random.Random) -> Task:
             + ONLY.format("the email address"), address)
 
 
-def _capital(rng: random.Random) -> Task:
-    country = rng.choice(sorted(CAPITALS))
-    return f"What is the capital of {country}?" + ONLY.format("the city"), CAPITALS[country]
+# Numbers taken out of a sentence: the kind this model answered right every time alone
+NUMBER_SENTENCES = {
+    "order": ("Order {n} was shipped to {name} on Monday.", "What is the order number?"),
+    "invoice": ("Invoice {n} from {city} is due on Friday.", "What is the invoice number?"),
+    "room": ("{name}'s meeting is in room {n} at ten o'clock.", "Which room is the meeting in?"),
+    "flight": ("Flight {n} to {city} leaves at noon.", "What is the flight number?"),
+    "ticket": ("Support ticket {n} was opened by {name}.", "What is the ticket number?"),
+    "account": ("The account number of {name} is {n}.", "What is the account number?"),
+    "price": ("The {thing} costs {n} dollars.", "How many dollars does the {thing} cost?"),
+    "year": ("{name} moved to {city} in {year}.", "In which year did {name} move to {city}?"),
+    "page": ("The chapter about the {thing} starts on page {n}.", "On which page does it start?"),
+    "distance": ("{city} is {n} kilometers away.", "How many kilometers away is {city}?"),
+}
+
+
+def _number_in(sentence: str, question: str) -> Callable[[random.Random], Task]:
+    def make(rng: random.Random) -> Task:
+        n, year = str(rng.randrange(100, 100000)), str(rng.randrange(1950, 2021))
+        slots = {"n": n, "year": year, "name": rng.choice(NAMES), "city": rng.choice(CITIES),
+                 "thing": rng.choice(THINGS)}
+        answer = year if "{year}" in sentence else n
+        return f"{sentence} {question}".format(**slots) + ONLY.format("the number"), answer
+    return make
+
+
+# answered wrong alone: Istanbul for Turkey, a description for Belgium and Denmark, "Lisbon, not
+# Portugal" for Portugal
+MISSED_CAPITALS = {"Belgium", "Denmark", "Turkey", "Portugal"}
+
+
+def _capital_of(countries: list[str]) -> Callable[[random.Random], Task]:
+    def make(rng: random.Random) -> Task:
+        country = rng.choice(countries)
+        return f"What is the capital of {country}?" + ONLY.format("the city"), CAPITALS[country]
+    return make
 
 
 def _next_day(rng: random.Random) -> Task:
@@ -115,13 +150,18 @@ def _first_word(rng: random.Random) -> Task:
             words[0])
 
 
-KINDS: dict[str, Callable[[random.Random], Task]] = {
+# Every kind tried (`--tried` writes them all: the measurement's input) and those shipped
+TRIED: dict[str, Callable[[random.Random], Task]] = {
     "copy-word": _copy_word, "copy-code": _copy_code, "upper": _upper,
-    "extract-number": _extract_number, "extract-name": _extract_name,
-    "extract-city": _extract_city, "extract-email": _extract_email, "capital": _capital,
-    "next-day": _next_day, "next-month": _next_month, "next-number": _next_number, "sum": _sum,
-    "first-word": _first_word,
+    "extract-name": _extract_name, "extract-city": _extract_city, "extract-email": _extract_email,
+    "capital": _capital_of(sorted(CAPITALS)), "next-day": _next_day, "next-month": _next_month,
+    "next-number": _next_number, "sum": _sum, "first-word": _first_word,
+    **{f"number-{name}": _number_in(*parts) for name, parts in NUMBER_SENTENCES.items()},
 }
+# Those answered right every time alone (capitals: the countries it knew)
+KINDS = {"capital": _capital_of(sorted(set(CAPITALS) - MISSED_CAPITALS)),
+         **{f"number-{name}": TRIED[f"number-{name}"]
+            for name in ("order", "invoice", "flight", "account", "page")}}
 
 
 def graded_tasks(kinds: dict[str, Callable[[random.Random], Task]] = KINDS, per_kind: int = PER_KIND,
@@ -145,11 +185,14 @@ def graded_tasks(kinds: dict[str, Callable[[random.Random], Task]] = KINDS, per_
                 yield {"id": f"{name}-{number:02d}", "prompt": prompt, "answer": answer}
 
 
-def main() -> int:
-    for task in graded_tasks():
+def main(argv: list[str]) -> int:
+    if argv not in ([], ["--tried"]):
+        print("error: python -m loadtest.workload.graded [--tried]", file=sys.stderr)
+        return 2
+    for task in graded_tasks(TRIED, TRIED_PER_KIND) if argv else graded_tasks():
         sys.stdout.write(json.dumps(task) + "\n")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
