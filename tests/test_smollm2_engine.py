@@ -19,7 +19,7 @@ from loadtest.local_engine import LocalEngine
 from loadtest.workload.structured import load_tasks, resolve_constraints
 from rig_helpers import free_port, run_locust
 from servers import smollm2
-from servers.local import LOCAL
+from servers.llamacpp_cpu import LLAMA_SERVER
 
 pytestmark = pytest.mark.engine
 
@@ -28,7 +28,9 @@ SERVE = ["--model", str(smollm2.GGUF), "--alias", smollm2.MODEL_NAME, "--paralle
 
 
 def test_the_graded_score_of_a_real_model_alone(tmp_path: Path):
-    why = LOCAL["llamacpp-cpu"].missing() or smollm2.missing()
+    if not LLAMA_SERVER.exists():
+        pytest.skip(f"no llama-server at {LLAMA_SERVER}: run scripts/build_llamacpp.sh")
+    why = smollm2.missing()
     if why:
         pytest.skip(why)
     tasks, _ = load_tasks(resolve_constraints("graded"))
