@@ -19,7 +19,7 @@ from loadtest.local_engine import LocalEngine
 from loadtest.workload.structured import load_tasks, resolve_constraints
 from rig_helpers import free_port, run_locust
 from servers import smollm2
-from servers.llamacpp_cpu import LLAMA_SERVER
+from servers.local import LOCAL
 
 pytestmark = pytest.mark.engine
 
@@ -28,9 +28,7 @@ SERVE = ["--model", str(smollm2.GGUF), "--alias", smollm2.MODEL_NAME, "--paralle
 
 
 def test_the_graded_score_of_a_real_model_alone(tmp_path: Path):
-    if not LLAMA_SERVER.exists():
-        pytest.skip(f"no llama-server at {LLAMA_SERVER}: run scripts/build_llamacpp.sh")
-    why = smollm2.missing()
+    why = LOCAL["llamacpp-cpu"].missing() or smollm2.missing()  # the recipe's binary, its model
     if why:
         pytest.skip(why)
     tasks, _ = load_tasks(resolve_constraints("graded"))
