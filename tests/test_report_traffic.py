@@ -92,3 +92,13 @@ def test_a_column_that_one_runs_csv_lacks_is_still_read_as_numbers(tmp_path):
     report = _Report()
     reasoning_section(report, runs)  # compares numbers: no error on the run without them
     assert any(kind == "table" for kind, _ in report.blocks)
+
+
+def test_graded_runs_show_their_score_and_the_tasks_answered_wrong():
+    graded = dict(constraints="graded", constraints_sha256="g", constrained="True",
+                  answers_graded=278, answers_correct=277, answers_correct_pct=99.64,
+                  answers_wrong="capital-00")
+    report = _Report()
+    answers_section(report, pd.DataFrame([_row(**graded)]))
+    [table] = [content for kind, content in report.blocks if kind == "table"]
+    assert "| correct | wrong tasks |" in table and "| 277/278 (99.6%) | capital-00 |" in table

@@ -54,10 +54,14 @@ def answers_section(report: _Report, runs: pd.DataFrame) -> None:
     if "constraints_sha256" not in runs or not runs["constraints_sha256"].notna().any():
         return
     structured = runs[runs["constraints_sha256"].notna()]
-    header = ["engine", "workload", "users", "constrained", "valid", "failures", "tok/s",
-              "TTFT p50", "ITL p50", "e2e p50"]
+    graded = "answers_graded" in structured and structured["answers_graded"].notna().any()
+    header = ["engine", "workload", "users", "constrained", "valid", "failures",
+              *(["correct", "wrong tasks"] if graded else []), "tok/s", "TTFT p50", "ITL p50",
+              "e2e p50"]
     body = [[str(r["engine"]), str(r["workload"]), f"{r['users']:g}", _yes(r.get("constrained")),
              _valid(r), str(r.get("answer_failures") or "") or "-",
+             *([_share(r, "answers_correct", "answers_graded", "answers_correct_pct", 1),
+                str(r.get("answers_wrong") or "") or "-"] if graded else []),
              _number(r.get("output_tok_per_s"), 1), _ms(r.get("ttft_p50_ms")),
              _ms(r.get("itl_p50_ms")), _ms(r.get("e2e_p50_ms"))]
             for _, r in structured.iterrows()]
@@ -65,7 +69,9 @@ def answers_section(report: _Report, runs: pd.DataFrame) -> None:
     report.heading(2, "Structured output and tool calls: answers checked")
     report.text("Each constrained answer checked: it parses, fits its JSON schema or regex, or "
                 "names a declared tool with arguments that fit its parameters; failures by "
-                "reason (`cut`: stopped at max_tokens before it was valid). Latencies in ms.")
+                "reason (`cut`: stopped at max_tokens before it was valid). "
+                + ("Each graded answer is its task's one right answer or not (answers.py), and "
+                   "the tasks answered wrong are named. " if graded else "") + "Latencies in ms.")
     report.table(table)
     cost = constraint_cost(structured)
     if not cost.empty:
@@ -109,10 +115,15 @@ def _cost_markdown(cost: pd.DataFrame) -> str:
 
 
 def _valid(row: pd.Series) -> str:
-    checked = row.get("answers_checked")
-    if checked is None or pd.isna(checked):
+    return _share(row, "answers_valid", "answers_checked", "answers_valid_pct")
+
+
+def _share(row: pd.Series, part: str, whole: str, pct: str, digits: int = 0) -> str:
+    """`part/whole (pct%)`, or - where the run has no such count."""
+    total = row.get(whole)
+    if total is None or pd.isna(total):
         return "-"
-    return f"{row['answers_valid']:g}/{checked:g} ({row['answers_valid_pct']:.0f}%)"
+    return f"{row[part]:g}/{total:g} ({row[pct]:.{digits}f}%)"
 
 
 def _tokens(row: pd.Series, column: str) -> str:

@@ -132,9 +132,9 @@ COLUMNS: tuple[Column, ...] = (
     *_latency("reasoning_time", "first to last reasoning chunk", ("p50", "p99"), _REASONING),
     *_latency("switch", "last reasoning chunk to first answer chunk", ("p50", "p99"), _REASONING),
     # constrained answers (--workload structured: loadtest/workload/answers.py)
-    Column("constraints", str, "", "--constraints: json, regex, tools or the tasks file" + _STRUCTURED),
+    Column("constraints", str, "", "--constraints: json, regex, tools, graded or the tasks file" + _STRUCTURED),
     Column("constraints_sha256", str, "", "the tasks file's digest" + _STRUCTURED),
-    Column("constraint_kinds", str, "", "json_schema, regex, tools: the kinds of its tasks, joined with +" + _STRUCTURED),
+    Column("constraint_kinds", str, "", "json_schema, regex, tools, answer: the kinds of its tasks, joined with +" + _STRUCTURED),
     Column("constrained", bool, "", "--constrain: False for the same prompts sent unconstrained" + _STRUCTURED),
     Column("answers_checked", int, "", "completed requests whose answer was checked" + _STRUCTURED),
     Column("answers_valid", int, "", "answers that parse and fit their schema, regex or declared tools" + _STRUCTURED),
@@ -276,6 +276,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("rig_version", str, "", "the package version and git commit (.dirty: tracked files changed)"),
     Column("schema_version", int, "", "this table's version (SCHEMA_VERSION)"),
     Column("run_dir", str, "", "the run's folder when it ran"),
+    # graded answers (--workload structured --constraints graded: loadtest/workload/answers.py)
+    Column("answers_graded", int, "", "completed requests whose answer was graded against its task's one right answer" + _STRUCTURED),
+    Column("answers_correct", int, "", "of those, answers that are the task's answer (answers.py: case and all, less wrapping quotes and a final period)" + _STRUCTURED),
+    Column("answers_correct_pct", float, "%", "answers_correct / answers_graded" + _STRUCTURED),
+    Column("answers_wrong", str, "", "the tasks answered wrong or cut at max_tokens: id (id=count where asked more than once) joined with ;, the first 40 then +N more" + _STRUCTURED),
 )
 
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)

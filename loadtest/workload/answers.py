@@ -1,7 +1,8 @@
-"""Each constrained answer checked (loadtest/workload/structured.py's tasks), and the run's counts.
+"""Each constrained or graded answer checked (loadtest/workload/structured.py's tasks), and the
+run's counts.
 
-A request's `answer_check` (requests.jsonl) is "valid" or the first reason it is not, from
-FAILURES:
+A constrained answer's `answer_check` (requests.jsonl) is "valid" or the first reason it is not,
+from FAILURES:
 
     cut              the engine stopped at max_tokens (finish_reason "length") with an answer
                      that is not yet valid: the token budget's failure, not the constraint's
@@ -15,19 +16,30 @@ FAILURES:
     bad_arguments    a tool call whose arguments are not a JSON object
     arguments_schema arguments that do not fit the tool's parameters
 
+A graded answer's (a task with an `answer`) is "correct", "wrong", or "cut" (a wrong answer that
+the engine stopped at max_tokens). Once the whitespace around it, quotes, backticks or bold
+marks wrapped around it and one final period are taken off, it is correct when it is the task's
+answer, case and all, or ends with it as its last word(s): `Paris`, `**"Paris."**` and `The
+capital of France is Paris.` are correct; `Paris is the capital.`, `paris` and `The order number
+is 113374` (for 13374) are wrong. The last words, as a sentence ends on what it answers: a small
+instruct model says `The order number is 13374.` where the prompt asks for the number only.
+
 A regex answer whose stream the engine split into reasoning and answer (a reasoning parser
 took the regex's markers out) is left unchecked. The check runs in the process that read the
 answer, off the request's path (after its record is complete, before it is counted), so it
 needs the answer's text only there.
 The row (answer_columns): answers_checked (completed requests with a constrained answer),
-answers_valid, answers_valid_pct, answer_failures (reason=count joined with ;).
+answers_valid, answers_valid_pct, answer_failures (reason=count joined with ;); and for graded
+answers answers_graded, answers_correct, answers_correct_pct and answers_wrong (the tasks answered
+wrong or cut: id, or id=count where a task was asked more than once, joined with ;).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loadtest.results.record import RequestRecord
@@ -36,10 +48,14 @@ from loadtest.workload.structured import Task
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
 
-__all__ = ["FAILURES", "AnswerChecks", "answer_columns"]
+__all__ = ["FAILURES", "GRADES", "AnswerChecks", "answer_columns", "graded_verdict"]
 
 FAILURES = ("cut", "not_json", "schema", "no_match", "no_tool_call", "extra_tool_calls",
             "unknown_tool", "bad_arguments", "arguments_schema")
+GRADES = ("correct", "wrong", "cut")
+_WRAPPERS = "\"'`*"  # taken off both ends of a graded answer
+_JOINERS = "-_.@"  # before the answer, they make it the end of another word (X-13374, a.b@c)
+MAX_WRONG_SHOWN = 40  # answers_wrong names this many tasks, then how many more
 
 
 class AnswerChecks:
@@ -52,13 +68,14 @@ class AnswerChecks:
         self._schemas: dict[str, Draft202012Validator] = {}
         self._patterns: dict[str, re.Pattern[str]] = {}
         self._tools: dict[str, dict[str, Draft202012Validator]] = {}
+        self._answers = {task.task_id: task.constraint for task in tasks if task.kind == "answer"}
         self._single = {task.task_id for task in tasks if task.parallel_tool_calls is False}
         for task in tasks:
             if task.kind == "json_schema":
                 self._schemas[task.task_id] = Draft202012Validator(task.constraint)
             elif task.kind == "regex":
                 self._patterns[task.task_id] = re.compile(task.constraint)
-            else:
+            elif task.kind == "tools":
                 self._tools[task.task_id] = {
                     tool["function"]["name"]: Draft202012Validator(
                         tool["function"].get("parameters", {"type": "object"}))
@@ -74,7 +91,7 @@ class AnswerChecks:
                                    record.tool_calls or [])
             # Cut at max_tokens, an answer is the budget's failure, not the constraint's; a
             # tools answer that streamed text and no call at all was no call on its way.
-            if verdict not in ("valid", "no_tool_call") and record.finish_reason == "length":
+            if verdict not in ("valid", "correct", "no_tool_call") and record.finish_reason == "length":
                 verdict = "cut"
             record.answer_check = verdict
         record.tool_calls = None
@@ -82,7 +99,10 @@ class AnswerChecks:
             record.output_text = None
 
     def verdict(self, task_id: str, text: str, tool_calls: list[dict[str, Any]]) -> str:
-        """'valid' or the reason an answer to task `task_id` is not (FAILURES)."""
+        """'valid' or the reason an answer to task `task_id` is not (FAILURES); a graded
+        task's 'correct' or 'wrong'."""
+        if task_id in self._answers:
+            return graded_verdict(self._answers[task_id], text)
         if task_id in self._patterns:
             return "valid" if self._patterns[task_id].fullmatch(text) else "no_match"
         if task_id in self._schemas:
@@ -97,19 +117,56 @@ class AnswerChecks:
         return _tool_verdict(self._tools[task_id], calls)
 
 
-def answer_columns(records: Sequence[RequestRecord]) -> dict[str, Any]:
-    """The row's counts of checked answers; {} for a run whose answers were not checked."""
-    checked = [r.answer_check for r in records if r.ok and r.answer_check is not None]
-    if not checked:
-        return {}
-    valid = sum(1 for c in checked if c == "valid")
-    failures: dict[str, int] = {}
-    for reason in checked:
-        if reason != "valid":
-            failures[reason] = failures.get(reason, 0) + 1
-    return {"answers_checked": len(checked), "answers_valid": valid,
-            "answers_valid_pct": 100.0 * valid / len(checked),
-            "answer_failures": ";".join(f"{k}={v}" for k, v in sorted(failures.items()))}
+    @property
+    def graded(self) -> frozenset[str]:
+        """The ids of the graded tasks (those with an answer)."""
+        return frozenset(self._answers)
+
+
+def graded_verdict(expected: str, text: str) -> str:
+    """'correct' where `text` is, or ends with, the answer `expected` (see the module's
+    docstring), else 'wrong'."""
+    answer, expected = text.strip(), expected.strip()
+    for _ in range(3):  # **"Paris."**: bold around quotes around the answer and its period
+        answer = answer.strip(_WRAPPERS).strip()
+        answer = answer[:-1].rstrip() if answer.endswith(".") and not expected.endswith(".") else answer
+    if answer == expected:
+        return "correct"
+    before = answer[-len(expected) - 1] if len(answer) > len(expected) else ""
+    ends = answer.endswith(expected) and not (before.isalnum() or before in _JOINERS)
+    return "correct" if ends else "wrong"
+
+
+def answer_columns(records: Sequence[RequestRecord], graded: Collection[str] = ()) -> dict[str, Any]:
+    """The row's counts of checked answers, constrained and `graded` (task ids) apart; {} for a
+    run whose answers were not checked."""
+    checked = [r for r in records if r.ok and r.answer_check is not None]
+    constrained = [r.answer_check for r in checked if r.prompt_id not in graded]
+    columns: dict[str, Any] = {}
+    if constrained:
+        valid = constrained.count("valid")
+        columns.update(answers_checked=len(constrained), answers_valid=valid,
+                       answers_valid_pct=100.0 * valid / len(constrained),
+                       answer_failures=_joined(Counter(c for c in constrained if c != "valid")))
+    grades = [r for r in checked if r.prompt_id in graded]
+    if grades:
+        correct = sum(1 for r in grades if r.answer_check == "correct")
+        wrong = Counter(r.prompt_id for r in grades if r.answer_check != "correct")
+        columns.update(answers_graded=len(grades), answers_correct=correct,
+                       answers_correct_pct=100.0 * correct / len(grades),
+                       answers_wrong=_wrong_tasks(wrong))
+    return columns
+
+
+def _joined(counts: Counter[str]) -> str:
+    return ";".join(f"{k}={v}" for k, v in sorted(counts.items()))
+
+
+def _wrong_tasks(wrong: Counter[str]) -> str:
+    """The tasks answered wrong, by id (=count where more than once); the first MAX_WRONG_SHOWN."""
+    names = [k if v == 1 else f"{k}={v}" for k, v in sorted(wrong.items())]
+    shown = ";".join(names[:MAX_WRONG_SHOWN])
+    return shown + (f";+{len(names) - MAX_WRONG_SHOWN} more" if len(names) > MAX_WRONG_SHOWN else "")
 
 
 def _joined_calls(fragments: list[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -261,7 +261,8 @@ def _trace_workload(context: Context, bodies: Bodies, sampling: dict[str, Any], 
 
 def _structured_workload(context: Context, bodies: Bodies, sampling: dict[str, Any]) -> Workload:
     """Constrained answers (loadtest/workload/structured.py), each checked after it arrives
-    (answers.py); with --constrain off, the same prompts sent unconstrained and unchecked."""
+    (answers.py); with --constrain off, the same prompts sent unconstrained and unchecked (a
+    graded task's answer is checked all the same)."""
     from loadtest.workload.answers import AnswerChecks  # jsonschema: only for this source
 
     source = context.options
@@ -281,8 +282,10 @@ def _structured_workload(context: Context, bodies: Bodies, sampling: dict[str, A
     name = structured_name(path, context) + ("" if source.constrain else "-unconstrained")
     workload = _requests_workload(name, _digest(source, sampling, file_sha), items,
                                   context.requests, bodies, "structured", columns)
-    if source.constrain:
-        workload = dataclasses.replace(workload, answers=AnswerChecks(tasks))
+    # graded tasks carry no constraint: their answers are graded with --constrain off too
+    checked = tasks if source.constrain else [task for task in tasks if task.kind == "answer"]
+    if checked:
+        workload = dataclasses.replace(workload, answers=AnswerChecks(checked))
     return workload
 
 

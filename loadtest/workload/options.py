@@ -10,8 +10,9 @@ their validation: the one place that turns option text into a checked WorkloadOp
     --workload conversation  --turns T synthetic sessions (--input-len user messages, --think-time)
     --workload agentic       --trace FILE|DIR (agent sessions, Weka trace JSON: agentic.py), on
                              its own schedule / --speedup
-    --workload structured    --constraints json|regex|tools|FILE: constrained answers, each
-                             checked (--constrain off: the same prompts unconstrained)
+    --workload structured    --constraints json|regex|tools|graded|FILE: constrained answers,
+                             each checked, or graded ones (--constrain off: the same prompts
+                             unconstrained)
 
 DIST is loadtest/workload/lengths.py's grammar. Bad values raise WorkloadError (one line).
 """
@@ -77,7 +78,7 @@ def add_workload_options(parser: Any) -> None:
     add("--tokenizer", default="", help="tokenizer.json (or its folder) for token-exact prompts "
         "(default: the served model's folder)")
     add_lora_options(group)
-    add("--constraints", default="", help="structured: json, regex, tools (the shipped tasks) or "
+    add("--constraints", default="", help="structured: json, regex, tools, graded (the shipped tasks) or "
         "a JSONL file of tasks (docs/workloads.md); default json")
     add("--constrain", default="on", help="structured: on (default), or off to send the same "
         "prompts unconstrained, the baseline of the constraints' cost")

@@ -12,11 +12,16 @@ A constraints file is JSON Lines, one task a line, requests cycling through them
                                                                    grammar, not a regex (llama.cpp)
     {"id": "weather", "prompt": "...", "tools": [...], "tool_choice": "required",
      "parallel_tool_calls": false}                                 a tool call (OpenAI tools)
+    {"id": "capital-03", "prompt": "...", "answer": "Paris"}       no constraint: one right
+                                                                   answer, graded (answers.py)
 
 `id` is optional (default: the line's number), `system` an optional system message, and
 `tool_choice` (required or auto) and `parallel_tool_calls` are sent as given with tools; a file
 may mix kinds. The rig ships a small,
-realistic set of each (loadtest/prompts/structured-*.jsonl). Every schema, regex and tool is
+realistic set of each (loadtest/prompts/structured-*.jsonl), and a graded set
+(`--constraints graded`: loadtest/prompts/graded.jsonl, written by graded.py) whose answers a
+real small model gets right alone, so that a score that falls under load is measured. Every
+schema, regex and tool is
 checked before anything is sent, so a bad file is one `error:` line, never a failed run; each
 answer is then checked (loadtest/workload/answers.py) and counted in the row.
 
@@ -45,9 +50,9 @@ from loadtest.workload.spec import WorkloadError
 __all__ = ["CONSTRAINT_SETS", "KINDS", "REGEX_FIELDS", "Task", "load_tasks", "resolve_constraints",
            "structured_items", "structured_name"]
 
-KINDS = ("json_schema", "regex", "tools")
+KINDS = ("json_schema", "regex", "tools", "answer")  # answer: unconstrained, graded
 CONSTRAINT_SETS = {"json": "structured-json.jsonl", "regex": "structured-regex.jsonl",
-                   "tools": "structured-tools.jsonl"}
+                   "tools": "structured-tools.jsonl", "graded": "graded.jsonl"}
 # How a regex constraint is sent, by the engine's Target.regex_as ("grammar": its GBNF twin)
 REGEX_FIELDS = {"structured_outputs": lambda pattern: {"structured_outputs": {"regex": pattern}},
                 "regex": lambda pattern: {"regex": pattern}}
@@ -64,7 +69,7 @@ class Task:
     task_id: str
     prompt: str
     kind: str  # one of KINDS
-    constraint: Any  # the schema (dict), the pattern (str) or the tools (list)
+    constraint: Any  # the schema (dict), the pattern (str), the tools (list) or the answer (str)
     tool_choice: str = "required"
     system: str = ""
     parallel_tool_calls: bool | None = None  # None: not sent (the engine's default)
@@ -80,6 +85,8 @@ class Task:
         if self.kind == "json_schema":
             return {"response_format": {"type": "json_schema", "json_schema": {
                 "name": _schema_name(self.task_id), "schema": self.constraint, "strict": True}}}
+        if self.kind == "answer":
+            return {}
         if self.kind == "tools":
             fields = {"tools": self.constraint, "tool_choice": self.tool_choice}
             if self.parallel_tool_calls is not None:
@@ -184,7 +191,7 @@ def _task(line: str, number: int, where: str) -> Task:
         raise WorkloadError(f"{where}: tool_choice must be one of {', '.join(TOOL_CHOICES)}")
     if parallel is not None and type(parallel) is not bool:
         raise WorkloadError(f"{where}: parallel_tool_calls must be true or false")
-    checker = {"json_schema": _schema, "regex": _regex, "tools": _tools}[kind]
+    checker = {"json_schema": _schema, "regex": _regex, "tools": _tools, "answer": _answer}[kind]
     grammar = _grammar(raw["grammar"], where) if "grammar" in raw else ""
     return Task(task_id, prompt, kind, checker(raw[kind], where), choice, system, parallel, grammar)
 
@@ -250,6 +257,12 @@ def _regex(pattern: Any, where: str) -> str:
     except (re.error, RecursionError, OverflowError) as exc:
         raise WorkloadError(f"{where}: regex does not compile ({_one_line(str(exc))})") from None
     return pattern
+
+
+def _answer(answer: Any, where: str) -> str:
+    if not isinstance(answer, str) or not answer.strip():
+        raise WorkloadError(f"{where}: answer must be a non-empty text")
+    return answer
 
 
 def _grammar(grammar: Any, where: str) -> str:
