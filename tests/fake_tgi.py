@@ -32,6 +32,8 @@ class Served:
     """One streamed answer as the server sent it, in seconds from reading its request."""
     events_s: tuple[float, ...]  # when each token's event was handed to the socket
     end_s: float  # when the last token's event was (the end the client can see first)
+    received_s: float = 0.0  # time.perf_counter() when the request was read (CLOCK_MONOTONIC,
+    # one clock for every process of the host: comparable with a record's sent_ns)
 
     @property
     def gaps_s(self) -> list[float]:
@@ -146,7 +148,7 @@ class FakeTGI:
                         time.sleep(fake.token_s)
                 self._chunk(b"")
                 with fake._lock:  # the answer ends with its last event (written after its stamp)
-                    fake.served.append(Served(tuple(events), events[-1]))
+                    fake.served.append(Served(tuple(events), events[-1], received))
 
             def _chunk(self, data: bytes) -> None:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

@@ -24,15 +24,20 @@ def test_tgi_native_stream_is_measured_against_the_servers_known_cadence(tmp_pat
         "8", "80", "details")
     # The server waits 50 ms, then sends a token every 20 ms: the rig must see what it did. Its
     # sleeps overshoot on a loaded host, so the check is against what it recorded; the rig's
-    # clock starts before the server reads the request, so it may see up to 10 ms more.
+    # clock starts before the server reads the request, so it may see up to 10 ms more, and more
+    # again where this loaded host kept the server's thread from reading it (seen: 100 ms), which
+    # the server's own read times say (one monotonic clock for both processes).
     assert len(tgi.served) == 8 and min(s.events_s[0] for s in tgi.served) >= 0.05
     served = served_medians(tgi.served)
-    for column in ("ttft_p50_ms", "e2e_p50_ms"):
-        assert -0.01 <= float(row[column]) - served[column] <= 10, (column, row[column], served)
-    assert float(row["itl_p50_ms"]) == pytest.approx(served["itl_p50_ms"], abs=2)
     [requests] = (tmp_path / "runs").glob("*/requests.jsonl")
-    for line in requests.read_text().splitlines():
-        record = json.loads(line)
+    records = [json.loads(line) for line in requests.read_text().splitlines()]
+    read_late_ms = max(0.0, max(1000 * s.received_s - r["sent_ns"] / 1e6 for s, r in zip(
+        sorted(tgi.served, key=lambda s: s.received_s), sorted(records, key=lambda r: r["sent_ns"]))))
+    for column in ("ttft_p50_ms", "e2e_p50_ms"):
+        assert -0.01 <= float(row[column]) - served[column] <= 10 + read_late_ms, (
+            column, row[column], served, read_late_ms)
+    assert float(row["itl_p50_ms"]) == pytest.approx(served["itl_p50_ms"], abs=2)
+    for record in records:
         assert record["finish_reason"] == "length" and len(record["chunk_gaps_ns"]) == 9
 
 

@@ -173,9 +173,9 @@ WARNING_RULES: tuple[Rule, ...] = (
          "an API-server process of the engine held over {cpu_pct:g}% of a core "
          "(engine_front_end_cpu_max_pct), so its front end, not its GPUs, may have set this "
          "run's throughput: a layout with more API servers could do more, and a layout compared "
-         "at fewer is compared by its front ends; and one run stands for little there (vLLM on "
-         "an H200 at 256 users: the same configuration's runs differed by up to 39%, whichever "
-         "client measured them)", "repeat the run (--repeat, or a race's --until-known) and "
+         "at fewer is compared by its front ends; and one run stands for little there: the same "
+         "configuration's runs can differ by tens of percent, whichever client measures them "
+         "(docs/measurement.md)", "repeat the run (--repeat, or a race's --until-known) and "
          "compare means; start more API servers (vLLM, Aphrodite: --api-server-count N, or "
          "replicas) and compare layouts with as many each way",
          {"cpu_pct": FRONT_END_CPU_LIMIT_PCT},
