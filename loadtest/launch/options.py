@@ -29,6 +29,7 @@ from loadtest.toolkit.types import cpu_list
 from loadtest.workload.options import add_workload_options
 
 __all__ = ["RUNNING_ENGINE", "add_locust_options", "add_locustfile_options", "add_rig_options",
+           "add_run_command_options",
            "add_run_options", "changed_options", "option_arguments", "option_dests",
            "run_defaults"]
 
@@ -78,6 +79,12 @@ def add_locustfile_options(parser: Any) -> None:
     add_progress_option(parser)
 
 
+def add_run_command_options(parser: Any) -> None:
+    """Every option `rig run` takes: Locust's that a run takes and the locustfile's."""
+    add_locust_options(parser)
+    add_locustfile_options(parser)
+
+
 @cache
 def _actions() -> tuple[argparse.Action, ...]:
     registrar = argparse.ArgumentParser(add_help=False)
@@ -89,8 +96,7 @@ def _actions() -> tuple[argparse.Action, ...]:
 def _declared() -> dict[str, argparse.Action]:
     """Every option a command may take from here, by dest: Locust's and the locustfile's."""
     registrar = argparse.ArgumentParser(add_help=False)
-    add_locust_options(registrar)
-    add_locustfile_options(registrar)
+    add_run_command_options(registrar)
     return {action.dest: action for action in registrar._actions}
 
 

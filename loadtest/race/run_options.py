@@ -73,13 +73,13 @@ def check_values(run_options: Sequence[str], engines: Sequence[str], port: int,
     built: the race checks again from the rig's venv, before it starts an engine."""
     from loadtest.client.options import ConfigError
     from loadtest.launch.checks import check_run_options, check_workload
-    from loadtest.launch.options import add_locust_options, add_locustfile_options
+    from loadtest.launch.options import add_run_command_options
     from loadtest.workload.spec import WorkloadError
 
     checking = argparse.ArgumentParser(add_help=False)  # `rig run`'s options, as it parses them
-    add_locust_options(checking)
-    add_locustfile_options(checking)
+    add_run_command_options(checking)
     checking.error = _refuse  # type: ignore[method-assign]
+    built: set[tuple[str, ...]] = set()  # each way of asking, its workload built once
     for engine in engines:
         host = f"http://127.0.0.1:{port}"
         options = checking.parse_args([*run_options, "--engine", engine, "--host", host,
@@ -87,7 +87,11 @@ def check_values(run_options: Sequence[str], engines: Sequence[str], port: int,
         options.num_users = options.users
         try:
             config = check_run_options(options, host)
-            check_workload(options, config)
+            asked = (config.api, config.model, config.target.ignore_eos_as,
+                     config.target.regex_as, config.target.lora_as)
+            if asked not in built:
+                check_workload(options, config)
+                built.add(asked)
         except (ConfigError, WorkloadError) as exc:
             raise RunOptionError(str(exc)) from None
         except ModuleNotFoundError:  # numpy, tokenizers: not installed yet
