@@ -93,7 +93,8 @@ def _words(alphabet: str, size: int = 8) -> st.SearchStrategy[str]:
 
 
 def _not_users(text: str) -> bool:
-    return not all(part.isdigit() and int(part) > 0 for part in text.split(","))
+    """Not USERS as the race reads them (whitespace around a count is allowed: "1 " is 1)."""
+    return not all(part.strip().isdigit() and int(part) > 0 for part in text.split(","))
 
 
 BAD_ARGUMENTS = st.one_of(
