@@ -61,6 +61,14 @@ def _until(what: str, condition: Callable[[], object], timeout_s: float = 90) ->
     return value
 
 
+def _click_by_id(driver: object, element_id: str) -> bool:
+    """Click the element in one script, or say it is not there yet: the page redraws itself while
+    it polls the run, so an element found in one call of the driver can be stale in the next."""
+    return driver.execute_script(
+        "const element = document.getElementById(arguments[0]);"
+        "if (element) { element.click(); } return Boolean(element);", element_id)
+
+
 def _tab_rows(driver: object) -> dict[str, str]:
     """The LLM tab's table as the page shows it, figure -> value, read in one script (React
     redraws it between two of the driver's calls)."""
@@ -120,11 +128,11 @@ def test_a_run_started_from_the_form_shows_its_progress_ttft_and_verdict(
         driver.save_screenshot(str(shots / "4-run-page.png"))
         driver_urls = {"run.json": driver.find_element(By.ID, "file-run-json").get_attribute(
             "href")}
-        driver.find_element(By.ID, "file-run-json").click()
+        _until("the run.json link", lambda: _click_by_id(driver, "file-run-json"))
         run_json = json.loads(_until("run.json", lambda: driver.find_element(
             By.TAG_NAME, "body").text))
         driver.back()
-        _until("the report's link", lambda: driver.find_elements(By.ID, "file-report"))[0].click()
+        _until("the report's link", lambda: _click_by_id(driver, "file-report"))
         report_title = _until("the report", lambda: driver.find_elements(By.TAG_NAME, "h1"),
                               timeout_s=180)[0].text
         driver.save_screenshot(str(shots / "5-report.png"))
