@@ -1,8 +1,8 @@
 """Build the embedded engine's model: a tiny random-weight Llama with its own tokenizer.
 
 No model hub is reachable, so the model is made here: a byte-level BPE tokenizer trained with
-`tokenizers` on local text (this repository's prompt sets and Python's own docs), and a Llama
-with random weights. vLLM's CPU attention needs head_dim >= 64. The output is deterministic
+`tokenizers` on local text (five of this repository's prompt sets, named, and Python's own docs:
+one interpreter version gives one tokenizer), and a Llama with random weights. vLLM's CPU attention needs head_dim >= 64. The output is deterministic
 (fixed seed), so every machine benchmarks the same model; its sha256 is written beside it.
 `--shape tinyllama-1.1b` builds the same kind of model at TinyLlama-1.1B's shape (22 layers,
 hidden 2048, grouped-query attention, 32,000-row embedding), for GPUs. `--shape llama3-8b` is
@@ -44,12 +44,26 @@ SHARD_BYTES = 2 * 1024**3
 INIT_STD = 0.02  # LlamaConfig's initializer_range
 
 
+# The prompt sets the tokenizer learns from, named rather than globbed: a prompt set added later
+# (graded.jsonl) would otherwise change the tokenizer, hence the model's digest, and runs made
+# before and after it could no longer be compared. Their bytes' digest is pinned by a test.
+TOKENIZER_PROMPT_SETS = ("mixed.jsonl", "story.jsonl", "structured-json.jsonl",
+                         "structured-regex.jsonl", "structured-tools.jsonl")
+
+
+def tokenizer_prompt_sets_sha256() -> str:
+    digest = hashlib.sha256()
+    for name in TOKENIZER_PROMPT_SETS:
+        digest.update((REPO / "loadtest" / "prompts" / name).read_bytes())
+    return digest.hexdigest()
+
+
 def _training_text() -> list[str]:
     import pydoc_data.topics  # ships with CPython: ~800 KB of English prose about Python
 
     lines = [text for text in pydoc_data.topics.topics.values()]
-    for prompt_file in sorted((REPO / "loadtest" / "prompts").glob("*.jsonl")):
-        lines.extend(prompt_file.read_text(encoding="utf-8").splitlines())
+    for name in TOKENIZER_PROMPT_SETS:
+        lines.extend((REPO / "loadtest" / "prompts" / name).read_text(encoding="utf-8").splitlines())
     return lines
 
 
