@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from loadtest.launch.command import locust_command
 from rig_helpers import REPO, free_port, records_written, running_pacer, wait_for
@@ -29,8 +34,25 @@ def _master(port: int, url: str, users: int, rig_options: list[str], log: Path) 
     return _start(cmd, log)
 
 
+_STARTED: list[subprocess.Popen] = []
+
+
 def _start(cmd: list[str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen(cmd, cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    process = subprocess.Popen(cmd, cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    _STARTED.append(process)
+    return process
+
+
+@pytest.fixture(autouse=True)
+def _none_left_behind() -> Iterator[None]:
+    """A test that fails half-way (a wait that times out) leaves no master or worker running."""
+    yield
+    while _STARTED:
+        process = _STARTED.pop()
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
 
 
 def test_a_master_and_two_workers_run_the_exact_workload_once(tmp_path: Path):
