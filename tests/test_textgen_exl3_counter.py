@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import socket
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -123,3 +124,18 @@ def test_a_taken_counter_port_is_a_warning_and_the_runs_stay_on_usage(monkeypatc
         warnings: list[str] = []
         assert shim.start(api, warnings.append) is None
     assert len(warnings) == 1 and "runs count usage instead" in warnings[0]
+
+
+@pytest.mark.parametrize("loader, warned", [("ExLlamav3", True), ("ExLlamav3_HF", False), ("llama.cpp", False)])
+def test_boot_starts_the_counter_for_the_exllamav3_loader_alone(tmp_path: Path, loader: str, warned: bool) -> None:
+    """boot.py, run as textgen's interpreter runs it, in front of a server.py that only says it ran
+    (exllamav3 is not installed here: the shim's start warns, and textgen starts all the same)."""
+    if importlib.util.find_spec("exllamav3") is not None:
+        pytest.skip("exllamav3 is installed here")
+    (tmp_path / "server.py").write_text("print('server.py ran')\n")
+    (tmp_path / "modules").mkdir()  # what boot.py wraps before server.py runs
+    (tmp_path / "modules" / "models.py").write_text("def load_model(*args):\n    return None, None\n")
+    done = subprocess.run([sys.executable, str(textgen.BOOT), str(tmp_path), "--api-port", str(_api_port()),
+                           "--loader", loader], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "server.py ran\n"), done.stderr[-1500:]
+    assert done.stderr.startswith("warning: exllamav3 does not import") == warned, done.stderr
