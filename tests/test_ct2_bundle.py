@@ -51,10 +51,15 @@ def test_the_bundle_for_the_lent_host_carries_ctranslate2_and_cublas_12_and_noth
 def _wheel(folder: Path, name: str, files: dict[str, bytes]) -> Path:
     """A minimal pure wheel holding ``files``, with the RECORD pip checks."""
     dist = f"{name}-1.0.dist-info"
-    files = {**files, f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
+    files = {**files,
+             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
              f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    record = "".join(f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
-                     f"{len(data)}\n" for path, data in files.items()) + f"{dist}/RECORD,,\n"
+
+    def digest(data: bytes) -> str:
+        return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+    record = "".join(f"{path},sha256={digest(data)},{len(data)}\n" for path, data in files.items())
+    record += f"{dist}/RECORD,,\n"
     path = folder / f"{name}-1.0-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as wheel:
         for member, data in {**files, f"{dist}/RECORD": record.encode()}.items():
@@ -63,9 +68,11 @@ def _wheel(folder: Path, name: str, files: dict[str, bytes]) -> Path:
 
 
 def _bundle_of(tmp_path: Path, library_path: tuple[str, ...]) -> Path:
-    wheel = _wheel(tmp_path, "demo_libs", {"demo_libs/__init__.py": b"", "demo_libs/lib/libdemo.so.1": b"\x7fELF"})
+    wheel = _wheel(tmp_path, "demo_libs",
+                   {"demo_libs/__init__.py": b"", "demo_libs/lib/libdemo.so.1": b"\x7fELF"})
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    recipe = BundleRecipe(name="demo", requirements=("demo_libs",), module="demo_libs", library_path=library_path)
+    recipe = BundleRecipe(name="demo", requirements=("demo_libs",), module="demo_libs",
+                          library_path=library_path)
     locked = [Locked("demo-libs", "1.0", wheel.as_uri(), digest, wheel.stat().st_size)]
     pack(recipe, describe(sys.executable), locked, tmp_path / "bundle", tmp_path / "cache", part_mib=1)
     return tmp_path / "bundle"
@@ -74,8 +81,8 @@ def _bundle_of(tmp_path: Path, library_path: tuple[str, ...]) -> Path:
 def test_the_installed_python_puts_the_bundles_libraries_before_the_hosts(tmp_path: Path):
     result = install(_bundle_of(tmp_path, ("demo_libs/lib",)), tmp_path / "site", python=sys.executable)
     shown = "import os; print(os.environ['LD_LIBRARY_PATH'])"
-    for host_path, expected in (("/usr/local/cuda/lib64", f"{tmp_path}/site/demo_libs/lib:/usr/local/cuda/lib64"),
-                                (None, f"{tmp_path}/site/demo_libs/lib")):
+    ours = f"{tmp_path}/site/demo_libs/lib"
+    for host_path, expected in (("/usr/local/cuda/lib64", f"{ours}:/usr/local/cuda/lib64"), (None, ours)):
         env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
         env.update({"LD_LIBRARY_PATH": host_path} if host_path else {})
         done = subprocess.run([result["python"], "-c", shown], env=env, capture_output=True, text=True)
@@ -83,5 +90,6 @@ def test_the_installed_python_puts_the_bundles_libraries_before_the_hosts(tmp_pa
 
 
 def test_a_library_folder_the_wheels_did_not_bring_is_one_line(tmp_path: Path):
-    with pytest.raises(InstallError, match=r"^installed, but its library folder .*/site/demo_libs/no-such is not there$"):
+    with pytest.raises(InstallError,
+                       match=r"^installed, but its library folder .*/site/demo_libs/no-such is not there$"):
         install(_bundle_of(tmp_path, ("demo_libs/no-such",)), tmp_path / "site", python=sys.executable)
