@@ -42,11 +42,12 @@ class Target:
     # tokens); False where it never is and the engine sends one before it generates
     # (text-generation-webui), which would otherwise be the run's first token.
     empty_chunk_is_token: bool = True
-    # (Prometheus counter, port offset): the engine's own count of the tokens it generated, on
+    # (Prometheus counters, port offset): the engine's own count of the tokens it generated, on
     # /metrics at its port + offset, where its usage counts are not that (text-generation-webui
-    # re-tokenizes its answer); a run's output tokens are then the counter's change over the run
-    # (loadtest/telemetry/output_counter.py). None where usage counts the tokens generated.
-    output_tokens_counter: tuple[str, int] | None = None
+    # re-tokenizes its answer); the first of the names found there is read (one a loader), and a
+    # run's output tokens are its change over the run (loadtest/telemetry/output_counter.py).
+    # None where usage counts the tokens generated.
+    output_tokens_counter: tuple[tuple[str, ...], int] | None = None
     # The engine serves one model that its /v1/models does not list (transformers serve lists
     # the hub cache): the probe reads the name from its refusal of another model.
     pinned_model: bool = False

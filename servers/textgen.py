@@ -48,11 +48,14 @@ from servers.llamacpp_cpu import DEFAULT_SLOTS, SLOT_TOKENS, with_defaults
 from servers.spec import EngineSpec, LocalRecipe, PrefixCache, Target
 from servers.vllm import _importable, _nvidia_gpu
 
-__all__ = ["BOOT", "ENGINE", "EXL3_LOADERS", "INNER_PORT_OFFSET", "LOADERS", "PREDICTED_TOKENS", "PYTHON",
+__all__ = ["BOOT", "ENGINE", "EXL3_LOADERS", "EXL3_NEW_TOKENS", "INNER_PORT_OFFSET", "LOADERS", "PREDICTED_TOKENS", "PYTHON",
            "RECIPE", "SOURCE", "SPEC", "TARGET", "api_command", "flag"]
 
 INNER_PORT_OFFSET = 5  # its llama-server listens on the API port + 5 when that port is free
 PREDICTED_TOKENS = "llamacpp:tokens_predicted_total"  # its llama-server's count of tokens generated
+# exllamav3's count on the ExLlamav3 loader, which has no llama-server: the sum of each finished
+# job's new_tokens, served on the same port by the boot shim (servers/textgen-cpu/exl3_counter.py)
+EXL3_NEW_TOKENS = "exllamav3:new_tokens_total"
 _GGUF = "its llama.cpp loader takes it from the GGUF file chosen as MODEL"
 
 ENGINE = Engine(
@@ -91,10 +94,10 @@ ENGINE = Engine(
 
 # How the client drives and counts text-generation-webui, on any loader and device (textgen-cpu too):
 # --ignore-eos is its ban_eos_token; its stream opens with an empty chunk before it generates, which
-# is not a token; its usage re-tokenizes the answer, so a run's output tokens are its llama-server's
-# counter's change.
+# is not a token; its usage re-tokenizes the answer, so a run's output tokens are the change of its
+# loader's counter: its llama-server's, or exllamav3's (ExLlamav3_HF has none: usage, unequal_work).
 TARGET = Target(ENGINE.host_port, ignore_eos_as="ban_eos_token", empty_chunk_is_token=False,
-                output_tokens_counter=(PREDICTED_TOKENS, INNER_PORT_OFFSET))
+                output_tokens_counter=((PREDICTED_TOKENS, EXL3_NEW_TOKENS), INNER_PORT_OFFSET))
 
 # Where scripts/install_textgen.sh puts it, on any device
 SOURCE = Path(os.environ.get("RIG_TEXTGEN_SOURCE", REPO / "build" / "textgen"))

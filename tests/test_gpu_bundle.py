@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loadtest.inprocess.engines import ENGINES as INPROCESS
 from rig_helpers import REPO
 from servers.bundle.host import HostDescription, HostError, describe, parse_freeze
 from servers.bundle.install import InstallError, install
@@ -101,8 +102,8 @@ def test_what_a_gpu_cannot_use_is_trimmed_and_nothing_for_unknown_gpus():
     assert fa2.drops(("9.0",)) and not fa2.drops(("8.0",)) and not fa2.drops(("9.0", "8.6"))
     assert fa3.drops(("8.9",)) and not fa3.drops(("9.0",))
     assert not fa2.drops(()) and not fa3.drops(()) and rust.drops(())
-    # exllamav3: the library textgen's ExLlamav3 loader imports
-    assert set(RECIPES) - {"rig", "exllamav3"} <= set(SPECS), "a bundle is named for an engine spec"
+    # exllamav3: the library textgen's ExLlamav3 loader imports; ctranslate2: an in-process engine
+    assert set(RECIPES) - {"rig", "exllamav3"} <= set(SPECS) | set(INPROCESS), "a bundle is named for an engine"
 
 
 def test_textgens_bundle_asks_for_what_install_textgen_installs():

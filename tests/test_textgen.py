@@ -296,7 +296,7 @@ def test_its_runs_output_tokens_are_its_llama_servers_counter_when_it_can_be_rea
     from loadtest.results.verdict import judge
     from loadtest.telemetry.output_counter import SOURCE, counted_by_engine, counter_url
     from servers.textgen_cpu import SPEC
-    assert SPEC.target.output_tokens_counter == ("llamacpp:tokens_predicted_total", 5)
+    assert SPEC.target.output_tokens_counter == (("llamacpp:tokens_predicted_total", "exllamav3:new_tokens_total"), 5)
     assert counter_url("http://127.0.0.1:5000/v1", 5) == "http://127.0.0.1:5005"
     assert "unequal_work" in judge(_usage_row())[1]
     row = _usage_row()
@@ -366,7 +366,7 @@ def test_gpu_service_is_counted_as_textgen_cpu_by_its_llama_servers_counter() ->
     assert argv[argv.index("--extra-flags") + 1] == "metrics"
     assert argv[argv.index("--api-port") + 1] == "6000" and argv[argv.index("--listen-host") + 1] == "127.0.0.1"
     assert GPU_SPEC.target == CPU_SPEC.target
-    assert GPU_SPEC.target.output_tokens_counter == ("llamacpp:tokens_predicted_total", 5)
+    assert GPU_SPEC.target.output_tokens_counter == (("llamacpp:tokens_predicted_total", "exllamav3:new_tokens_total"), 5)
 
 
 def test_gpu_and_cpu_services_pass_only_flags_server_py_parses() -> None:

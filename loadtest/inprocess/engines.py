@@ -97,7 +97,9 @@ ENGINES: dict[str, InprocEngine] = {e.slug: e for e in (
         env={**_HF_ENV, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_NO_USAGE_STATS": "1"}),
     InprocEngine(
         "ctranslate2", "loadtest.inprocess.ct2",
-        Path(os.environ.get("RIG_TRANSFORMERS_PYTHON", REPO / ".venv-transformers/bin/python")),
+        # on a GPU host, the ctranslate2 bundle's TARGET/python (its cuBLAS on the library path)
+        Path(os.environ.get("RIG_CT2_PYTHON") or os.environ.get("RIG_TRANSFORMERS_PYTHON")
+             or REPO / ".venv-transformers/bin/python"),
         TINY_MODEL,
         {"float32": ({"compute_type": "float32"}, "--compute-type float32"),
          "int8": ({"compute_type": "int8"}, "--compute-type int8")},

@@ -1,6 +1,7 @@
 """A run's output tokens from the engine's own counter, for an engine whose usage counts are not
 the tokens it generated (its spec's ``Target.output_tokens_counter``: text-generation-webui,
-whose usage re-tokenizes its answer; its llama-server counts what it generated).
+whose usage re-tokenizes its answer; its llama.cpp loader's llama-server counts what it
+generated, and on its ExLlamav3 loader the rig's boot shim serves exllamav3's own count).
 
     before = read_output_counter(url, target)                 # before the run's first request
     row.update(counted_by_engine(row, before, read_output_counter(url, target)))  # after its last
@@ -48,10 +49,11 @@ def read_output_counter(url: str, target: Target) -> float | None:
     or when it cannot be read."""
     if target.output_tokens_counter is None:
         return None
-    name, port_offset = target.output_tokens_counter
+    names, port_offset = target.output_tokens_counter
     for _ in range(_ATTEMPTS):
         try:
-            values = parse_prometheus(scrape(counter_url(url, port_offset), _TIMEOUT_S)).get(name)
+            counters = parse_prometheus(scrape(counter_url(url, port_offset), _TIMEOUT_S))
+            values = next((counters[name] for name in names if counters.get(name)), None)
             return sum(values) if values else None
         except (OSError, ValueError) as exc:
             if not _timed_out(exc):  # refused, or not Prometheus text: asking again changes nothing

@@ -77,9 +77,18 @@ def check_parts(folder: Path, manifest: dict) -> list[Path]:
     return [folder / part["file"] for part in manifest["parts"]]
 
 
-def _interpreter_script(target: Path, python: str, env: dict[str, str]) -> Path:
+def _library_path(target: Path, folders: list[str]) -> str:
+    """The export putting ``folders`` (under ``target``) before the host's own LD_LIBRARY_PATH."""
+    missing = [f for f in folders if not (target / f).is_dir()]
+    if missing:
+        raise InstallError(f"installed, but its library folder {target / missing[0]} is not there")
+    joined = shlex.quote(":".join(str(target / f) for f in folders))
+    return f"export LD_LIBRARY_PATH={joined}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n" if folders else ""
+
+
+def _interpreter_script(target: Path, python: str, env: dict[str, str], libraries: list[str]) -> Path:
     exports = "".join(f"export {k}=${{{k}-{shlex.quote(v.replace('{TARGET}', str(target)))}}}\n"
-                      for k, v in sorted(env.items()))
+                      for k, v in sorted(env.items())) + _library_path(target, libraries)
     script = target / "python"
     script.write_text(
         "#!/bin/sh\n# the host's Python with this bundle first on its path "
@@ -140,7 +149,7 @@ def install(folder: Path, target: Path, name: str | None = None,
         if done.returncode != 0:
             tail = (done.stdout or b"").decode(errors="replace").strip().splitlines()[-1:] or ["see its log"]
             raise InstallError(f"pip install --no-index failed (exit {done.returncode}): {tail[0]}")
-    interpreter = _interpreter_script(target, python, manifest.get("env", {}))
+    interpreter = _interpreter_script(target, python, manifest.get("env", {}), manifest.get("library_path", []))
     commands = _command_scripts(target, interpreter, source, manifest.get("commands", {}))
     module = manifest["module"]
     dist = manifest.get("dist") or re.split(r"[\s;<>=!~\[]", manifest["requirements"][0], maxsplit=1)[0]

@@ -116,7 +116,8 @@ def pack(recipe: BundleRecipe, host: HostDescription, locked: list[Locked], out:
     manifest: dict[str, object] = {
         "name": recipe.name, "module": recipe.module, "dist": recipe.dist,
         "requirements": list(recipe.requirements),
-        "env": recipe.env, "commands": recipe.commands, "host": {k: v for k, v in asdict(host).items() if k != "packages"},
+        "env": recipe.env, "library_path": list(recipe.library_path), "commands": recipe.commands,
+        "host": {k: v for k, v in asdict(host).items() if k != "packages"},
         "wheels": entries, "left_out": recipe.left_out, "trimmed": trimmed,
         "parts": parts, "archive_sha256": archive_sha,
         "unpacked_bytes": sum(e["bytes"] for e in entries),

@@ -48,6 +48,9 @@ class BundleRecipe:
     # console commands the install writes into TARGET/bin: name -> entry point ("module:function"),
     # run from the repository that installs the bundle, with the bundle's packages
     commands: dict[str, str] = field(default_factory=dict)
+    # folders under {TARGET} that TARGET/python puts first on LD_LIBRARY_PATH: shared libraries
+    # the engine loads by soname (dlopen) that the host has at another major version
+    library_path: tuple[str, ...] = ()
 
     def expanded(self) -> BundleRecipe:
         """The recipe with ``requirements_from``'s lines added (run now, from the repository)."""
@@ -159,3 +162,19 @@ RECIPES["exllamav3"] = BundleRecipe(
 # requirements scripts/install_textgen.sh installs locally, for `install_textgen.sh --into` there.
 RECIPES["textgen"] = BundleRecipe(name="textgen", requirements=(), module="fastapi", dist="fastapi",
                                   requirements_from=("scripts/install_textgen.sh", "--requirements"))
+
+# CTranslate2: its wheel links CUDA's runtime statically and, at its first GPU call, dlopens CUDA
+# 12's cuBLAS by soname (libcublas.so.12, which needs libcublasLt.so.12; nothing else of CUDA but
+# the driver's libcuda.so.1: readelf and the sonames in the wheel, evidence/2026-11-28/ct2-cuda13).
+# The lent machines have CUDA 13's cuBLAS (libcublas.so.13): PyPI's CUDA 12 cuBLAS goes beside it,
+# first on the library path of TARGET/python. 12.9 is the last CUDA 12 cuBLAS; any 12.x build runs
+# on it. Its NVBLAS (a BLAS shim for CPU programs) is never loaded.
+RECIPES["ctranslate2"] = BundleRecipe(
+    name="ctranslate2",
+    requirements=("ctranslate2==4.8.5", "nvidia-cublas-cu12==12.9.1.4"),
+    module="ctranslate2",
+    library_path=("nvidia/cublas/lib",),
+    trims=(Trim(r"nvidia/cublas/lib/libnvblas\.so", "", "NVBLAS, a BLAS shim for CPU programs: "
+                "CTranslate2 calls cuBLAS itself"),
+           Trim(r"nvidia/cublas/include/", "", "C headers: nothing is compiled on the host")),
+)

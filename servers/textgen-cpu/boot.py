@@ -70,6 +70,11 @@ def main() -> None:
     source, argv = sys.argv[1], sys.argv[2:]
     check_port(int(flag(argv, "--api-port", "5000")))
     check_loader(flag(argv, "--loader"))
+    if flag(argv, "--loader") == "ExLlamav3":  # no llama-server to count its tokens (exl3_counter.py)
+        import exl3_counter  # beside this file
+
+        exl3_counter.start(int(flag(argv, "--api-port", "5000")),
+                           lambda message: print(f"warning: {message}", file=sys.stderr, flush=True))
     os.chdir(source)
     sys.path.insert(0, source)
     sys.argv = [os.path.join(source, "server.py"), *argv]
