@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from loadtest.local_engine import LocalEngine, _healthy  # noqa: E402
 from rig_helpers import VLLM_EAGER, VLLM_QUICK_ENV, free_port  # noqa: E402
 from tiers import ENGINE_FIXTURES, EngineWatch  # noqa: E402
+from file_queue import pytest_addoption, pytest_runtest_protocol  # noqa: E402,F401 (its hooks)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
