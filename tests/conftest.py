@@ -1,7 +1,8 @@
-"""Shared fixtures: the real embedded engine (vLLM on CPU, tiny model, eager).
+"""Shared fixtures: the real embedded engine (vLLM on CPU, tiny model, eager, serving tool calls).
 
 The engine is started once per test session on a free port and stopped at the end. Set
-RIG_ENGINE_URL to reuse an engine that is already running (it must serve the tiny model).
+RIG_ENGINE_URL to reuse an engine that is already running (it must serve the tiny model, started
+with tests/rig_helpers.py's VLLM_TOOLS).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ settings.load_profile("rig")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtest.local_engine import LocalEngine, _healthy  # noqa: E402
-from rig_helpers import VLLM_EAGER, VLLM_QUICK_ENV, free_port  # noqa: E402
+from rig_helpers import VLLM_EAGER, VLLM_QUICK_ENV, VLLM_TOOLS, free_port  # noqa: E402
 from tiers import ENGINE_FIXTURES, EngineWatch  # noqa: E402
+from file_queue import pytest_addoption, pytest_runtest_protocol  # noqa: E402,F401 (its hooks)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -60,6 +62,7 @@ def engine_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("engine") / "engine.log"
     # Eager: no torch.compile warm-up on a 2-core machine (tens of seconds); these tests are of
     # the rig against vLLM's server, which answers the same. The race tests keep the default.
-    with LocalEngine(port=free_port(), log_path=log, extra_args=[VLLM_EAGER],
+    # Tool calls too (VLLM_TOOLS): the structured workload's test shares it, a vLLM start less.
+    with LocalEngine(port=free_port(), log_path=log, extra_args=[VLLM_EAGER, *VLLM_TOOLS],
                      env=VLLM_QUICK_ENV) as engine:
         yield engine.url

@@ -41,6 +41,15 @@ VLLM_EAGER = "--enforce-eager"
 # forked. Healthy in 30-37 s instead of 46-49 s (eager, one core); these tests are of the rig
 # against vLLM's server, which answers the same.
 VLLM_QUICK_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_WORKER_MULTIPROC_METHOD": "fork"}
+# The suite's shared vLLM serves tool calls as a user serving them would start it
+# (tests/test_structured_engine.py): `--enable-auto-tool-choice` and a tool-call parser
+# (`pythonic` reads text, so it runs on the tiny tokenizer; `tool_choice` required is then
+# constrained by vLLM's own JSON schema), with xgrammar's `disable_any_whitespace`: a
+# random-weight model otherwise fills a JSON answer with whitespace up to max_tokens. Requests
+# with no tools and no constraint are served as without these flags.
+VLLM_TOOLS = ["--enable-auto-tool-choice", "--tool-call-parser", "pythonic",
+              "--structured-outputs-config",
+              json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})]
 
 
 def run_locust(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:

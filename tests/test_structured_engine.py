@@ -1,10 +1,8 @@
 """The structured workload against the real vLLM CPU engine: JSON-schema, regex and tool-call
 answers, each checked and counted in the row, and the same prompts sent unconstrained.
 
-vLLM is started as a user serving tool calls would start it (`--enable-auto-tool-choice` and a
-tool-call parser: `pythonic` reads text, so it runs on the tiny tokenizer; `tool_choice`
-required is then constrained by vLLM's own JSON schema), with xgrammar's `disable_any_whitespace`:
-a random-weight model otherwise fills a JSON answer with whitespace up to max_tokens."""
+The suite's shared vLLM (tests/conftest.py) serves tool calls as a user serving them would start
+it: tests/rig_helpers.py's VLLM_TOOLS says how and why."""
 
 from __future__ import annotations
 
@@ -14,15 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.local_engine import LocalEngine
 from loadtest.workload.answers import FAILURES
-from rig_helpers import VLLM_EAGER, VLLM_QUICK_ENV, free_port, run_locust
+from rig_helpers import run_locust
 
 pytestmark = pytest.mark.engine
-
-ENGINE_ARGS = [VLLM_EAGER, "--enable-auto-tool-choice", "--tool-call-parser", "pythonic",
-               "--structured-outputs-config",
-               json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})]
 
 
 def _run(url: str, out: Path, *options: str) -> tuple[dict[str, str], list[dict]]:
@@ -36,13 +29,11 @@ def _run(url: str, out: Path, *options: str) -> tuple[dict[str, str], list[dict]
     return row, [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
 
 
-def test_each_constrained_answer_is_checked_and_counted(tmp_path: Path):
-    with LocalEngine(port=free_port(), extra_args=ENGINE_ARGS, env=VLLM_QUICK_ENV,
-                     log_path=tmp_path / "engine.log") as engine:
-        runs = {kind: _run(engine.url, tmp_path / kind, "--constraints", kind)
-                for kind in ("json", "regex", "tools")}
-        bare, bare_records = _run(engine.url, tmp_path / "bare", "--constraints", "tools",
-                                  "--constrain", "off")
+def test_each_constrained_answer_is_checked_and_counted(engine_url: str, tmp_path: Path):
+    runs = {kind: _run(engine_url, tmp_path / kind, "--constraints", kind)
+            for kind in ("json", "regex", "tools")}
+    bare, bare_records = _run(engine_url, tmp_path / "bare", "--constraints", "tools",
+                              "--constrain", "off")
     for kind, (row, records) in runs.items():
         assert row["workload_source"] == "structured" and row["constrained"] == "True"
         assert int(row["completed"]) == 8, (kind, row["errors"])

@@ -1,0 +1,41 @@
+"""tests/file_queue.py: pytest processes given one --file-queue run every test once between them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+_FILE = '''
+import pytest
+
+@pytest.fixture(scope="module")
+def module_setup():
+    with open("setups.log", "a") as log:
+        log.write("{name}\\n")
+
+@pytest.mark.parametrize("case", range(3))
+def test_case(module_setup, case):
+    with open("ran.log", "a") as log:
+        log.write(f"{name}:{{case}}\\n")
+'''
+
+
+def test_two_processes_run_each_file_once_with_its_module_fixtures(tmp_path: Path):
+    names = [f"test_{n}" for n in range(6)]
+    for name in names:
+        (tmp_path / f"{name}.py").write_text(_FILE.format(name=name))
+    queue = tmp_path / "queue"
+    queue.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "file_queue", "-p", "no:cacheprovider",
+               "--file-queue", str(queue), *(f"{name}.py" for name in names)]
+    processes = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [process.communicate(timeout=120)[0] for process in processes]
+    assert [process.returncode for process in processes] == [0, 0], outputs
+    ran = (tmp_path / "ran.log").read_text().split()
+    assert sorted(ran) == sorted(f"{name}:{case}" for name in names for case in range(3)), outputs
+    assert sorted((tmp_path / "setups.log").read_text().split()) == names  # once per file
+    assert len(os.listdir(queue)) == len(names)  # each file claimed once
