@@ -43,6 +43,7 @@ from loadtest.client.run import Run
 from loadtest.client.conversation import Conversation, run_session
 from loadtest.live.progress import Progress, take_over_console
 from loadtest.live import webui
+from loadtest.launch.command import own_master_port
 from loadtest.launch.checks import check_locust_parser, check_run_options
 from loadtest.launch.options import add_locustfile_options
 from loadtest.client.transport import new_client, open_connection, send
@@ -73,6 +74,7 @@ def _end_forked_workers() -> None:
 def _add_options(parser: Any) -> None:
     add_locustfile_options(parser)  # the same function builds `rig run --help`, which lists them
     check_locust_parser(parser)  # --host, --users, ... checked as `rig run` checks them
+    own_master_port(parser)
 
 
 @events.init.add_listener

@@ -174,3 +174,49 @@ def _cores(cpus: str) -> list[int]:
     from loadtest.cpus import cpu_set
 
     return sorted(cpu_set(cpus)) if cpus else []
+
+
+def test_two_runs_with_processes_at_once_each_keep_their_own_workers(tmp_path: Path):
+    """Two `--processes 2` runs on one host at the same time: each master meets its own forked
+    workers on a port of its own (on Locust's default 5557 one run took the other's or hung)."""
+    from loadtest.launch.command import locust_command
+
+    with running_pacer("--ttft-ms", "20", "--gap-ms", "5") as url:
+        runs = [subprocess.Popen(locust_command(host=url, users=4, processes=2, rig_options=[
+            "--only-summary", "--engine", "vllm", "--model", "pacer", "--requests", "32",
+            "--max-tokens", "4", "--ignore-eos", "--telemetry-interval", "0",
+            "--out", str(tmp_path / name)]), cwd=REPO, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, start_new_session=True) for name in ("a", "b")]
+        try:
+            outputs = [run.communicate(timeout=180)[0] for run in runs]
+        finally:
+            for run in runs:
+                if run.poll() is None:
+                    os.killpg(run.pid, 9)
+    assert [run.returncode for run in runs] == [0, 0], [o[-1500:] for o in outputs]
+    for name in ("a", "b"):
+        [run_json] = (tmp_path / name / "runs").glob("*/run.json")
+        run = json.loads(run_json.read_text())
+        assert run["status"] == "complete" and len(run["workers"]) == 2, run.get("workers")
+
+
+def test_the_master_port_is_the_runs_own_only_where_it_forks_its_workers():
+    import configargparse
+
+    from loadtest.launch.command import own_master_port
+
+    def defaults(argv: list[str], environ: dict[str, str] | None = None) -> tuple[int, int]:
+        parser = configargparse.ArgumentParser()
+        parser.add_argument("--master-bind-port", type=int, default=5557)
+        parser.add_argument("--master-port", type=int, default=5557)
+        own_master_port(parser, argv, environ or {})
+        options, _ = parser.parse_known_args(argv)
+        return options.master_bind_port, options.master_port
+
+    assert defaults([]) == (5557, 5557)
+    assert defaults(["--worker", "--processes", "4"]) == (5557, 5557)  # its master is elsewhere
+    assert defaults(["--processes", "2", "--master-bind-port", "6000"])[0] == 6000
+    for argv, environ in ((["--processes", "2"], {}), (["--processes=-1"], {}),
+                          ([], {"LOCUST_PROCESSES": "2"})):
+        bind, port = defaults(argv, environ)
+        assert bind == port != 5557

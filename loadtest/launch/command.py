@@ -7,13 +7,16 @@ interpreter, pinning, headless mode) is made here once.
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 from pathlib import Path
 
+from loadtest.launch.processes import free_port
 from loadtest.toolkit.repo import REPO
 
-__all__ = ["LOCUSTFILE", "default_python", "locust_command", "worker_command"]
+__all__ = ["LOCUSTFILE", "default_python", "locust_command", "own_master_port", "worker_command"]
 
 LOCUSTFILE = REPO / "loadtest" / "engines.py"
 
@@ -61,3 +64,16 @@ def worker_command(master_host: str, *, processes: int = 1, cpus: str | None = N
     cmd += [*(locust or [python or default_python(), "-m", "locust"]), "-f", str(LOCUSTFILE),
             "--worker", "--master-host", master_host]
     return cmd + (["--processes", str(processes)] if processes > 1 else [])
+
+
+def own_master_port(parser: Any, argv: Sequence[str] = tuple(sys.argv),
+                    environ: Mapping[str, str] = os.environ) -> None:
+    """With --processes (and not --worker) the master and the workers it forks meet on a free port
+    of their own instead of Locust's default 5557, where two such runs on one host would take each
+    other's workers or hang. A port given (--master-bind-port, its variable) is kept: defaults
+    only. A --worker keeps 5557, its master's on another host."""
+    forks = any(a == "--processes" or a.startswith("--processes=") for a in argv) \
+        or "LOCUST_PROCESSES" in environ
+    if forks and "--worker" not in argv and "LOCUST_MODE_WORKER" not in environ:
+        port = free_port()
+        parser.set_defaults(master_bind_port=port, master_port=port)
