@@ -60,6 +60,7 @@ def parser() -> RigParser:
 
 def _build(args: argparse.Namespace) -> int:
     from servers.bundle.pack import PackError, pack
+    from servers.bundle.prebuilt import PrebuiltError, find_prebuilt
     from servers.bundle.resolve import ResolveError, resolve
 
     try:
@@ -78,12 +79,17 @@ def _build(args: argparse.Namespace) -> int:
               f"{', '.join(host.compute_caps) or 'unknown'}: {len(locked)} wheels the host lacks, "
               f"{sum(l.size for l in locked) / 1e6:,.0f} MB from the index; left out: "
               f"{', '.join(recipe.left_out) or 'nothing'}")
+        prebuilt = [find_prebuilt(p, host, locked) for p in recipe.prebuilt]
+        for wheel, item in zip(prebuilt, recipe.prebuilt):
+            print(f"  prebuilt {wheel.path.name}  {wheel.path.stat().st_size / 1e6:,.1f} MB "
+                  f"(compute capability {wheel.facts.get('arch')}): {item.why}")
         if args.plan:
             for lock in locked:
                 print(f"  {lock.name}=={lock.version}  {lock.size / 1e6:,.1f} MB")
             return 0
-        manifest = pack(recipe, host, locked, args.out, args.cache, args.part_mib)
-    except (ResolveError, PackError) as error:
+        manifest = pack(recipe, host, locked, args.out, args.cache, args.part_mib,
+                        prebuilt=tuple(w.path for w in prebuilt))
+    except (ResolveError, PackError, PrebuiltError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     for item in manifest["trimmed"]:
