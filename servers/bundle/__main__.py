@@ -50,6 +50,9 @@ def parser() -> RigParser:
     build.add_argument("--cache", type=Path, default=REPO / "build/bundle-cache",
                        help="fetched wheels, kept for the next build")
     build.add_argument("--plan", action="store_true", help="resolve and list; fetch nothing")
+    build.add_argument("--without-prebuilt", action="store_true",
+                       help="leave out what the recipe compiles here for the host (exllamav3's "
+                            "extension: the host then compiles it on first import)")
     put = commands.add_parser("install", help="check, unpack and install a bundle (on the host)")
     put.add_argument("folder", type=Path, help="the folder holding NAME.bundle.json and its parts")
     put.add_argument("--name", help="which bundle, where the folder holds several")
@@ -79,8 +82,9 @@ def _build(args: argparse.Namespace) -> int:
               f"{', '.join(host.compute_caps) or 'unknown'}: {len(locked)} wheels the host lacks, "
               f"{sum(l.size for l in locked) / 1e6:,.0f} MB from the index; left out: "
               f"{', '.join(recipe.left_out) or 'nothing'}")
-        prebuilt = [find_prebuilt(p, host, locked) for p in recipe.prebuilt]
-        for wheel, item in zip(prebuilt, recipe.prebuilt):
+        wanted = () if args.without_prebuilt else recipe.prebuilt
+        prebuilt = [find_prebuilt(p, host, locked) for p in wanted]
+        for wheel, item in zip(prebuilt, wanted):
             print(f"  prebuilt {wheel.path.name}  {wheel.path.stat().st_size / 1e6:,.1f} MB "
                   f"(compute capability {wheel.facts.get('arch')}): {item.why}")
         if args.plan:

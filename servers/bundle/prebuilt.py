@@ -77,7 +77,8 @@ def find_prebuilt(prebuilt: Prebuilt, host: HostDescription, locked: list[Locked
     if not fitting:
         found = f" ({', '.join(w.path.name for w in wheels)} fit(s) another)" if wheels else ""
         raise PrebuiltError(f"no {prebuilt.name} wheel for Python {host.python} on "
-                            f"{host.machine} in {folder}{found}: run {build}")
+                            f"{host.machine} in {folder}{found}: run {build} (or build the bundle "
+                            "--without-prebuilt: the host compiles it)")
     wheel = max(fitting, key=lambda w: w.path.stat().st_mtime)
     versions = {**host.packages, **{l.name: l.version for l in locked}}
     for name, pinned in sorted(wheel.pins.items()):
