@@ -145,7 +145,7 @@ def test_the_plan_for_the_lent_host_lists_the_prebuilt_extension_or_says_how_to_
             "error: no exllamav3_ext wheel for Python 3.12 on x86_64")
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(st.sampled_from(["--jobs", "--arch", "--python", "--bogus"]),
        st.text(st.characters(codec="ascii", exclude_characters="\x00"), max_size=12))
 def test_the_build_scripts_bad_options_are_one_error_line(option: str, value: str):

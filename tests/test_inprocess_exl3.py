@@ -6,6 +6,8 @@ batches fit. The engine itself runs on a lent GPU (evidence/2026-11-28/exl3-leas
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 from pathlib import Path
@@ -15,8 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rig_helpers import REPO
+from loadtest.inprocess import cli as inprocess_cli
 from loadtest.inprocess.engines import ENGINES
 from loadtest.inprocess.exl3 import MAX_BATCH, PAGE, TOKENS_PER_JOB, cache_tokens
+from loadtest.race import latency as latency_preset
 
 
 def _rig(module: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -60,18 +64,28 @@ def test_an_interpreter_without_exllamav3_is_refused_by_the_worker_in_one_line(t
     assert "RIG_EXLLAMAV3_PYTHON" in done.stderr
 
 
-@settings(max_examples=5, deadline=None)
+def _refused_here(checked_args, argv: list[str], message: str) -> None:
+    """The command's own checks, in this process: exit 2 and one `error:` line."""
+    err = io.StringIO()
+    with pytest.raises(SystemExit) as exited, contextlib.redirect_stderr(err):
+        checked_args(argv)
+    errors = [line for line in err.getvalue().splitlines() if line.startswith("error: ")]
+    assert exited.value.code == 2 and len(errors) == 1 and message in errors[0], err.getvalue()
+
+
+@settings(max_examples=50, deadline=None)
 @given(st.text(st.characters(codec="ascii", exclude_characters="\x00:"), min_size=1, max_size=10))
 def test_exllamav3_has_no_variant_but_its_default(variant: str):
-    for module in ("loadtest.inprocess", "loadtest.race.latency"):
-        done = _rig(module, f"exllamav3:{variant}", env={"RIG_LATENCY_INSTALLED": "1"})
-        _one_error(done, f"exllamav3 has no variant {variant!r}; one of: exllamav3")
+    for checked_args in (inprocess_cli.checked_args, latency_preset.checked_args):
+        _refused_here(checked_args, [f"exllamav3:{variant}"],
+                      f"exllamav3 has no variant {variant!r}; one of: exllamav3")
 
 
-@settings(max_examples=6, deadline=None)
-@given(st.sampled_from(["0", "-4", "1,,4", "x", "4.5", ""]))
+@settings(max_examples=50, deadline=None)
+@given(st.one_of(st.integers(max_value=0).map(str), st.sampled_from(["1,,4", "x", "4.5", "", "4,-1"]),
+                 st.text(st.characters(codec="ascii", exclude_characters="\x00,0123456789"), min_size=1)))
 def test_a_bad_batch_is_one_error_line(batch: str):
-    _one_error(_rig("loadtest.inprocess", "exllamav3", "--batch", batch, env={}), "--batch")
+    _refused_here(inprocess_cli.checked_args, ["exllamav3", "--batch", batch], "--batch")
 
 
 @settings(max_examples=200, deadline=None)
