@@ -58,7 +58,7 @@ class Adapter:
                          "max_chunk_size": int(options.get("max_chunk_size", 2048))}
         self.model = Model.from_config(config)
         self.cache = Cache(self.model, max_num_tokens=self.settings["cache_tokens"])
-        self.model.load()
+        self.model.load(device="cuda:0")  # one GPU (the first visible), as the other engines here
         self.tokenizer = Tokenizer.from_config(config)
         self.generator = Generator(model=self.model, cache=self.cache, tokenizer=self.tokenizer,
                                    max_batch_size=MAX_BATCH,
