@@ -84,7 +84,10 @@ ENGINES: dict[str, InprocEngine] = {e.slug: e for e in (
     InprocEngine(
         "transformers-generate", "loadtest.inprocess.hf_generate",
         Path(os.environ.get("RIG_TRANSFORMERS_PYTHON", REPO / ".venv-transformers/bin/python")),
-        TINY_MODEL, {"": ({"streamer": False}, ""), "streamer": ({"streamer": True}, "--streamer")},
+        # a GPU host's own model folder (RIG_TRANSFORMERS_MODEL), on its GPU with :cuda
+        Path(os.environ.get("RIG_TRANSFORMERS_MODEL") or TINY_MODEL),
+        {"": ({"streamer": False}, ""), "streamer": ({"streamer": True}, "--streamer"),
+         "cuda": ({"streamer": True, "device": "cuda"}, "--device cuda --streamer")},
         batches=True, install="scripts/install.sh",
         streams=":streamer, a streamer's put() per step; without, none (e2e only)",
         server="transformers", env=_HF_ENV),
@@ -110,6 +113,15 @@ ENGINES: dict[str, InprocEngine] = {e.slug: e for e in (
         "llama-cpp-python", "loadtest.inprocess.llamacpp_python", REPO / ".venv/bin/python", TINY_GGUF,
         {"": ({}, "")}, batches=False, install="scripts/install_inprocess.sh llama-cpp-python",
         streams="each token Llama.generate yields", server="llamacpp-cpu", pair="llamacpp"),
+    # GPU only: the exllamav3 bundle's TARGET/python and an EXL3 folder (docs/gpus.md)
+    InprocEngine(
+        "exllamav3", "loadtest.inprocess.exl3",
+        Path(os.environ.get("RIG_EXLLAMAV3_PYTHON") or REPO / ".venv-exllamav3/bin/python"),
+        Path(os.environ.get("RIG_EXLLAMAV3_MODEL") or REPO / "models/tiny-llama-exl3"),
+        {"": ({}, "")}, batches=True,
+        install="scripts/gpu_bundle.sh install ... --name exllamav3 and scripts/convert_exl3.sh "
+                "(docs/gpus.md); RIG_EXLLAMAV3_PYTHON=TARGET/python RIG_EXLLAMAV3_MODEL=EXL3_DIR",
+        streams="each Generator.iterate() result carrying token ids", env=_HF_ENV),
 )}
 
 # The worker's modules, and `rig overhead`'s pairs: name -> (server slug, in-process slug).

@@ -10,6 +10,7 @@ returned past the prompt).
 - with a streamer (`streamer` on): a transformers `BaseStreamer` whose `put` stamps each step's
   new tokens as generate hands them over (the first put is the prompt, not stamped); the ids
   are decoded to text once at the end, as a text streamer's caller would hold them.
+- device (`:cuda`, with the streamer): the model and each wave's inputs on the GPU; else CPU.
 - batch B: requests go in waves of B (static batching, as generate does), left-padded; each
   request of a wave is sent when the wave starts and done when generate returns it.
 """
@@ -42,10 +43,11 @@ class Adapter:
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.device = options.get("device", "cpu")
         self.model = AutoModelForCausalLM.from_pretrained(model, dtype=getattr(torch, dtype))
-        self.model.eval()
+        self.model.to(self.device).eval()
         self.version = transformers.__version__
-        self.settings = {"dtype": dtype, "streamer": self.streamer,
+        self.settings = {"dtype": dtype, "streamer": self.streamer, "device": self.device,
                          "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
 
     def run(self, requests: list[dict[str, Any]], batch: int,
@@ -57,7 +59,8 @@ class Adapter:
         torch = self.torch
         max_tokens = max(r["max_tokens"] for r in wave)
         stamps = [Stamps(r) for r in wave]
-        inputs = self.tokenizer([r["text"] for r in wave], return_tensors="pt", padding=True)
+        inputs = self.tokenizer([r["text"] for r in wave], return_tensors="pt",
+                                padding=True).to(self.device)
         prompt_tokens = [int(n) for n in inputs["attention_mask"].sum(dim=1)]
         streamer = _stamping_streamer(stamps) if self.streamer else None
         with torch.inference_mode():

@@ -50,6 +50,9 @@ def parser() -> RigParser:
     build.add_argument("--cache", type=Path, default=REPO / "build/bundle-cache",
                        help="fetched wheels, kept for the next build")
     build.add_argument("--plan", action="store_true", help="resolve and list; fetch nothing")
+    build.add_argument("--without-prebuilt", action="store_true",
+                       help="leave out what the recipe compiles here for the host (exllamav3's "
+                            "extension: the host then compiles it on first import)")
     put = commands.add_parser("install", help="check, unpack and install a bundle (on the host)")
     put.add_argument("folder", type=Path, help="the folder holding NAME.bundle.json and its parts")
     put.add_argument("--name", help="which bundle, where the folder holds several")
@@ -60,6 +63,7 @@ def parser() -> RigParser:
 
 def _build(args: argparse.Namespace) -> int:
     from servers.bundle.pack import PackError, pack
+    from servers.bundle.prebuilt import PrebuiltError, find_prebuilt
     from servers.bundle.resolve import ResolveError, resolve
 
     try:
@@ -78,12 +82,18 @@ def _build(args: argparse.Namespace) -> int:
               f"{', '.join(host.compute_caps) or 'unknown'}: {len(locked)} wheels the host lacks, "
               f"{sum(l.size for l in locked) / 1e6:,.0f} MB from the index; left out: "
               f"{', '.join(recipe.left_out) or 'nothing'}")
+        wanted = () if args.without_prebuilt else recipe.prebuilt
+        prebuilt = [find_prebuilt(p, host, locked) for p in wanted]
+        for wheel, item in zip(prebuilt, wanted):
+            print(f"  prebuilt {wheel.path.name}  {wheel.path.stat().st_size / 1e6:,.1f} MB "
+                  f"(compute capability {wheel.facts.get('arch')}): {item.why}")
         if args.plan:
             for lock in locked:
                 print(f"  {lock.name}=={lock.version}  {lock.size / 1e6:,.1f} MB")
             return 0
-        manifest = pack(recipe, host, locked, args.out, args.cache, args.part_mib)
-    except (ResolveError, PackError) as error:
+        manifest = pack(recipe, host, locked, args.out, args.cache, args.part_mib,
+                        prebuilt=tuple(w.path for w in prebuilt))
+    except (ResolveError, PackError, PrebuiltError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     for item in manifest["trimmed"]:

@@ -19,6 +19,8 @@ import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from packaging.utils import parse_wheel_filename
+
 from servers.bundle.host import HostDescription
 from servers.bundle.parts import MANIFEST, file_sha256, split
 from servers.bundle.recipes import BundleRecipe
@@ -84,9 +86,11 @@ def restore_wheel(source: Path, target: Path, drops: list[tuple[str, str]]) -> l
 
 
 def pack(recipe: BundleRecipe, host: HostDescription, locked: list[Locked], out: Path,
-         cache: Path, part_mib: float, xz_preset: int = 3) -> dict[str, object]:
+         cache: Path, part_mib: float, xz_preset: int = 3,
+         prebuilt: tuple[Path, ...] = ()) -> dict[str, object]:
     """Writes the parts and ``bundle.json`` into ``out`` (emptied of an earlier bundle of the
-    same name first) and returns the manifest."""
+    same name first) and returns the manifest. ``prebuilt``: wheels compiled here for the host
+    (servers/bundle/prebuilt.py), carried as they are."""
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob(f"{recipe.name}.tar.xz.*"):
         old.unlink()
@@ -107,6 +111,13 @@ def pack(recipe: BundleRecipe, host: HostDescription, locked: list[Locked], out:
             wheels.append(target)
             entries.append({"name": lock.name, "version": lock.version, "file": lock.filename,
                             "index_sha256": lock.sha256, "bytes": target.stat().st_size})
+        for source in prebuilt:
+            name, version, _, _ = parse_wheel_filename(source.name)
+            target = stage / source.name
+            restore_wheel(source, target, [])
+            wheels.append(target)
+            entries.append({"name": str(name), "version": str(version), "file": source.name,
+                            "prebuilt_sha256": file_sha256(source), "bytes": target.stat().st_size})
         archive = stage / "bundle.tar.xz"
         with tarfile.open(archive, "w:xz", preset=xz_preset) as tar:
             for wheel in wheels:

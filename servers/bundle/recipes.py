@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from loadtest.toolkit.repo import REPO
 
-__all__ = ["RECIPES", "BundleRecipe", "Trim", "rig_requirements"]
+__all__ = ["RECIPES", "BundleRecipe", "Prebuilt", "Trim", "rig_requirements"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,19 @@ class Trim:
         if not self.used_on:
             return True
         return bool(compute_caps) and not any(re.match(self.used_on, cap) for cap in compute_caps)
+
+
+@dataclass(frozen=True)
+class Prebuilt:
+    """A wheel no index has, compiled here for the host and carried beside the index's
+    (servers/bundle/prebuilt.py checks that it fits the host). ``build``: the command that
+    writes it into ``folder`` (relative to the checkout), with {python} and {arch} the host's
+    Python and GPUs."""
+
+    name: str
+    folder: str
+    build: str
+    why: str
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,7 @@ class BundleRecipe:
     # folders under {TARGET} that TARGET/python puts first on LD_LIBRARY_PATH: shared libraries
     # the engine loads by soname (dlopen) that the host has at another major version
     library_path: tuple[str, ...] = ()
+    prebuilt: tuple[Prebuilt, ...] = ()
 
     def expanded(self) -> BundleRecipe:
         """The recipe with ``requirements_from``'s lines added (run now, from the repository)."""
@@ -144,11 +158,10 @@ RECIPES["sglang"] = BundleRecipe(
     trims=(Trim(r"sgl_kernel/sm100/", r"10\.", "Blackwell's (10.x) common ops"),),
 )
 
-# ExLlamaV3: a pure-Python wheel whose CUDA extension torch compiles on first import (4-5 minutes
-# on an H200) into TORCH_EXTENSIONS_DIR, kept beside the bundle ({TARGET}) so the folder can be
-# carried to the next machine and a second start loads it in seconds; CUDA_HOME is the lent
-# machines' CUDA 13 toolkit, and TORCH_CUDA_ARCH_LIST is left to exllamav3, which takes the
-# visible GPUs' (set it, e.g. 9.0, to compile for others).
+# ExLlamaV3: a pure-Python wheel whose CUDA extension torch would compile on first import (258 s
+# with MAX_JOBS=16 on an H200); the bundle carries it compiled here instead (exllamav3 imports a
+# prebuilt `exllamav3_ext` before it compiles anything). TORCH_EXTENSIONS_DIR, CUDA_HOME and
+# MAX_JOBS serve the JIT build of an install without it.
 RECIPES["exllamav3"] = BundleRecipe(
     name="exllamav3",
     # tabulate: imported by its memory report (exllamav3/util/memory.py), not declared
@@ -156,6 +169,10 @@ RECIPES["exllamav3"] = BundleRecipe(
     module="exllamav3",
     env={"TORCH_EXTENSIONS_DIR": "{TARGET}/torch_extensions", "CUDA_HOME": "/usr/local/cuda",
          "MAX_JOBS": "16"},
+    prebuilt=(Prebuilt("exllamav3_ext", "build/exl3",
+                       "scripts/build_exl3_ext.sh --python python{python} --arch '{arch}'",
+                       "exllamav3's CUDA extension, compiled ahead of time: imported, never "
+                       "compiled on the host"),),
 )
 
 # text-generation-webui's API (its llama.cpp loader starts the rig's CUDA llama-server): the
