@@ -121,7 +121,9 @@ def test_the_converter_refuses_before_it_runs(tmp_path: Path) -> None:
     (hf / "config.json").write_text("{}")
     _one_error(_convert(str(tmp_path / "none"), str(tmp_path / "o"), "4.0"), f"no model at {tmp_path / 'none'} (no config.json)")
     _one_error(_convert(str(hf), str(tmp_path / "o"), "9"), "bits per weight '9': a number from 1 to 8, e.g. 4.0")
-    _one_error(_convert(str(hf), str(tmp_path / "o")), "give HF_DIR OUT_DIR BITS (got 2 argument(s)); --help says more")
+    _one_error(_convert(str(hf), str(tmp_path / "o")), "give HF_DIR OUT_DIR BITS [CAL_ROWS CAL_COLS] (got 2 argument(s)); --help says more")
+    _one_error(_convert(str(hf), str(tmp_path / "o"), "4.0", "16", "x"),
+               "calibration rows and columns '16' 'x': two whole numbers from 1, e.g. 16 512")
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "x").write_text("")
     _one_error(_convert(str(hf), str(tmp_path / "o"), "4.0"), f"{tmp_path / 'o'} is not empty: give a new folder")
@@ -132,7 +134,7 @@ def test_the_converter_runs_exllamav3s_module_and_keeps_its_work_on_failure(tmp_
     hf = tmp_path / "hf"
     hf.mkdir()
     (hf / "config.json").write_text("{}")
-    result = _convert(str(hf), str(tmp_path / "o"), "6.0")
+    result = _convert(str(hf), str(tmp_path / "o"), "6.0", "16", "512")
     assert "exllamav3.conversion.convert_model" in result.stderr
     assert result.returncode == 2 and result.stderr.splitlines()[-1].startswith("error: exllamav3's converter failed")
     assert (tmp_path / "o.work").is_dir()
