@@ -131,6 +131,31 @@ def test_a_prebuilt_wheel_is_packed_and_installs_with_no_index(tmp_path: Path):
     assert imported.stdout.startswith(str(tmp_path / "target")), imported.stderr
 
 
+def test_a_bundle_without_its_prebuilt_module_installs_without_importing_what_compiles(
+        tmp_path: Path):
+    """Built --without-prebuilt, the engine's first import compiles its extension (minutes on an
+    H200: a lease's install step ran out of time inside that import). The install finds the module
+    instead of importing it and names what the first import will compile."""
+    wheel = _wheel(tmp_path / "exl3", tag=TAG)
+    source = zipfile.ZipFile(wheel)
+    with zipfile.ZipFile(tmp_path / "exl3" / "slow.whl", "w") as slow:  # an import that never ends
+        for item in source.infolist():
+            text = source.read(item)
+            slow.writestr(item, b"import time\ntime.sleep(3600)\n" if item.filename.endswith(".py")
+                          else text)
+    (tmp_path / "exl3" / "slow.whl").replace(wheel)
+    recipe = replace(_recipe(tmp_path / "exl3"), module="exllamav3_ext",
+                     requirements=("exllamav3_ext",), env={})
+    host = HostDescription(python=f"{sys.version_info.major}.{sys.version_info.minor}", glibc="2.36",
+                           compute_caps=("9.0",), packages={"torch": "2.11.0"})
+    found = find_prebuilt(recipe.prebuilt[0], host, [EXL3])
+    manifest = pack(recipe, host, [], tmp_path / "bundles", tmp_path / "cache", 50,
+                    prebuilt=(found.path,), compiles_on_import=("exllamav3_ext",))
+    assert manifest["compiles_on_import"] == ["exllamav3_ext"]
+    done = install(tmp_path / "bundles", tmp_path / "target", "exllamav3", sys.executable)
+    assert done["version"] == "1.6.5" and done["compiles_on_import"] == ["exllamav3_ext"]
+
+
 @pytest.mark.engine  # not the fast tier: resolved from the index
 def test_the_plan_for_the_lent_host_lists_the_prebuilt_extension_or_says_how_to_build_it():
     done = subprocess.run([str(REPO / "scripts/gpu_bundle.sh"), "build", "exllamav3", "--host",

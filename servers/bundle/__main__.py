@@ -91,8 +91,10 @@ def _build(args: argparse.Namespace) -> int:
             for lock in locked:
                 print(f"  {lock.name}=={lock.version}  {lock.size / 1e6:,.1f} MB")
             return 0
+        left_to_compile = tuple(p.name for p in recipe.prebuilt if p not in wanted)
         manifest = pack(recipe, host, locked, args.out, args.cache, args.part_mib,
-                        prebuilt=tuple(w.path for w in prebuilt))
+                        prebuilt=tuple(w.path for w in prebuilt),
+                        compiles_on_import=left_to_compile)
     except (ResolveError, PackError, PrebuiltError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -121,6 +123,10 @@ def _install(args: argparse.Namespace) -> int:
           f"{result['python']}")
     for command in result["commands"]:
         print(f"  command: {command} (export PATH={Path(command).parent}:$PATH)")
+    for module in result["compiles_on_import"]:
+        print(f"  not imported: {result['module']}'s first import compiles {module} (minutes; "
+              f"built --without-prebuilt): once, on its own, {result['python']} -c "
+              f"'import {result['module']}'")
     for dist, requirement, have, _ in result["left_out_unmet"]:
         print(f"  left out by the recipe: {dist} asks for {requirement}")
     for dist, requirement, have, _ in result["unmet"]:

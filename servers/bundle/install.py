@@ -153,7 +153,11 @@ def install(folder: Path, target: Path, name: str | None = None,
     commands = _command_scripts(target, interpreter, source, manifest.get("commands", {}))
     module = manifest["module"]
     dist = manifest.get("dist") or re.split(r"[\s;<>=!~\[]", manifest["requirements"][0], maxsplit=1)[0]
-    probe = subprocess.run([str(interpreter), "-c", f"import {module}; from importlib.metadata "
+    compiles = manifest.get("compiles_on_import", [])
+    # a module whose import would compile for minutes is found, not imported
+    proof = (f"import importlib.util\nif importlib.util.find_spec({module!r}) is None: "
+             f"raise ModuleNotFoundError({module!r})" if compiles else f"import {module}")
+    probe = subprocess.run([str(interpreter), "-c", f"{proof}\nfrom importlib.metadata "
                             f"import version; print(version({dist!r}))"], capture_output=True, text=True)
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
@@ -164,7 +168,7 @@ def install(folder: Path, target: Path, name: str | None = None,
         capture_output=True, text=True, check=True).stdout)
     return {"name": manifest["name"], "module": module, "version": probe.stdout.strip(),
             "target": str(target), "python": str(interpreter), "wheels": len(wheels),
-            "commands": [str(c) for c in commands],
+            "commands": [str(c) for c in commands], "compiles_on_import": compiles,
             "unpack_s": round(unpacked_s, 1), "install_s": round(time.monotonic() - started, 1),
             "unmet": [u for u in unmet if not u[3]], "left_out_unmet": [u for u in unmet if u[3]]}
 

@@ -87,10 +87,12 @@ def restore_wheel(source: Path, target: Path, drops: list[tuple[str, str]]) -> l
 
 def pack(recipe: BundleRecipe, host: HostDescription, locked: list[Locked], out: Path,
          cache: Path, part_mib: float, xz_preset: int = 3,
-         prebuilt: tuple[Path, ...] = ()) -> dict[str, object]:
+         prebuilt: tuple[Path, ...] = (), compiles_on_import: tuple[str, ...] = ()
+         ) -> dict[str, object]:
     """Writes the parts and ``bundle.json`` into ``out`` (emptied of an earlier bundle of the
     same name first) and returns the manifest. ``prebuilt``: wheels compiled here for the host
-    (servers/bundle/prebuilt.py), carried as they are."""
+    (servers/bundle/prebuilt.py), carried as they are; ``compiles_on_import``: the recipe's
+    prebuilt modules left out, which the engine's first import compiles on the host instead."""
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob(f"{recipe.name}.tar.xz.*"):
         old.unlink()
@@ -130,7 +132,7 @@ def pack(recipe: BundleRecipe, host: HostDescription, locked: list[Locked], out:
         "env": recipe.env, "library_path": list(recipe.library_path), "commands": recipe.commands,
         "host": {k: v for k, v in asdict(host).items() if k != "packages"},
         "wheels": entries, "left_out": recipe.left_out, "trimmed": trimmed,
-        "parts": parts, "archive_sha256": archive_sha,
+        "compiles_on_import": list(compiles_on_import), "parts": parts, "archive_sha256": archive_sha,
         "unpacked_bytes": sum(e["bytes"] for e in entries),
         "packed_bytes": sum(int(p["bytes"]) for p in parts), "pack_s": round(time.monotonic() - started, 1),
     }

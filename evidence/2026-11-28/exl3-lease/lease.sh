@@ -58,6 +58,9 @@ step 60 scripts/gpu_bundle.sh install $W/bundles --name rig --target $W/rig || e
 step 90 scripts/gpu_bundle.sh install $W/bundles --name exllamav3 --target $W/exllamav3 || exit 1
 # the extension compiled here, on first import, into TORCH_EXTENSIONS_DIR; then packed into $OUT
 stamp compile
+# a build killed earlier (a step's timeout) leaves torch's lock file in the build folder, and the
+# next import waits on it for ever: nothing else builds here, so it is stale
+rm -f $W/exllamav3/torch_extensions/*/lock
 step 320 env TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 $RIG_EXLLAMAV3_PYTHON -c 'import time; t = time.time()
 import exllamav3.ext as e; print("exllamav3_ext", getattr(getattr(e, "exllamav3_ext", None), "__file__", "?"), "in %.1f s" % (time.time() - t))' || exit 1
 (cd $W/exllamav3 && find torch_extensions -name '*.so' -o -name build.ninja | tar -cf - -T - | xz -T0 -3 > "$OUT/exllamav3-torch-extensions.tar.xz")
