@@ -4,9 +4,10 @@
 #   llama-cpp-python sdist (version pinned in servers/llamacpp_cpu.py), and converts
 #   models/tiny-llama to models/tiny-llama.gguf. Re-runs reuse what is already built.
 #   (default)         CPU build: Release, one static binary, no curl/OpenSSL, no web UI, only
-#                     the llama-server target -> build/llama.cpp/cpu/bin/llama-server, and a
+#                     llama-server -> build/llama.cpp/cpu/bin/llama-server, and a
 #                     shared libllama linked from the same build's archives (one link step, for
-#                     the in-process llama-cpp-python engine) -> build/llama.cpp/cpu/bin/libllama.so;
+#                     the in-process llama-cpp-python engine) -> build/llama.cpp/cpu/bin/libllama.so,
+#                     and llama-quantize beside them (servers/smollm2.py's Q4_K_M GGUF);
 #                     then the GGUF (f32, converted with .venv-vllm's python and the vendored converter)
 #   --server-only     the CPU build only, no GGUF (needs no venv: install.sh runs it beside pip)
 #   --cuda ARCH       CUDA build instead (-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=ARCH, e.g. 90)
@@ -25,11 +26,12 @@
 #   there; RIG_ENGINE_PYTHON overrides the converter's python.
 set -euo pipefail
 usage() { if [[ ${1:-2} == 0 ]]; then help; exit 0; fi; help >&2; exit 2; }
-help() { sed -n '2,27s/^# \{0,1\}//p' "$0"; }
+help() { sed -n '2,28s/^# \{0,1\}//p' "$0"; }
 die() { echo "error: $*" >&2; exit 1; }
 run() { echo "+ $*" >&2; "$@"; }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+targets=(llama-server)
 rebuild=0 server_only=0 cuda="" pack="" source="" gguf_model="" lora="" arch_re='^[0-9][0-9a-z;-]*$'
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -76,23 +78,27 @@ fetch_source() {  # unpack the sdist's vendor/llama.cpp into $work/src (once per
   touch "$source/.sdist-$version"
 }
 
-build_server() {  # $1: build folder; the rest: extra cmake options
-  local dir=$1 bin=$1/bin/llama-server; shift
+build_server() {  # $1: build folder; the rest: extra cmake options; $targets: what to build
+  local dir=$1 bin=$1/bin/llama-server target; shift
   if [[ $rebuild == 0 && -x $bin ]] && configured_with "$dir" "$@"; then
-    echo "llama-server: present at $bin" >&2; return
+    echo "llama-server: present at $bin" >&2
+    for target in "${targets[@]:1}"; do  # a tool added to the build since: built alone, seconds
+      [[ -x $dir/bin/$target ]] || run cmake --build "$dir" --target "$target" -j "$(nproc)"
+    done
+    return
   fi
   fetch_source
   local start=$SECONDS
   # llama.cpp's CMake compiles through ccache where it is installed (GGML_CCACHE); paths made
   # relative to the checkout let another clone on this machine reuse its objects.
   export CCACHE_BASEDIR=$root
-  # Tools on (the server lives under tools/), but only the llama-server target is built.
+  # Tools on (the server lives under tools/), but only the targets asked for are built.
   # No web UI: neither npm nor a download of the prebuilt one; the API is all the rig uses.
   run cmake -S "$source" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF "$@"
-  run cmake --build "$dir" --target llama-server -j "$(nproc)"
+  run cmake --build "$dir" --target "${targets[@]}" -j "$(nproc)"
   echo "llama-server: built in $((SECONDS - start)) s at $bin ($(du -h "$bin" | cut -f1))" >&2
   if command -v ccache >/dev/null; then ccache --show-stats 2>/dev/null | grep -iE '^ *(hits|misses)' >&2 || true; fi
 }
@@ -192,6 +198,7 @@ else
   # One binary: llama, ggml and OpenMP linked in statically (GGML_STATIC); only glibc and
   # libstdc++ stay shared. Tuned for this machine's CPU (-march=native). Position-independent
   # code, so that the same archives also link into libllama.so: llama.cpp is compiled once.
+  targets+=(llama-quantize)
   build_server "$work/cpu" -DGGML_STATIC=ON -DGGML_NATIVE=ON -DCMAKE_POSITION_INDEPENDENT_CODE=ON
   link_libllama "$work/cpu"
   [[ $server_only == 1 ]] || convert_model

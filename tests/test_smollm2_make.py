@@ -1,0 +1,47 @@
+"""servers/smollm2.py's command line and its choice of GGUF variants: a bad --variants is one
+`error:` line and exit 2; Q4_K_M (llama.cpp's llama-quantize) is made by default only where the
+rig's llama.cpp build holds that binary, and asked for without it, it fails saying how to build it.
+Fast: nothing is downloaded or written (tests/test_smollm2_engine.py serves the real model)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from servers import smollm2
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=8).filter(lambda part: part.strip() not in smollm2.VARIANTS
+                                                        and "," not in part), min_size=1, max_size=3))
+def test_a_bad_variant_is_one_error_line(parts: list[str]):
+    if not any(part.strip() for part in parts):
+        return  # only blanks: no variant named, which asks for none
+    stderr = io.StringIO()
+    with pytest.raises(SystemExit) as exit_, contextlib.redirect_stderr(stderr):
+        smollm2.main(["--variants", ",".join(["F16", *parts])])
+    assert exit_.value.code == 2
+    err = stderr.getvalue().strip()
+    assert err.startswith("error: argument --variants:") and "\n" not in err
+
+
+def test_q4_k_m_is_left_out_by_default_without_llama_quantize(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]):
+    monkeypatch.setattr(smollm2, "LLAMA_QUANTIZE", tmp_path / "llama-quantize")
+    assert smollm2.default_variants() == smollm2.GGUFPY_VARIANTS
+    assert "scripts/build_llamacpp.sh" in capsys.readouterr().err
+    (tmp_path / "llama-quantize").write_bytes(b"")
+    assert smollm2.default_variants() == smollm2.VARIANTS
+
+
+def test_q4_k_m_asked_for_without_llama_quantize_says_how_to_build_it(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path):
+    monkeypatch.setattr(smollm2, "LLAMA_QUANTIZE", tmp_path / "llama-quantize")
+    with pytest.raises(smollm2.StepError, match="scripts/build_llamacpp.sh"):
+        smollm2.quantize_variant("Q4_K_M", tmp_path / "out.gguf")
