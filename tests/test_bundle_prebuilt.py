@@ -35,13 +35,13 @@ TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 
 
 def _wheel(folder: Path, tag: str = "cp312", torch: str = "2.11.0", exllamav3: str = "1.6.5",
-           arch: str = "9.0") -> Path:
+           arch: str = "9.0", module: str = "BUILT_FOR = 'a test'\n") -> Path:
     """A wheel laid out as scripts/build_exl3_ext.py packs the extension (a .py module inside)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"exllamav3_ext-{exllamav3}-{tag}-{tag}-linux_x86_64.whl"
     info = f"exllamav3_ext-{exllamav3}.dist-info"
     files = {
-        "exllamav3_ext.py": "BUILT_FOR = 'a test'\n",
+        "exllamav3_ext.py": module,
         f"{info}/METADATA": f"Metadata-Version: 2.1\nName: exllamav3_ext\nVersion: {exllamav3}\n"
                             f"Requires-Dist: torch=={torch}\nRequires-Dist: exllamav3=={exllamav3}\n",
         f"{info}/WHEEL": f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}-{tag}-linux_x86_64\n",
@@ -111,17 +111,22 @@ def test_a_gpu_is_covered_by_its_own_code_or_by_ptx_of_an_older_one(arch, caps):
     assert gpus_covered(text, tuple(caps)) == [c for c in caps if not runs(c)]
 
 
-def test_a_prebuilt_wheel_is_packed_and_installs_with_no_index(tmp_path: Path):
-    """Packed beside the index's wheels (none here) and installed by the host's pip: the module
-    imports from the target, as exllamav3 imports its extension."""
-    wheel = _wheel(tmp_path / "exl3", tag=TAG)
+def _packed(tmp_path: Path, **pack_options: object) -> dict[str, object]:
+    """The wheel in tmp_path/exl3 packed as the exllamav3 bundle of a host like this one."""
     recipe = replace(_recipe(tmp_path / "exl3"), module="exllamav3_ext",
                      requirements=("exllamav3_ext",), env={})
     host = HostDescription(python=f"{sys.version_info.major}.{sys.version_info.minor}", glibc="2.36",
                            compute_caps=("9.0",), packages={"torch": "2.11.0"})
     found = find_prebuilt(recipe.prebuilt[0], host, [EXL3])
-    manifest = pack(recipe, host, [], tmp_path / "bundles", tmp_path / "cache", 50,
-                    prebuilt=(found.path,))
+    return pack(recipe, host, [], tmp_path / "bundles", tmp_path / "cache", 50,
+                prebuilt=(found.path,), **pack_options)
+
+
+def test_a_prebuilt_wheel_is_packed_and_installs_with_no_index(tmp_path: Path):
+    """Packed beside the index's wheels (none here) and installed by the host's pip: the module
+    imports from the target, as exllamav3 imports its extension."""
+    wheel = _wheel(tmp_path / "exl3", tag=TAG)
+    manifest = _packed(tmp_path)
     (entry,) = manifest["wheels"]
     assert entry["file"] == wheel.name and entry["version"] == "1.6.5" and "prebuilt_sha256" in entry
     done = install(tmp_path / "bundles", tmp_path / "target", "exllamav3", sys.executable)
@@ -136,21 +141,8 @@ def test_a_bundle_without_its_prebuilt_module_installs_without_importing_what_co
     """Built --without-prebuilt, the engine's first import compiles its extension (minutes on an
     H200: a lease's install step ran out of time inside that import). The install finds the module
     instead of importing it and names what the first import will compile."""
-    wheel = _wheel(tmp_path / "exl3", tag=TAG)
-    source = zipfile.ZipFile(wheel)
-    with zipfile.ZipFile(tmp_path / "exl3" / "slow.whl", "w") as slow:  # an import that never ends
-        for item in source.infolist():
-            text = source.read(item)
-            slow.writestr(item, b"import time\ntime.sleep(3600)\n" if item.filename.endswith(".py")
-                          else text)
-    (tmp_path / "exl3" / "slow.whl").replace(wheel)
-    recipe = replace(_recipe(tmp_path / "exl3"), module="exllamav3_ext",
-                     requirements=("exllamav3_ext",), env={})
-    host = HostDescription(python=f"{sys.version_info.major}.{sys.version_info.minor}", glibc="2.36",
-                           compute_caps=("9.0",), packages={"torch": "2.11.0"})
-    found = find_prebuilt(recipe.prebuilt[0], host, [EXL3])
-    manifest = pack(recipe, host, [], tmp_path / "bundles", tmp_path / "cache", 50,
-                    prebuilt=(found.path,), compiles_on_import=("exllamav3_ext",))
+    _wheel(tmp_path / "exl3", tag=TAG, module="import time\ntime.sleep(3600)\n")  # never ends
+    manifest = _packed(tmp_path, compiles_on_import=("exllamav3_ext",))
     assert manifest["compiles_on_import"] == ["exllamav3_ext"]
     done = install(tmp_path / "bundles", tmp_path / "target", "exllamav3", sys.executable)
     assert done["version"] == "1.6.5" and done["compiles_on_import"] == ["exllamav3_ext"]
