@@ -33,10 +33,23 @@ def _shim() -> ModuleType:
 
 
 def _api_port() -> int:
-    """An API port whose counter port (+5) is free now."""
+    """An API port free now, its counter port (+5) too (boot.py checks the API port itself)."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            api = probe.getsockname()[1] - textgen.INNER_PORT_OFFSET
+        if api > 1024 and all(_free(port) for port in (api, api + textgen.INNER_PORT_OFFSET)):
+            return api
+
+
+def _free(port: int) -> bool:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1] - textgen.INNER_PORT_OFFSET
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as boot.py probes
+        try:
+            probe.bind(("", port))
+        except OSError:
+            return False
+        return True
 
 
 class _Generator:
