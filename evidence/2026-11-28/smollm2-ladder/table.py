@@ -18,6 +18,12 @@ def answers(run_dir: Path) -> dict[str, str]:
     return {record["prompt_id"]: record["text"] for record in map(json.loads, lines)}
 
 
+def verdict(row: object) -> str:
+    """The run's verdict as the rig gave it, with its reasons where it is not valid."""
+    reasons = row.verdict_reasons if isinstance(row.verdict_reasons, str) else ""
+    return f"{row.verdict}: {reasons}" if reasons else str(row.verdict)
+
+
 def main(out: Path) -> None:
     runs = pd.read_csv(out / "runs.csv")
     memory = pd.read_csv(out / "memory.csv", names=["tag", "vm_hwm_kib", "vm_rss_kib", "load_1m"])
@@ -29,15 +35,15 @@ def main(out: Path) -> None:
             for prompt_id, text in by_prompt.items():
                 file.write(json.dumps({"tag": tag, "prompt_id": prompt_id, "text": text}) + "\n")
     print("| run | requests | output tok/s | TTFT p50 ms | e2e p50 ms | output tokens | peak RSS MiB "
-          "| correct | wrong | differ from F16 | load (1 min) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| correct | wrong | differ from F16 | load (1 min) | verdict |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in runs.itertuples():
         mine = texts[row.tag]
         differ = sum(mine[p] != baseline[p] for p in mine if p in baseline)
         print(f"| {row.tag} | {row.requests} | {row.output_tok_per_s:.1f} | {row.ttft_p50_ms:.0f} "
               f"| {row.e2e_p50_ms:.0f} | {row.output_tokens:,} | {row.vm_hwm_kib / 1024:.0f} "
               f"| {row.answers_correct}/{row.answers_graded} | {row.answers_wrong if isinstance(row.answers_wrong, str) else '-'} "
-              f"| {differ}/{len(mine)} | {row.load_1m} |")
+              f"| {differ}/{len(mine)} | {row.load_1m} | {verdict(row)} |")
 
 
 if __name__ == "__main__":
