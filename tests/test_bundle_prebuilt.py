@@ -25,7 +25,7 @@ from rig_helpers import REPO
 from servers.bundle.host import HostDescription
 from servers.bundle.install import install
 from servers.bundle.pack import pack
-from servers.bundle.prebuilt import PrebuiltError, find_prebuilt, gpus_covered
+from servers.bundle.prebuilt import PrebuiltError, find_prebuilt, gpus_not_covered
 from servers.bundle.recipes import RECIPES
 from servers.bundle.resolve import Locked
 
@@ -108,7 +108,7 @@ def test_a_gpu_is_covered_by_its_own_code_or_by_ptx_of_an_older_one(arch, caps):
     text = ";".join(cap + ("+PTX" if ptx else "") for cap, ptx in arch)
     version = lambda cap: tuple(map(int, cap.split(".")))  # noqa: E731
     runs = lambda cap: any(cap == a or (p and version(a) <= version(cap)) for a, p in arch)  # noqa: E731
-    assert gpus_covered(text, tuple(caps)) == [c for c in caps if not runs(c)]
+    assert gpus_not_covered(text, tuple(caps)) == [c for c in caps if not runs(c)]
 
 
 def _packed(tmp_path: Path, **pack_options: object) -> dict[str, object]:

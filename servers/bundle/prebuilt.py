@@ -24,7 +24,7 @@ from servers.bundle.host import HostDescription
 from servers.bundle.recipes import Prebuilt
 from servers.bundle.resolve import Locked, host_tags
 
-__all__ = ["PrebuiltError", "PrebuiltWheel", "find_prebuilt", "gpus_covered"]
+__all__ = ["PrebuiltError", "PrebuiltWheel", "find_prebuilt", "gpus_not_covered"]
 
 
 class PrebuiltError(RuntimeError):
@@ -51,7 +51,7 @@ class PrebuiltWheel:
             raise PrebuiltError(f"{path}: not a prebuilt wheel with its build.json ({error})") from None
 
 
-def gpus_covered(arch: str, compute_caps: tuple[str, ...]) -> list[str]:
+def gpus_not_covered(arch: str, compute_caps: tuple[str, ...]) -> list[str]:
     """The host's compute capabilities that ``arch`` (TORCH_CUDA_ARCH_LIST's form, "8.9;9.0+PTX")
     does not run on: a capability compiled for, or one at or above a +PTX entry of its major."""
     entries = [e.strip() for e in re.split(r"[;\s]+", arch) if e.strip()]
@@ -88,7 +88,7 @@ def find_prebuilt(prebuilt: Prebuilt, host: HostDescription, locked: list[Locked
     if not host.compute_caps:
         raise PrebuiltError(f"the host's GPUs are unknown, and {wheel.path.name} runs on compute "
                             f"capability {wheel.facts.get('arch')} alone: give --compute-cap")
-    uncovered = gpus_covered(str(wheel.facts.get("arch", "")), host.compute_caps)
+    uncovered = gpus_not_covered(str(wheel.facts.get("arch", "")), host.compute_caps)
     if uncovered:
         raise PrebuiltError(f"{wheel.path.name} is compiled for compute capability "
                             f"{wheel.facts.get('arch')}, not the host's {', '.join(uncovered)}: run {build}")
