@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 # The locustfile, for locustfile_checks: imported here, before any test runs, because Locust's
 # gevent patching (done where Locust is first imported) deadlocks on the import lock when it
 # first happens inside a test. The whole session runs patched so, as it did wherever
@@ -34,6 +36,11 @@ from loadtest.client.options import ConfigError
 from loadtest.workload import WorkloadError
 
 REPO = Path(__file__).resolve().parents[1]
+# The tiny model scripts/install.sh makes (the full suite's install; `scripts/test.sh --fast` on a
+# fresh clone installs the rig alone): a fast test that reads its tokenizer or config skips without it.
+needs_tiny_model = pytest.mark.skipif(
+    not (REPO / "models" / "tiny-llama" / "tokenizer.json").is_file(),
+    reason="models/tiny-llama not made yet (scripts/install.sh)")
 # vLLM's flag for no torch.compile warm-up: the tests whose vLLM only has to answer start it so.
 VLLM_EAGER = "--enforce-eager"
 # vLLM's environment for those tests (and their containers: tests/compose/quick.yml): its model

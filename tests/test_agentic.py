@@ -21,6 +21,7 @@ from loadtest.results.record import RequestRecord
 from loadtest.workload.agentic import agent_figures, read_session
 from loadtest.workload.build import workload_sha256
 from servers.vllm_cpu import TINY_MODEL
+from rig_helpers import needs_tiny_model
 
 DATA = Path(__file__).resolve().parent / "data" / "agentic"
 
@@ -36,6 +37,7 @@ def _prompt(spec) -> str:
     return json.loads(spec.body)["prompt"]
 
 
+@needs_tiny_model
 def test_every_call_is_sent_at_its_recorded_time_with_its_agent_named():
     workload, options = _build(speedup="2")
     assert workload.source == "agentic" and workload.name == "agentic-x2-9"
@@ -61,6 +63,7 @@ def _common(a: str, b: str) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
+@needs_tiny_model
 def test_shared_context_within_a_session_and_not_across():
     """Blocks [1, 2] (32 tokens) open sess-a's calls and sess-b's first: the same text within
     sess-a, another text in sess-b (one namespace per file)."""
@@ -72,6 +75,7 @@ def test_shared_context_within_a_session_and_not_across():
     assert _common(a_main, text["sess-b/main/1"]) < 20
 
 
+@needs_tiny_model
 def test_a_single_file_and_too_many_requests():
     workload, _ = _build(DATA / "session_b.json", requests=4)
     assert [s.prompt_id.split("/")[0] for s in workload.specs] == ["sess-b"] * 4
@@ -102,6 +106,7 @@ def test_main_agents_and_sub_agents_are_figured_apart():
 VALID = json.loads((DATA / "session_a.json").read_text())
 
 
+@needs_tiny_model
 @pytest.mark.parametrize("change, message", [
     (lambda t: t.pop("block_size"), '"block_size" must be a whole number'),
     (lambda t: t.update(hash_id_scope="global"), 'only "hash_id_scope": "local"'),

@@ -93,13 +93,16 @@ def _words(alphabet: str, size: int = 8) -> st.SearchStrategy[str]:
 
 
 def _not_users(text: str) -> bool:
-    """Not USERS as the race reads them (whitespace around a count is allowed: "1 " is 1)."""
-    return not all(part.strip().isdigit() and int(part) > 0 for part in text.split(","))
+    """Not USERS as the race reads them (whitespace around a count is allowed: "1 " is 1), nor
+    "--", which ends the options and asks for nothing: the demo's defaults."""
+    return text != "--" and not all(part.strip().isdigit() and int(part) > 0
+                                    for part in text.split(","))
 
 
 BAD_ARGUMENTS = st.one_of(
     _words("0123456789,-.ab ").filter(_not_users).map(lambda w: [w]),  # USERS
-    st.tuples(st.just("8"), _words("-0.x ").filter(lambda w: not w.isdigit() or int(w) <= 0)).map(list),
+    st.tuples(st.just("8"), _words("-0.x ").filter(
+        lambda w: w != "--" and (not w.isdigit() or int(w) <= 0))).map(list),
     st.tuples(st.just("--port"), st.one_of(st.integers(max_value=0), st.integers(min_value=65536))
               .map(str)).map(list),
     st.tuples(st.just("--engines"), _words("abcxyz-,").filter(

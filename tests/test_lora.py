@@ -23,6 +23,7 @@ from loadtest.workload.build import workload_sha256
 from loadtest.workload.lora import AdapterMix, adapter_figures, lora_mix
 from servers.lora import build_adapters, lora_flags
 from servers.vllm_cpu import TINY_MODEL
+from rig_helpers import needs_tiny_model
 
 
 def _options(**given: str):
@@ -98,6 +99,7 @@ def test_any_text_is_a_mix_or_one_line(adapters: str, mix: str):
     assert chosen is None or 1 <= len(chosen.names) <= 256
 
 
+@needs_tiny_model
 def test_sources_without_a_model_name_or_with_sessions_are_refused():
     with pytest.raises(WorkloadError, match="carry none"):
         _build(api="generate", lora_adapters="2")
@@ -138,6 +140,7 @@ def test_per_adapter_figures_come_from_the_bodies_sent():
     assert table.startswith("| adapter | requests | failed | output tok/s |")
 
 
+@needs_tiny_model
 def test_adapters_are_peft_layout_and_deterministic(tmp_path: Path):
     first = build_adapters(TINY_MODEL, tmp_path / "one", 2)
     again = build_adapters(TINY_MODEL, tmp_path / "two", 2)

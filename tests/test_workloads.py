@@ -16,11 +16,10 @@ from tokenizers import Tokenizer
 from loadtest.workload import WorkloadError, build_workload, workload_options
 from loadtest.workload.lengths import parse_lengths
 from loadtest.workload.usage import prompt_token_columns
-from rig_helpers import REPO, first_through_the_process
+from rig_helpers import REPO, first_through_the_process, needs_tiny_model
 
 MODEL = REPO / "models" / "tiny-llama"
-needs_model = pytest.mark.skipif(not (MODEL / "tokenizer.json").is_file(),
-                                 reason="models/tiny-llama not made yet (scripts/install.sh)")
+needs_model = needs_tiny_model
 _fast = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
