@@ -83,6 +83,17 @@ def test_options_give_a_gamma_schedule():
     assert open_loop_from_options(_options(rate="2", arrival="gamma")).burstiness == 1.0
 
 
+@settings(max_examples=50, deadline=None)
+@given(st.text(alphabet=" \t", min_size=1, max_size=4))
+def test_a_rate_given_blank_is_refused_and_only_no_rate_is_closed_loop(blank: str):
+    """`--rate " "` (an unset variable quoted, say) is no number: refused, as --max-tokens " " is;
+    only no --rate at all (its default "") is the closed loop. Around a number, space is allowed."""
+    with pytest.raises(ValueError, match="^--rate must be a number of requests per second, got "):
+        open_loop_from_options(_options(rate=blank))
+    assert open_loop_from_options(_options(rate="")) is None
+    assert open_loop_from_options(_options(rate=f"{blank}2{blank}")).rate == 2.0
+
+
 def _not_a_positive_number(text: str) -> bool:
     try:
         return not 0 < float(text) < math.inf

@@ -130,11 +130,12 @@ def add_arrival_options(parser: Any) -> None:
 
 def open_loop_from_options(options: Any) -> OpenLoop | None:
     """The options' schedule, None in closed loop; ValueError (one line) for a bad value."""
-    rate_text = str(getattr(options, "rate", "") or "").strip()
+    rate_given = str(getattr(options, "rate", "") or "")  # "" (the default): closed loop
+    rate_text = rate_given.strip()  # " 2 " is 2; " " was given and is no number
     arrival = getattr(options, "arrival", "poisson")
     seed_text = str(getattr(options, "arrival_seed", "0"))
     burstiness_text = str(getattr(options, "burstiness", "") or "")  # as given: " " is no number
-    if not rate_text:
+    if not rate_given:
         if arrival != "poisson" or seed_text != "0" or burstiness_text:
             raise ValueError("--arrival, --arrival-seed and --burstiness shape an open-loop "
                              "schedule: give --rate too")
@@ -142,7 +143,7 @@ def open_loop_from_options(options: Any) -> OpenLoop | None:
     try:
         rate = float(rate_text)
     except ValueError:
-        raise ValueError(f"--rate must be a number of requests per second, got {rate_text!r}") from None
+        raise ValueError(f"--rate must be a number of requests per second, got {rate_given!r}") from None
     if not rate > 0 or rate == float("inf"):
         raise ValueError(f"--rate must be above 0 requests per second, got {rate_text!r}")
     try:
