@@ -13,6 +13,12 @@ scripts/build_exl3_ext.sh does:
 
     python scripts/build_exl3_ext.py OUT_DIR
 
+or, on a GPU host where an import of exllamav3 has compiled the module already (torch's JIT
+build, into TORCH_EXTENSIONS_DIR/exllamav3_ext/), pack that module with no compile at all, with
+the host's own interpreter (TARGET/python of the bundle), and carry the wheel back:
+
+    python scripts/build_exl3_ext.py --from-module TARGET/torch_extensions/exllamav3_ext/exllamav3_ext.so OUT_DIR
+
 TORCH_CUDA_ARCH_LIST (e.g. 9.0) names the GPUs to compile for; MAX_JOBS bounds the parallel compiles.
 """
 
@@ -83,8 +89,20 @@ def build(out: Path) -> Path:
     return out / f"{EXTENSION}{sysconfig.get_config_var('EXT_SUFFIX')}"
 
 
+def check_module(path: Path) -> None:
+    """Refuses (one line) a file that is not a compiled ``exllamav3_ext`` module."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        sys.exit(f"error: --from-module {path}: {exc.strerror or exc}")
+    if not data.startswith(b"\x7fELF") or f"PyInit_{EXTENSION}".encode() not in data:
+        sys.exit(f"error: --from-module {path} is not a compiled {EXTENSION} module (an ELF shared "
+                 f"object with PyInit_{EXTENSION}): give TORCH_EXTENSIONS_DIR/{EXTENSION}/{EXTENSION}.so")
+
+
 def pack_wheel(module: Path, out: Path) -> Path:
-    """``module`` as a wheel of exllamav3's version, tagged for this interpreter, into ``out``."""
+    """``module`` as a wheel of exllamav3's version, tagged for this interpreter, into ``out``
+    (named as this interpreter names an extension module, whatever the file's own name)."""
     import torch
 
     version = importlib.metadata.version("exllamav3")
@@ -94,7 +112,7 @@ def pack_wheel(module: Path, out: Path) -> Path:
              "arch": os.environ["TORCH_CUDA_ARCH_LIST"], "python": sysconfig.get_python_version()}
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        (root / module.name).write_bytes(module.read_bytes())
+        (root / f"{EXTENSION}{sysconfig.get_config_var('EXT_SUFFIX')}").write_bytes(module.read_bytes())
         (root / dist_info).mkdir()
         (root / dist_info / "METADATA").write_text(
             f"Metadata-Version: 2.1\nName: {EXTENSION}\nVersion: {version}\n"
@@ -112,18 +130,28 @@ def pack_wheel(module: Path, out: Path) -> Path:
     return next(out.glob(f"{EXTENSION}-{version}-{tag}-*.whl"))
 
 
-def main() -> None:
-    if len(sys.argv) != 2:
-        sys.exit("usage: build_exl3_ext.py OUT_DIR")
+def main(argv: list[str]) -> None:
+    usage = "usage: build_exl3_ext.py [--from-module MODULE] OUT_DIR"
+    source = None
+    if argv[:1] == ["--from-module"]:
+        if len(argv) != 3:
+            sys.exit(f"error: {usage}")
+        source, argv = Path(argv[1]), argv[2:]
+        check_module(source)
+    if len(argv) != 1 or argv[0].startswith("-"):
+        sys.exit(f"error: {usage}")
     if not os.environ.get("TORCH_CUDA_ARCH_LIST"):
-        sys.exit("error: set TORCH_CUDA_ARCH_LIST to the target GPUs' compute capabilities (e.g. 9.0)")
-    out = Path(sys.argv[1]).resolve()
+        sys.exit("error: set TORCH_CUDA_ARCH_LIST to the target GPUs' compute capabilities (e.g. 9.0)"
+                 + (": the ones the module was compiled for" if source else ""))
+    _package_dir()  # the wheel takes exllamav3's version: refused here where it is not installed
+    out = Path(argv[0]).resolve()
     started = time.monotonic()
-    module = build(out)
+    module = source or build(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     wheel = pack_wheel(module, out.parent)
-    print(f"built {module} ({module.stat().st_size / 2**20:.1f} MiB) in "
+    print(f"{'packed' if source else 'built'} {module} ({module.stat().st_size / 2**20:.1f} MiB) in "
           f"{time.monotonic() - started:.0f} s; wheel {wheel}")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

