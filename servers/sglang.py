@@ -7,13 +7,17 @@ Locally (``RECIPE``, a GPU host without Docker) it is sglang 0.5.17, the newest 
 the lent machines' torch 2.11.0 (its kernels, sglang-kernel 0.4.5, link CUDA 13:
 evidence/2026-11-28/sglang-pins), run by the Python that has it (``RIG_SGLANG_PYTHON``:
 ``scripts/gpu_bundle.sh install ... --name sglang --target DIR`` writes DIR/python) as
-``python -m sglang.launch_server`` on 127.0.0.1 with ``--enable-metrics``. The settings are the
+``python -m sglang.launch_server`` on 127.0.0.1 with ``--enable-metrics`` and the flags the
+bundle needs for what it leaves out (``RECIPES["sglang"].engine_args``: Triton's attention and
+PyTorch's sampler, before the settings' flags, so ``SGLANG_EXTRA_ARGS`` can override them where
+SGLang is installed whole). The settings are the
 Compose service's, read from the environment under the .env names (``SGLANG_MODEL``,
 ``SGLANG_GPUS``, ``SGLANG_GPU_MEMORY_FRACTION``, ...) and turned into the same flags, refused
 settings refused alike (``servers.vllm.gpu_recipe`` reads them; the rig's SGLANG_* leave the
 engine's environment, since SGLang reads SGLANG_PORT as the first of its internal ports).
 """
 
+from servers.bundle.recipes import RECIPES
 from servers.engine import Engine
 from servers.prefix_cache import sglang_flush
 from servers.spec import EngineSpec, PrefixCache, Target
@@ -51,7 +55,7 @@ ENGINE = Engine(
 
 def _head(python: str, port: int) -> list[str]:
     return [python, "-m", "sglang.launch_server", "--host", "127.0.0.1", "--port", str(port),
-            "--enable-metrics"]
+            "--enable-metrics", *RECIPES["sglang"].engine_args]
 
 
 # its HTTP server and tokenizer are the launch_server process itself; the scheduler and the

@@ -130,6 +130,7 @@ def pack(recipe: BundleRecipe, host: HostDescription, locked: list[Locked], out:
         "name": recipe.name, "module": recipe.module, "dist": recipe.dist,
         "requirements": list(recipe.requirements),
         "env": recipe.env, "library_path": list(recipe.library_path), "commands": recipe.commands,
+        "engine_args": list(recipe.engine_args),
         "host": {k: v for k, v in asdict(host).items() if k != "packages"},
         "wheels": entries, "left_out": recipe.left_out, "trimmed": trimmed,
         "compiles_on_import": list(compiles_on_import), "parts": parts, "archive_sha256": archive_sha,

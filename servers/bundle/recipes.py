@@ -65,6 +65,9 @@ class BundleRecipe:
     # the engine loads by soname (dlopen) that the host has at another major version
     library_path: tuple[str, ...] = ()
     prebuilt: tuple[Prebuilt, ...] = ()
+    # flags the engine must be started with for what the bundle leaves out or trims to stay
+    # unused (the engine's local recipe passes them; bundle.json carries them to the host)
+    engine_args: tuple[str, ...] = ()
 
     def expanded(self) -> BundleRecipe:
         """The recipe with ``requirements_from``'s lines added (run now, from the repository)."""
@@ -150,12 +153,66 @@ RECIPES["transformers"] = BundleRecipe(name="transformers", requirements=("trans
                                        module="transformers.cli.transformers")
 
 # SGLang: the newest release pinning the lent machines' torch 2.11.0 (0.5.11-0.5.17 do; 0.5.18 moved
-# to 2.13.0), whose sglang-kernel 0.4.5 links CUDA 13 (evidence/2026-11-28/sglang-pins)
+# to 2.13.0), whose sglang-kernel 0.4.5 links CUDA 13 (evidence/2026-11-28/sglang-pins). What a dense
+# model on one GPU never imports is left out, read from 0.5.17's and sglang-kernel 0.4.5's sources:
+# sglang (a module-level import elsewhere would fail at `import`, so each was checked), sgl_kernel,
+# flashinfer 0.6.15.post1. FlashInfer itself stays: sglang/srt/layers/sampler.py:30-34 imports
+# flashinfer.sampling whenever CUDA is there, whatever the sampling backend.
 RECIPES["sglang"] = BundleRecipe(
     name="sglang",
     requirements=("sglang==0.5.17",),
     module="sglang",
-    trims=(Trim(r"sgl_kernel/sm100/", r"10\.", "Blackwell's (10.x) common ops"),),
+    left_out={
+        "nvidia-cutlass-dsl": "CuTe DSL (with its CUDA 12 and 13 libraries): imported by sglang's CuTe "
+                              "kernels alone (kernels/ops/attention/flash_attn/cute, linear/*_blackwell, "
+                              "kimi_k3, diffusion); FlashInfer falls back without it "
+                              "(flashinfer/norm/__init__.py:57-72, gemm/__init__.py:39-44)",
+        "quack-kernels": "CuTe DSL kernels of FlashAttention 4 (kernels/ops/attention/flash_attn/cute)",
+        "flash-attn-4": "FlashAttention 4: --attention-backend fa4 "
+                        "(kernels/ops/attention/flash_attention_v4.py:14, imported there)",
+        "tokenspeed-mla": "MLA attention on Blackwell (srt/layers/attention/tokenspeed_mla_backend.py:66); "
+                          "pulls a fork of Triton",
+        "tilelang": "DeepSeek sparse attention's kernels (kernels/ops/attention/dsa/tilelang_kernel.py); "
+                    "pulls z3-solver",
+        "humming-kernels": "the humming quantization and its MoE runner "
+                           "(srt/layers/quantization/humming.py:62-68, moe/moe_runner/humming.py:45-47); "
+                           "pulls nvcc, NVVM and CCCL wheels",
+        "nvidia-mathdx": "cuBLASDx headers for the JIT-built expert-balancing solver alone "
+                         "(kernels/ops/lplb/cuda_solver.py:58, kernels/jit/utils/deps.py:90)",
+        "numba": "imported by the Inkling image processor alone (srt/multimodal/inkling/"
+                 "image_processing.py); pulls llvmlite",
+        "helion": "Helion MoE kernels (kernels/ops/moe/inkling_moe.py, "
+                  "moe_runner/triton_utils/helion_utils.py)",
+        "torchcodec": "video decoding for multimodal inputs, imported in a try "
+                      "(srt/utils/video_decoder.py:11)",
+        "timm": "vision towers (srt/models/deepseek_vl2.py:204)",
+        "kernels": "Hugging Face's kernel hub, for FlashAttention 3 from the network "
+                   "(kernels/ops/attention/flash_attention_v3.py:46, in a try)",
+        "nvidia-cudnn-frontend": "cuDNN's Python API, imported by FlashInfer in a try "
+                                 "(flashinfer/gemm/gemm_base.py:85-89)",
+        "modelscope": "ModelScope's hub, where SGLANG_USE_MODELSCOPE asks for it "
+                      "(srt/utils/hf_transformers/common.py:75)",
+    },
+    trims=(
+        Trim(r"sgl_kernel/sm100/", r"10\.", "Blackwell's (10.x) common ops: sgl_kernel/load_utils.py:60-68 "
+             "loads sm90/common_ops on 9.0 and sm100/ on every other GPU"),
+        Trim(r"sgl_kernel/flash_ops\.abi3\.so$", "",
+             "FlashAttention 3's ops, imported by sgl_kernel/flash_attn.py:7-12 alone (not by "
+             "sgl_kernel/__init__.py), which sglang imports only for --attention-backend fa3 "
+             "(srt/layers/attention/flashattention_backend.py:254, "
+             "kernels/ops/attention/flash_attention_v3.py:71) or multimodal attention "
+             "(srt/layers/attention/vision.py:72); the engine runs with --attention-backend triton"),
+        Trim(r"sgl_kernel/infllm_ops\.[^/]*\.so$", "",
+             "InfLLM-V2 sparse attention, loaded when called (sgl_kernel/infllm_v2/attention.py:40); "
+             "sglang 0.5.17 never calls it"),
+        Trim(r"sgl_kernel/flashmla_ops\.abi3\.so$", "",
+             "FlashMLA (DeepSeek MLA), imported in a try (sgl_kernel/flash_mla.py:6-11) that fails "
+             "at use"),
+    ),
+    # The default on Hopper is FlashAttention 3 (srt/server_args.py:5681-5688, flash_ops trimmed);
+    # with FlashInfer installed the default sampler is FlashInfer's (srt/arg_groups/overrides.py:
+    # 1924-1930), whose kernels compile on first use: PyTorch's samples instead.
+    engine_args=("--attention-backend", "triton", "--sampling-backend", "pytorch"),
 )
 
 # ExLlamaV3: a pure-Python wheel whose CUDA extension torch would compile on first import (258 s
