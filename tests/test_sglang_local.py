@@ -9,6 +9,7 @@ import pytest
 
 import servers.vllm
 from servers import sglang
+from servers.bundle.recipes import RECIPES
 from servers.prefix_cache import sglang_flush
 from servers.registry import SPECS, translate
 from servers.settings import env_name
@@ -28,13 +29,24 @@ def _recipe(**settings: str):
 
 def test_every_setting_gives_the_compose_services_flag_after_the_fixed_part() -> None:
     argv = _recipe(**VALUES).command(PORT, ["--max-running-requests", "64"])
-    assert argv[:8] == [HOST_PYTHON, "-m", "sglang.launch_server", "--host", "127.0.0.1", "--port", str(PORT),
-                        "--enable-metrics"]
+    fixed = [HOST_PYTHON, "-m", "sglang.launch_server", "--host", "127.0.0.1", "--port", str(PORT),
+             "--enable-metrics", "--attention-backend", "triton", "--sampling-backend", "pytorch"]
+    assert argv[:len(fixed)] == fixed
     compose = translate("sglang", VALUES)
     assert compose[:len(sglang.ENGINE.args)] == list(sglang.ENGINE.args)
-    assert argv[8:-2] == compose[len(sglang.ENGINE.args):]
+    assert "--attention-backend" not in sglang.ENGINE.args, "the Compose image has SGLang whole"
+    assert argv[len(fixed):-2] == compose[len(sglang.ENGINE.args):]
     assert argv[-2:] == ["--max-running-requests", "64"]  # a sweep's flags come last and win
     assert ["--mem-fraction-static", "0.85"] == argv[argv.index("--mem-fraction-static"):][:2]
+
+
+def test_the_bundles_flags_come_before_the_settings_so_extra_args_override_them() -> None:
+    """The bundle leaves out FlashAttention 3's ops (RECIPES["sglang"]): Triton's attention and
+    PyTorch's sampler by default; argparse keeps the last --attention-backend, SGLANG_EXTRA_ARGS's."""
+    argv = _recipe(EXTRA_ARGS="--attention-backend fa3").command(PORT, [])
+    backends = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--attention-backend"]
+    assert backends == ["triton", "fa3"]
+    assert argv[8:12] == list(RECIPES["sglang"].engine_args)
 
 
 def test_gpus_python_and_the_rigs_own_settings_leave_its_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -167,7 +167,8 @@ RECIPES["sglang"] = BundleRecipe(
                               "kernels alone (kernels/ops/attention/flash_attn/cute, linear/*_blackwell, "
                               "kimi_k3, diffusion); FlashInfer falls back without it "
                               "(flashinfer/norm/__init__.py:57-72, gemm/__init__.py:39-44)",
-        "quack-kernels": "CuTe DSL kernels of FlashAttention 4 (kernels/ops/attention/flash_attn/cute)",
+        "quack-kernels": "CuTe DSL kernels under FlashAttention 4 (kernels/ops/attention/flash_attn/cute/"
+                         "flash_fwd_sm90.py:18 and its neighbours)",
         "flash-attn-4": "FlashAttention 4: --attention-backend fa4 "
                         "(kernels/ops/attention/flash_attention_v4.py:14, imported there)",
         "tokenspeed-mla": "MLA attention on Blackwell (srt/layers/attention/tokenspeed_mla_backend.py:66); "
