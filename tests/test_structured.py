@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from loadtest.results.equivalence import write_outputs
 from loadtest.results.record import RequestRecord
 from loadtest.workload import WorkloadError, build_workload, workload_options
 from loadtest.workload.answers import FAILURES, AnswerChecks, answer_columns
@@ -170,6 +171,24 @@ def test_kept_outputs_keep_their_text_after_the_check():
     record = _record("yes-no", "no")
     CHECKS.check(record, keep_text=True)
     assert record.answer_check == "valid" and record.output_text == ["no", ""]
+
+
+def test_a_kept_tools_answer_keeps_its_whole_calls_in_outputs_jsonl(tmp_path: Path):
+    """--keep-outputs: a tools answer's text is often empty; what it said is its calls, joined
+    from the streamed fragments by index, written beside the text."""
+    streamed = [{"index": 0, "function": {"name": "get_weather", "arguments": '{"city": "Lis'}},
+                {"index": 0, "function": {"arguments": 'bon", "unit": "celsius"}'}}]
+    kept = _record("weather", "", tool_calls=list(streamed))
+    dropped = _record("weather", "", tool_calls=list(streamed))
+    CHECKS.check(kept, keep_text=True)
+    CHECKS.check(dropped)
+    assert kept.answer_check == dropped.answer_check == "valid"
+    assert dropped.tool_calls is None
+    write_outputs(tmp_path / "outputs.jsonl", [kept, _record("yes-no", "no")])
+    rows = [json.loads(line) for line in (tmp_path / "outputs.jsonl").read_text().splitlines()]
+    assert rows[0]["tool_calls"] == [{"name": "get_weather",
+                                      "arguments": '{"city": "Lisbon", "unit": "celsius"}'}]
+    assert "tool_calls" not in rows[1]
 
 
 # --- bad task files -----------------------------------------------------------------------------

@@ -8,7 +8,8 @@ model and the arithmetic: a configuration that must not change it (speculative d
 scheduler flag, more replicas) should match its baseline request for request; one that does
 change it (quantization, a shorter context) shows by how much. --keep-outputs (off by default:
 the answers are the user's data; sweeps turn it on) writes `runs/RUN_ID/outputs.jsonl`, one
-line per completed request: request_id, prompt_id, text, and the token ids where the engine
+line per completed request: request_id, prompt_id, text (and, for a tools answer, its whole
+calls as tool_calls: [{"name", "arguments"}]), and the token ids where the engine
 streams them (vLLM-family engines are asked for them, as with --recount; other engines' answers
 are kept as text, null token_ids).
 
@@ -53,7 +54,8 @@ def add_keep_outputs_option(parser: Any) -> None:
 def write_outputs(path: Path, records: Sequence[RequestRecord]) -> int:
     """One line per completed request that carries its output, in request order; how many."""
     rows = [{"request_id": r.request_id, "prompt_id": r.prompt_id,
-             "text": "".join(r.output_text or []), "token_ids": r.output_ids}
+             "text": "".join(r.output_text or []), "token_ids": r.output_ids,
+             **({"tool_calls": r.tool_calls} if r.tool_calls else {})}
             for r in sorted(records, key=lambda r: r.request_id)
             if r.ok and r.output_text is not None]
     tmp = path.with_name(f".{path.name}.tmp")

@@ -94,7 +94,10 @@ class AnswerChecks:
             if verdict not in ("valid", "correct", "no_tool_call") and record.finish_reason == "length":
                 verdict = "cut"
             record.answer_check = verdict
-        record.tool_calls = None
+        # kept with the text (--keep-outputs) as whole calls: what a tools answer said
+        record.tool_calls = ([{"name": name, "arguments": arguments}
+                              for name, arguments in _joined_calls(record.tool_calls)]
+                             if keep_text and record.tool_calls else None)
         if not keep_text:
             record.output_text = None
 
