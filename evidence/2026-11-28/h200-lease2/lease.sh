@@ -36,11 +36,8 @@ stamp() { echo "== $* $(date -u +%T)"; }
 pack() { (cd $W && tar -cf - out | xz -T0 -3 > "$OUT/lease2-$1.tar.xz"); }
 
 case ${1:?step} in
-  keep)  # a part too large to travel with the tree came as halves NAME.h0, NAME.h1
-    mv -f build/carry/* $W/bundles/
-    for h1 in $W/bundles/*.h1; do
-      [[ -e $h1 && -e ${h1%.h1}.h0 ]] && cat "${h1%.h1}.h0" "$h1" > "${h1%.h1}" && rm -f "${h1%.h1}.h0" "$h1"
-    done
+  keep)  # the parts this call carried, as the morning's lease kept them (halves joined)
+    evidence/2026-11-28/gpu-measurer/lease.sh keep > /dev/null
     # the rest came as one tar stream in 40 MiB chunks (a call carries 64 MiB with the tree and .git)
     if [[ -e $W/bundles/stream.count ]] && (( $(ls $W/bundles/stream.tar.* | wc -l) == $(cat $W/bundles/stream.count) )); then
       cat $(ls $W/bundles/stream.tar.* | sort -t. -k3 -n) | tar -xf - -C $W/bundles && rm -f $W/bundles/stream.*
