@@ -43,8 +43,10 @@ SERVING: dict[str, Serving] = {
     # one slot: one user asks (the recipe's 128 slots would size a KV cache for 128)
     "llamacpp-cpu": Serving(("--model", str(smollm2.GGUF), "--alias", smollm2.MODEL_NAME,
                              "--parallel", "1"), missing=smollm2.missing),
-    "vllm-cpu": Serving(("--model", str(smollm2.FOLDER),
-                         "--served-model-name", smollm2.MODEL_NAME)),
+    # eager: torch.compile's warm-up of this model's 30 layers took minutes on one core, and
+    # these answers time nothing
+    "vllm-cpu": Serving(("--model", str(smollm2.FOLDER), "--served-model-name", smollm2.MODEL_NAME,
+                         "--enforce-eager")),
     "transformers": Serving(env={"RIG_TRANSFORMERS_MODEL": str(smollm2.FOLDER)}),
 }
 
