@@ -230,6 +230,8 @@ def _answer(engine: str, how: answers.Serving, args: RaceArgs) -> str | None:
         try:
             code = _locust(args, engine, users=1, requests=args.answers, tag=ANSWERS_TAG,
                            workload=answers.WORKLOAD, run_options=()).exit_code
+        except EarlierRunsError as exc:  # its row unread: the heats' rows and report stand
+            return str(exc)
         finally:
             local.stop()
     return None if code == 0 else f"its run ended with exit {code}"
