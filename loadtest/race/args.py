@@ -14,8 +14,8 @@ from typing import TypeVar
 
 from loadtest.toolkit.args import RigParser, command_prog
 from loadtest.toolkit.until_known import add_until_known, check_caps
-from loadtest.toolkit.types import (BadValue, cpu_list, port, positive_int, positive_int_list,
-                                    writable_folder)
+from loadtest.toolkit.types import (BadValue, cpu_list, non_negative_int, port, positive_int,
+                                    positive_int_list, writable_folder)
 from loadtest.cpus import complete_layout
 from loadtest.known import DEFAULT_MAX_REPEATS
 from loadtest.race.plan import DEFAULT_USERS, MAX_TOKENS, PROMPTS, first_counts
@@ -23,7 +23,8 @@ from loadtest.race.run_options import (RunOptionError, check_values, locustfile_
                                        split_words)
 from servers.local import LOCAL
 
-__all__ = ["DEFAULT_ENGINES", "RaceArgs", "local_engines", "parser", "parse_args"]
+__all__ = ["DEFAULT_ENGINES", "MAX_ANSWERS", "RaceArgs", "answer_count", "local_engines", "parser",
+           "parse_args"]
 
 T = TypeVar("T")
 
@@ -34,6 +35,7 @@ RACE_OWNED = frozenset({"--host", "-H", "--users", "-u", "--engine", "--requests
                         "--tag", "--warmup", "--flags"})
 # The options of a run that the earlier-counts lookup understands (runs.csv's columns).
 WORKLOAD_COLUMNS = {"--prompts": "prompts", "--max-tokens": "max_tokens"}
+MAX_ANSWERS = 12  # graded prompts per engine in the answers leg: a side-by-side to read, not a score
 
 DESCRIPTION = f"""\
 USERS: the user counts, each a heat (default {','.join(map(str, DEFAULT_USERS))}); REQUESTS: the
@@ -66,6 +68,15 @@ llm-load-rig groups) is passed to every run, here or after --, so a race can be 
 workload: e.g. --workload synthetic --input-len 512, or --max-tokens 128. The race sets --host,
 --users, --engine, --requests, --out, --tag, --warmup and --flags itself.
 
+Answers (--answers N, default 0: none; scripts/demo.sh asks 4): after the speed heats, each
+raced engine in turn serves SmolLM2-135M-Instruct, a real instruct model (llama.cpp its Q4_1 GGUF,
+vLLM and transformers the bf16 folder: scripts/install.sh --model smollm2 makes them), answers
+the first N prompts of the graded set (one user, chat, greedy, natural stops) and is stopped; the
+race table is followed by the answers side by side, each graded right or wrong. It costs each
+engine a start on that model (vLLM's is the longest, about a minute here) and N short answers; an
+engine without its model is skipped, saying which command makes it, and one that fails there
+leaves the race's result as it is.
+
 Exit: 0 every engine ran every request, 1 an engine did not start or requests failed, 2 bad
 arguments."""
 
@@ -86,6 +97,7 @@ class RaceArgs:
     max_repeats: int = DEFAULT_MAX_REPEATS  # runs of one heat by one engine at most, with until_known
     max_time_s: float | None = None  # no repeat starts after this long since the race began
     resolve_pct: float | None = None  # runs needed for this difference; None: the one observed
+    answers: int = 0  # graded prompts each engine answers on SmolLM2 after the heats; 0: none
 
     @property
     def workload_columns(self) -> dict[str, str] | None:
@@ -132,8 +144,20 @@ def parser() -> RigParser:
                       help="pin nothing: engine and client share every core")
     race.add_argument("--dry-run", action="store_true",
                       help="check the arguments, print the plan, start nothing")
+    race.add_argument("--answers", type=answer_count, default=0, metavar="N",
+                      help="after the heats, each engine answers the first N graded prompts on "
+                           f"SmolLM2-135M-Instruct, shown side by side (0-{MAX_ANSWERS}; default "
+                           "0: none); costs each engine one more start, vLLM's about a minute")
     add_until_known(race, heat="heat", rival="engine", span="race")
     return race
+
+
+def answer_count(text: str) -> int:
+    """--answers: 0 (none) to MAX_ANSWERS prompts."""
+    count = non_negative_int(text)
+    if count > MAX_ANSWERS:
+        raise BadValue(f"must be 0 to {MAX_ANSWERS} (prompts each engine answers), got {text!r}")
+    return count
 
 
 def parse_args(argv: Sequence[str]) -> RaceArgs:
@@ -183,7 +207,7 @@ def parse_args(argv: Sequence[str]) -> RaceArgs:
                     client_cpus=client_cpus, run_options=tuple(run_options),
                     dry_run=args.dry_run, until_known=args.until_known,
                     max_repeats=args.max_repeats or DEFAULT_MAX_REPEATS, max_time_s=args.max_time,
-                    resolve_pct=args.resolve_pct)
+                    resolve_pct=args.resolve_pct, answers=args.answers)
 
 
 def _checked(parser: RigParser, name: str, kind: Callable[[str], T], text: str) -> T:

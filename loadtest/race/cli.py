@@ -29,7 +29,9 @@ def _dry_run(args: RaceArgs, earlier: dict[int, int]) -> str:
             f"run options: {' '.join(args.run_options) or '(none)'}"
             + (f"\nuntil known: at most {args.max_repeats} runs of a heat per engine"
                + (f", no repeat after {args.max_time_s:g} s" if args.max_time_s else "")
-               if args.until_known else ""))
+               if args.until_known else "")
+            + (f"\nanswers: the first {args.answers} graded prompts, each engine on "
+               "SmolLM2-135M-Instruct" if args.answers else ""))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

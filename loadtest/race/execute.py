@@ -5,7 +5,10 @@ What to run and when is loadtest/race/plan.py's; this module only does it, and s
 happened: an engine that does not start or cannot run is recorded and the race goes on, a run
 with failed requests is counted in its row and ends the race with exit 1. With --until-known, heats whose leader is not known are run again by their
 contenders (loadtest/known.py decides who), one leg per engine per pass, until known or
-capped; each heat's line then says how many runs it took.
+capped; each heat's line then says how many runs it took. With --answers, each engine then
+answers a few prompts on a real model (loadtest/race/answers.py says how it serves it), one run
+per engine tagged `answers`, shown after the race table; an engine that fails there is said so
+and changes nothing of the race.
 """
 
 from __future__ import annotations
@@ -15,16 +18,19 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from loadtest.launch import Launched, RunSpec, command, run
 from loadtest.local_engine import EngineStartError, LocalEngine
+from loadtest.race import answers
 from loadtest.race.args import RaceArgs
 from loadtest.race.earlier import TAG, EarlierRunsError, race_rows
 from loadtest.known import more_runs, repeat_plan, standing
 from loadtest.race.plan import MAX_TOKENS, PROMPTS, Leg, Race, first_counts
+from loadtest.report.answer_table import ANSWERS_TAG
 
 __all__ = ["run_race"]
 
@@ -60,6 +66,8 @@ def _race(args: RaceArgs, earlier: dict[int, int]) -> int:
         status = max(status, _run_leg(race, leg, args, first_row))
     if args.until_known:
         status = max(status, _until_known(race, args, first_row, started))
+    if args.answers:
+        _answers_leg(race, args)
     report = _report(args.out, race, race_rows(args.out)[first_row:])
     return report or status
 
@@ -189,15 +197,64 @@ def _runs(race: Race, leg: Leg, args: RaceArgs, first_row: int = 0) -> int:
     return status
 
 
+def _answers_leg(race: Race, args: RaceArgs) -> None:
+    """Each engine of the race in turn on SmolLM2: started, asked args.answers graded prompts
+    (one run, tagged answers), stopped. One that cannot is said so; the race's result stands."""
+    print(f"== answers: each engine on SmolLM2-135M-Instruct, the first {args.answers} graded "
+          "prompts", file=sys.stderr)
+    started, cannot = time.monotonic(), dict[str, list[str]]()
+    for engine in args.engines:
+        how = answers.serving(engine)
+        if engine in race.out or isinstance(how, str):
+            cannot.setdefault("it did not run in the race" if engine in race.out else how,
+                              []).append(engine)
+            continue
+        why = _answer(engine, how, args)
+        if why:
+            print(f"** answers: {engine} did not answer: {why} (its log: "
+                  f"{_answers_log(args, engine)}); the race's result stands", file=sys.stderr)
+    for why, engines in cannot.items():
+        print(f"** answers: {', '.join(engines)} skipped: {why}", file=sys.stderr)
+    print(f"answers: {time.monotonic() - started:.0f} s", file=sys.stderr)
+
+
+def _answer(engine: str, how: answers.Serving, args: RaceArgs) -> str | None:
+    """One engine's answers run; why it did not answer, or None."""
+    with answers.model_env(how.env):
+        local = LocalEngine(args.port, list(how.extra_args), _answers_log(args, engine), engine,
+                            cpus=args.engine_cpus or None)
+        try:
+            local.start()
+        except EngineStartError as exc:
+            return f"did not start ({str(exc).splitlines()[0]})"
+        try:
+            code = _locust(args, engine, users=1, requests=args.answers, tag=ANSWERS_TAG,
+                           workload=answers.WORKLOAD, run_options=()).exit_code
+        except EarlierRunsError as exc:  # its row unread: the heats' rows and report stand
+            return str(exc)
+        finally:
+            local.stop()
+    return None if code == 0 else f"its run ended with exit {code}"
+
+
+def _answers_log(args: RaceArgs, engine: str) -> Path:
+    return args.out / f"engine-{engine}-answers.log"
+
+
 def _locust(args: RaceArgs, engine: str, *, users: int, requests: int, warmup: bool = False,
-            warmup_log: Path | None = None, repeat: int | None = None) -> Launched:
-    """One run of the locustfile against the engine on args.port. A warm-up's output goes to
-    its log, a run's to this process's stdout and stderr."""
+            warmup_log: Path | None = None, repeat: int | None = None, tag: str = TAG,
+            workload: Mapping[str, Any] = WORKLOAD,
+            run_options: Sequence[str] | None = None) -> Launched:
+    """One run of the locustfile against the engine on args.port: the race's workload and run
+    options unless given others. A warm-up's output goes to its log, a run's to this process's
+    stdout and stderr."""
     spec = RunSpec.of(
         engine=engine, host=f"http://127.0.0.1:{args.port}", users=users, only_summary=True,
         out=args.out,  # flags: the engine's command, read from what the rig started there
-        requests=requests, warmup=warmup, tag=None if warmup else TAG, repeat=repeat,
-        cpus=args.client_cpus or None, locust_options=tuple(args.run_options), **WORKLOAD)
+        requests=requests, warmup=warmup, tag=None if warmup else tag, repeat=repeat,
+        cpus=args.client_cpus or None,
+        locust_options=tuple(args.run_options if run_options is None else run_options),
+        **workload)
     print(f"+ {shlex.join(command(spec))}", file=sys.stderr)
     try:
         return run(spec, warmup_log)

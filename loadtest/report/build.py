@@ -31,6 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from loadtest.results.checks import WARNINGS
+from loadtest.report.answer_table import MODEL_TEXT, answer_runs, answers_markdown
 from loadtest.report.cost import GpuPrices
 from loadtest.report.frontier import (GROUP, frontier_cells, frontier_markdown, group_label,
                                       left_out_markdown, measure_runs, target_lines)
@@ -146,7 +147,8 @@ def report_folder(root: Path, out: Path, *, where: list[str], failed: dict[str, 
     says it was made from, where that is not `root` (an export laid out in a temporary one)."""
     source = source or root
     try:
-        runs = select_runs(load_runs(root), where)
+        loaded = load_runs(root)
+        runs = select_runs(loaded, where)
     except (KeyError, ValueError) as exc:
         # one line, whatever the user typed into the option it quotes
         message = str(exc.args[0]).replace("\r", "\\r").replace("\n", "\\n")
@@ -161,7 +163,8 @@ def report_folder(root: Path, out: Path, *, where: list[str], failed: dict[str, 
         _write(_empty_report(out, message))
         return 0
     report = build_report(runs, out, baseline=baseline, source=source, race=race, failed=failed,
-                          slo_share=slo_share, prices=prices, target=target)
+                          slo_share=slo_share, prices=prices, target=target,
+                          answered=answer_runs(loaded))
     _write(report)
     if frontier:
         printed = report.frontiers or ["no frontier by GPU: no closed-loop run here records "
@@ -177,9 +180,10 @@ def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
                  source: Path | None = None, race: bool = False,
                  failed: dict[str, str] | None = None,
                  slo_share: float = DEFAULT_SLO_SHARE_PCT, prices: GpuPrices | None = None,
-                 target: tuple[Bound, ...] = ()) -> Report:
+                 target: tuple[Bound, ...] = (), answered: pd.DataFrame | None = None) -> Report:
     """The report's sections: per model, the race and the curves across user counts (drawn
-    once), then one section per heat with every engine in it; then open loop and warnings."""
+    once), then one section per heat with every engine in it; then the answers side by side
+    (`answered`: answer_table.answer_runs), open loop and warnings."""
     report = Report(out)
     everything, open_loop = runs, runs[is_open_loop(runs)]
     runs = runs[~is_open_loop(runs)]  # closed loop: the cells below are engine x users
@@ -213,6 +217,8 @@ def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
             _heat_section(report, heat, f"{suffix}-h{index}", about, baseline, several_shas)
         _timeline_section(report, model, about)
         _runs_section(report, model, about, prices)
+    if answered is not None:
+        _answers_section(report, answered)
     _open_loop_section(report, everything, open_loop, slo_share)
     _equivalence_section(report, everything, baseline)
     timed_runs_section(report, everything)
@@ -221,6 +227,23 @@ def build_report(runs: pd.DataFrame, out: Path, baseline: str | None = None,
     answers_section(report, everything)
     _warnings_section(report, everything)
     return report
+
+
+def _answers_section(report: Report, answered: pd.DataFrame) -> None:
+    """Each engine's answers to the same prompts, side by side (loadtest/report/answer_table.py)."""
+    table = answers_markdown(answered)
+    if not table:
+        return
+    report.heading(2, "Answers: the same prompts, each engine's answer")
+    served = ", ".join(f"`{Path(str(name)).name}`" for name in answered["model"].unique())
+    report.text(f"A different model from the speed heats (a tiny model of random weights: its "
+                f"answers are noise): here {served}; the race's answers leg serves {MODEL_TEXT}. "
+                "One user, greedy, each "
+                "answer stopping where the model stopped; ✓/✗: the task's one right answer or "
+                "not (loadtest/workload/answers.py). Answers shortened; the whole text is in each "
+                "run's outputs.jsonl.")
+    report.table(table)
+    report.races.append(f"Answers (SmolLM2-135M-Instruct, not the race's model)\n{table}")
 
 
 def _open_loop_section(report: Report, runs: pd.DataFrame, open_loop: pd.DataFrame,

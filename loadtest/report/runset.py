@@ -37,6 +37,7 @@ __all__ = [
     "read_requests",
     "read_run_json",
     "read_telemetry",
+    "run_file",
     "run_files",
     "select_runs",
 ]
@@ -199,30 +200,30 @@ def select_runs(runs: pd.DataFrame, where: list[str]) -> pd.DataFrame:
 
 def run_files(run: pd.Series) -> Path | None:
     """The folder holding this run's requests.jsonl (and telemetry), or None if it is gone."""
-    candidates = [Path(run["_csv_dir"]) / "runs" / str(run["run_id"])]
+    found = run_file(run, "requests.jsonl")
+    return found.parent if found else None
+
+
+def run_file(run: pd.Series, name: str) -> Path | None:
+    """One of the run's files, beside the runs.csv listing it (runs/RUN_ID/) or at its
+    run_dir; None when it is in neither."""
+    candidates = [Path(str(run["_csv_dir"])) / "runs" / str(run["run_id"])]
     if run.get("run_dir"):
         candidates.append(Path(str(run["run_dir"])))
-    for folder in candidates:
-        if (folder / "requests.jsonl").exists():
-            return folder
-    return None
+    return next((folder / name for folder in candidates if (folder / name).exists()), None)
 
 
 def read_run_json(run: pd.Series, name: str) -> dict[str, Any]:
     """One of the run's JSON files (run.json, telemetry_summary.json), beside the runs.csv
     listing it or at its run_dir; {} when it is gone or unreadable."""
-    candidates = [Path(str(run["_csv_dir"])) / "runs" / str(run["run_id"])]
-    if run.get("run_dir"):
-        candidates.append(Path(str(run["run_dir"])))
-    for folder in candidates:
-        path = folder / name
-        if path.exists():
-            try:
-                found = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                return {}
-            return found if isinstance(found, dict) else {}
-    return {}
+    path = run_file(run, name)
+    if path is None:
+        return {}
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def read_requests(folder: Path) -> pd.DataFrame:

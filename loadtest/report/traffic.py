@@ -51,9 +51,11 @@ def reasoning_section(report: _Report, runs: pd.DataFrame) -> None:
 def answers_section(report: _Report, runs: pd.DataFrame) -> None:
     """One line per structured run: answers valid, failures by reason, its speed; then each
     constrained run beside the unconstrained run of the same tasks, engine and users."""
-    if "constraints_sha256" not in runs or not runs["constraints_sha256"].notna().any():
+    if "constraints_sha256" not in runs:
         return
-    structured = runs[runs["constraints_sha256"].notna()]
+    structured = runs[runs["constraints_sha256"].fillna("").astype(str) != ""]  # read as "": none
+    if structured.empty:
+        return
     graded = "answers_graded" in structured and structured["answers_graded"].notna().any()
     header = ["engine", "workload", "users", "constrained", "valid", "failures",
               *(["correct", "wrong tasks"] if graded else []), "tok/s", "TTFT p50", "ITL p50",
