@@ -314,8 +314,9 @@ def test_demo_races_the_local_engines_on_a_short_workload(tmp_path: Path):
     assert {"vllm-cpu", "llamacpp-cpu", "transformers"} <= set(_READY), _READY
     out = tmp_path / "results"
     port = free_port()
+    # --answers 0: the speed heats alone (the answers leg: tests/test_race_answers.py)
     done = _demo("--engines", ",".join(_READY), "--out", str(out), "--port", str(port), "1,4",
-                 "16", timeout_s=1800)
+                 "16", "--answers", "0", timeout_s=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     with (out / "runs.csv").open(newline="") as file:
         rows = list(csv.DictReader(file))
@@ -362,7 +363,7 @@ def test_demo_gives_every_engine_the_heat_that_a_short_run_raised(tmp_path: Path
     assert set(engines) <= set(_READY), _READY
     out = tmp_path / "results"
     done = _demo("--engines", ",".join(engines), "--out", str(out), "--port", str(free_port()),
-                 "1", timeout_s=1800)
+                 "1", "--answers", "0", timeout_s=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     with (out / "runs.csv").open(newline="") as file:
         rows = list(csv.DictReader(file))
