@@ -39,7 +39,9 @@ def _row(run_id: str, engine: str, tag: str, **fields: object) -> dict[str, obje
 
 
 def _answers_row(run_id: str, engine: str, texts: list[str], wrong: list[str]) -> dict[str, object]:
-    return _row(run_id, engine, "answers", model="smollm2-135m", requests=len(texts),
+    # the row's model as each engine names it: llama.cpp the alias, transformers the folder
+    model = "/repo/models/smollm2-135m" if engine == "transformers" else "smollm2-135m"
+    return _row(run_id, engine, "answers", model=model, requests=len(texts),
                 completed=len(texts), workload=f"structured-graded-{len(texts)}x32",
                 workload_sha256="b" * 64, constraints="graded", constraints_sha256=TASKS_SHA256,
                 answers_graded=len(texts), answers_correct=len(texts) - len(wrong),
@@ -71,6 +73,7 @@ def test_the_report_shows_each_engines_answers_side_by_side(raced: Path):
     markdown = (raced / "report" / "report.md").read_text()
     answers = markdown[markdown.index("## Answers"):]
     assert "random weights" in answers and "SmolLM2-135M-Instruct" in answers
+    assert answers.count("`smollm2-135m`") == 1  # one model, however each engine names it
     table = markdown_tables(answers)[0]
     assert [row["prompt"] for row in table] == [shortened(TASKS[0].prompt),
                                                 shortened(TASKS[1].prompt), "right"]

@@ -235,7 +235,8 @@ def _answers_section(report: Report, answered: pd.DataFrame) -> None:
     if not table:
         return
     report.heading(2, "Answers: the same prompts, each engine's answer")
-    served = ", ".join(f"`{Path(str(name)).name}`" for name in answered["model"].unique())
+    names = dict.fromkeys(Path(str(name)).name for name in answered["model"].unique())  # a path or an alias
+    served = ", ".join(f"`{name}`" for name in names)
     report.text(f"A different model from the speed heats (a tiny model of random weights: its "
                 f"answers are noise): here {served}; the race's answers leg serves {MODEL_TEXT}. "
                 "One user, greedy, each "
