@@ -72,3 +72,20 @@ def test_the_adapter_module_imports_here_and_in_its_engines_venv(slug: str) -> N
     done = subprocess.run([str(engine.python), "-"], input=code, capture_output=True, text=True,
                           cwd=REPO, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_short_in_process_run_says_how_many_requests_would_rank_it():
+    """The H200 lease's ExLlamaV3 batch 4 ran 16 requests in 2.1 s (short_run): the command says
+    the count that would last the race's target, as the race raises a short heat; valid runs and
+    runs with failed requests say nothing."""
+    from loadtest.inprocess.cli import short_run_hints
+    from loadtest.race.plan import raised_counts
+
+    rows = [{"users": 4, "requests": 16, "completion_time_s": 2.1336, "failed": 0,
+             "verdict_reasons": "short_run"},
+            {"users": 16, "requests": 64, "completion_time_s": 10.2, "failed": 0, "verdict_reasons": ""},
+            {"users": 64, "requests": 256, "completion_time_s": 3.0, "failed": 2,
+             "verdict_reasons": "failed_requests;short_run"}]
+    [hint] = short_run_hints(rows)
+    assert hint.startswith("note: batch 4's run was too short to rank (short_run): --requests ")
+    assert f"--requests {raised_counts(rows)[4]} " in hint and raised_counts(rows)[4] >= 16 * 3

@@ -22,9 +22,10 @@ from loadtest.toolkit.types import (cpu_list, duration, non_negative_int, positi
 from loadtest.cpus import complete_layout
 from loadtest.inprocess.engines import ENGINES, SpecError, parse_spec
 from loadtest.inprocess.runner import InprocError, InprocRun, run_inprocess
+from loadtest.race.plan import TARGET_S, raised_counts
 from loadtest.workload import add_workload_options, workload_options
 
-__all__ = ["checked_args", "main", "parser"]
+__all__ = ["checked_args", "main", "parser", "short_run_hints"]
 
 
 PER_BATCH = 4  # requests per sequence when several batch sizes run: a steady state at each
@@ -115,4 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted; the worker was stopped", file=sys.stderr)
         return 130
+    for hint in short_run_hints(rows):
+        print(hint, file=sys.stderr)
     return 1 if any(row.get("failed") for row in rows) else 0
+
+
+def short_run_hints(rows: list[dict]) -> list[str]:
+    """A line per batch size whose run was too short to rank (`short_run`), with the --requests
+    that would make it last about TARGET_S seconds (the count the race would raise it to)."""
+    return [f"note: batch {batch}'s run was too short to rank (short_run): --requests {requests} "
+            f"would last about {TARGET_S:g} s" for batch, requests in raised_counts(rows).items()]
