@@ -202,7 +202,8 @@ def _answers_leg(race: Race, args: RaceArgs) -> None:
     (one run, tagged answers), stopped. One that cannot is said so; the race's result stands."""
     print(f"== answers: each engine on SmolLM2-135M-Instruct, the first {args.answers} graded "
           "prompts", file=sys.stderr)
-    started, cannot = time.monotonic(), dict[str, list[str]]()
+    started = time.monotonic()
+    cannot: dict[str, list[str]] = {}  # why -> the engines skipped for it
     for engine in args.engines:
         how = answers.serving(engine)
         if engine in race.out or isinstance(how, str):
