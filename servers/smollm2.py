@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -141,12 +142,32 @@ def make_folder() -> Path:
         quantization_config=GgufConfig(dequantize=True))
     model.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
+    readable_by_transformers_4(partial)
     digests = "".join(f"{sha256_of(path)}  {path.name}\n" for path in sorted(partial.iterdir()))
     (partial / "model_sha256.txt").write_text(hashlib.sha256(digests.encode()).hexdigest() + "\n")
     shutil.rmtree(FOLDER, ignore_errors=True)
     partial.replace(FOLDER)
     print(f"bf16 folder: written to {FOLDER}", file=sys.stderr)
     return FOLDER
+
+
+def readable_by_transformers_4(folder: Path) -> None:
+    """Transformers 5 writes the RoPE base only under ``rope_parameters`` and names its tokenizer
+    class ``TokenizersBackend``; engines pinned to transformers 4 (Aphrodite 0.21: 4.57) then run
+    RoPE at 4's default base of 10,000 instead of 100,000 (answers drift: 267 of 278 graded tasks
+    right on an H200, against 278) or refuse the tokenizer. Both spellings are written: 5 reads
+    ``rope_parameters`` first, 4 the top-level ``rope_theta``; the tokenizer is the same
+    tokenizer.json under the class name both know."""
+    config_path, tokenizer_path = folder / "config.json", folder / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    rope = config.get("rope_parameters") or {}
+    if "rope_theta" in rope and "rope_theta" not in config:
+        config["rope_theta"] = rope["rope_theta"]
+        config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    tokenizer = json.loads(tokenizer_path.read_text())
+    if tokenizer.get("tokenizer_class") == "TokenizersBackend":
+        tokenizer["tokenizer_class"] = "PreTrainedTokenizerFast"
+        tokenizer_path.write_text(json.dumps(tokenizer, indent=2, sort_keys=True) + "\n")
 
 
 def make_variant(quantization: str) -> Path:

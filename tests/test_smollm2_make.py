@@ -1,12 +1,14 @@
 """servers/smollm2.py's command line and its choice of GGUF variants: a bad --variants is one
 `error:` line and exit 2; Q4_K_M (llama.cpp's llama-quantize) is made by default only where the
 rig's llama.cpp build holds that binary, and asked for without it, it fails saying how to build it.
-Fast: nothing is downloaded or written (tests/test_smollm2_engine.py serves the real model)."""
+The folder it makes is readable by transformers 4 as by 5. Fast: nothing is downloaded (tests/test_smollm2_engine.py
+serves the real model)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -45,3 +47,27 @@ def test_q4_k_m_asked_for_without_llama_quantize_says_how_to_build_it(monkeypatc
     monkeypatch.setattr(smollm2, "LLAMA_QUANTIZE", tmp_path / "llama-quantize")
     with pytest.raises(smollm2.StepError, match="scripts/build_llamacpp.sh"):
         smollm2.quantize_variant("Q4_K_M", tmp_path / "out.gguf")
+
+
+# config.json and tokenizer_config.json as transformers 5.23 writes them for SmolLM2 (the keys that
+# matter here, as in the folder servers.smollm2 makes)
+V5_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "head_dim": 64,
+             "rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"},
+             "tie_word_embeddings": True, "transformers_version": "5.23.0"}
+V5_TOKENIZER = {"backend": "tokenizers", "bos_token": "<|im_start|>", "eos_token": "<|im_end|>",
+                "tokenizer_class": "TokenizersBackend"}
+
+
+def test_the_folder_names_its_rope_base_and_tokenizer_as_transformers_4_reads_them(tmp_path: Path):
+    """Aphrodite 0.21 (transformers 4.57) read the folder's RoPE base as 10,000 (4's default: it
+    knows only the top-level rope_theta) and refused the tokenizer class; both spellings now."""
+    (tmp_path / "config.json").write_text(json.dumps(V5_CONFIG))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(V5_TOKENIZER))
+    smollm2.readable_by_transformers_4(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    tokenizer = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert config == {**V5_CONFIG, "rope_theta": 100000.0}
+    assert tokenizer == {**V5_TOKENIZER, "tokenizer_class": "PreTrainedTokenizerFast"}
+    written = [(tmp_path / name).read_bytes() for name in ("config.json", "tokenizer_config.json")]
+    smollm2.readable_by_transformers_4(tmp_path)  # a second pass changes nothing
+    assert [(tmp_path / name).read_bytes() for name in ("config.json", "tokenizer_config.json")] == written
