@@ -19,7 +19,8 @@ pytestmark = pytest.mark.engine
 
 
 def _run(url: str, out: Path, *options: str) -> tuple[dict[str, str], list[dict]]:
-    result = run_locust("--engine", "vllm-cpu", "--host", url, "--api", "chat", "--users", "4",
+    # 8 users for the 8 requests: one batch of answers in flight, not two in turn
+    result = run_locust("--engine", "vllm-cpu", "--host", url, "--api", "chat", "--users", "8",
                         "--requests", "8", "--max-tokens", "96", "--telemetry-interval", "0",
                         "--workload", "structured", "--out", str(out), *options)
     assert result.returncode == 0, result.stderr[-3000:]
