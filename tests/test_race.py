@@ -355,15 +355,15 @@ def test_demo_races_the_local_engines_on_a_short_workload(tmp_path: Path):
 
 @pytest.mark.engine
 def test_demo_gives_every_engine_the_heat_that_a_short_run_raised(tmp_path: Path):
-    """The default count at one user is 56 requests. Here llama.cpp runs them in about 2 s
-    (short_run): it runs the heat again at once with more, and transformers, which ran 56 before
-    it (about 18 s, valid), runs the larger count at the end. On any machine, every engine ends
-    with a valid run of the one heat the race reports, and only smaller counts were short."""
+    """56 requests at one user, given: here llama.cpp runs them in about 4.5 s (short_run): it
+    runs the heat again at once with more, and transformers, which ran 56 before it (about 26 s,
+    valid), runs the larger count at the end. On any machine, every engine ends with a valid run
+    of the one heat the race reports, and only smaller counts were short."""
     engines = ["transformers", "llamacpp-cpu"]
     assert set(engines) <= set(_READY), _READY
     out = tmp_path / "results"
     done = _demo("--engines", ",".join(engines), "--out", str(out), "--port", str(free_port()),
-                 "1", "--answers", "0", timeout_s=1800)
+                 "1", "56", "--answers", "0", timeout_s=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     with (out / "runs.csv").open(newline="") as file:
         rows = list(csv.DictReader(file))
