@@ -79,7 +79,7 @@ def test_the_bare_python_has_no_site_packages(fresh: Path):
 def test_the_demo_checks_good_arguments_before_it_installs(fresh: Path):
     result = _run(fresh, "scripts/demo.sh", "--dry-run")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("engines: vllm-cpu, llamacpp-cpu, transformers"), result.stdout
+    assert result.stdout.startswith("engines: llamacpp-cpu, vllm-cpu, transformers"), result.stdout
     result = _run(fresh, "scripts/demo.sh", "--dry-run", "--engines", "llamacpp-cpu,vllm-cpu",
                   "1,8", "64", "--max-tokens", "32", "--workload", "synthetic", "--input-len", "128")
     assert result.returncode == 0, result.stderr

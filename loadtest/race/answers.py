@@ -44,9 +44,12 @@ SERVING: dict[str, Serving] = {
     "llamacpp-cpu": Serving(("--model", str(smollm2.GGUF), "--alias", smollm2.MODEL_NAME,
                              "--parallel", "1"), missing=smollm2.missing),
     # eager: torch.compile's warm-up of this model's 30 layers took minutes on one core, and
-    # these answers time nothing
+    # these answers time nothing; the worker in the engine's own process ("uni", which vLLM's CPU
+    # platform allows only without V1 multiprocessing): one process fewer to start and import
+    # vLLM in (about 12 s of its ~50 s start here, evidence/2026-11-28/demo-fast)
     "vllm-cpu": Serving(("--model", str(smollm2.FOLDER), "--served-model-name", smollm2.MODEL_NAME,
-                         "--enforce-eager")),
+                         "--enforce-eager", "--distributed-executor-backend", "uni"),
+                        env={"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}),
     "transformers": Serving(env={"RIG_TRANSFORMERS_MODEL": str(smollm2.FOLDER)}),
 }
 

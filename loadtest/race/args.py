@@ -28,7 +28,10 @@ __all__ = ["DEFAULT_ENGINES", "MAX_ANSWERS", "RaceArgs", "answer_count", "local_
 
 T = TypeVar("T")
 
-DEFAULT_ENGINES = ("vllm-cpu", "llamacpp-cpu", "transformers")
+# The fastest here first (llama.cpp: 1.3-5.9x the others, evidence/2026-11-28/demo-answers):
+# where its run is too short to rank, the heat is raised before the slower engines run it,
+# so none of them runs it twice (plan.Race.legs: those before a raise catch up at the end).
+DEFAULT_ENGINES = ("llamacpp-cpu", "vllm-cpu", "transformers")
 # Options of the locustfile the race sets for every run itself; given again they would break
 # the heats (one workload at one user count, the same requests for every engine).
 RACE_OWNED = frozenset({"--host", "-H", "--users", "-u", "--engine", "--requests", "--out",
@@ -45,10 +48,10 @@ short to rank.
 Race local engines on one workload: each engine in turn on 127.0.0.1:PORT (start it, a warm-up
 kept out of runs.csv, one run at each user count, tagged demo, stop it). Every engine gets the
 same workload: the {PROMPTS} prompts, {MAX_TOKENS} output tokens (--ignore-eos), REQUESTS per run
-(default: 4 per user, at least 96 (56 for one user), at most 256 or 2 per user: 56, 96, 128, 256
-for the default users). A run under 5 s (too short to rank) is run again at once with more
-requests; the engines after it run that count, those before it run it again at the end, and a
-re-run into the same DIR starts from those counts.
+(default: 4 per user, at least 144 (96 for one user), at most 256 or 2 per user: 96, 144, 144,
+256 for the default users). A run under 5 s (too short to rank) is run again at once with more
+requests; the engines after it run that count, those before it run it again at the end (so the
+fastest engine goes first by default), and a re-run into the same DIR starts from those counts.
 
 Engine and client never share a core: by default the client (Locust) runs on the first core and
 each engine on the rest (--engine-cpus / --client-cpus change it, the other side gets the

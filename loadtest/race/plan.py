@@ -48,12 +48,14 @@ CATCH_UP_PASSES = 2  # a count raised while catching up is caught up once more
 
 
 def default_requests(users: int) -> int:
-    """Requests per run at ``users``: 4 per user and at least 96, so that the fastest engine on
-    the 2-core machine the race was tuned on (llama.cpp on its one core: ~1,060 tok/s at 8 users)
-    runs over 5 s; one user's requests run one after another, so 56 suffice there (llama.cpp:
-    ~510 tok/s, 7 s); at most 256 or 2 per user (the fewest for a steady state), so that many
-    users stay affordable. The default users get 56, 96, 128 and 256."""
-    least = 56 if users == 1 else 96
+    """Requests per run at ``users``: 4 per user and at least 144, so that the fastest engine on
+    the 2-core machine the race was tuned on (llama.cpp on its one core: ~1,360 tok/s at 8 users,
+    ~1,410 at 32, evidence/2026-11-28/demo-answers) runs TARGET_S or more; one user's requests run
+    one after another, so 96 suffice there (llama.cpp: ~810 tok/s, 7.6 s); at most 256 or 2 per
+    user (the fewest for a steady state), so that many users stay affordable. The default users
+    get 96, 144, 144 and 256. Too few would cost more than they save: a short run is run again,
+    and an engine that ran the heat before it runs it again at the end (Race.legs)."""
+    least = 96 if users == 1 else 144
     return min(max(4 * users, least), max(2 * users, 256))
 
 
