@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from loadtest.results.equivalence import write_outputs
 from loadtest.results.record import RequestRecord
 from loadtest.workload import WorkloadError, build_workload, workload_options
-from loadtest.workload.answers import FAILURES, AnswerChecks, answer_columns
+from loadtest.workload.answers import FAILURES, GRADES, AnswerChecks, answer_columns
 from loadtest.workload.build import workload_sha256
 from loadtest.workload.structured import CONSTRAINT_SETS, load_tasks, resolve_constraints
 from rig_helpers import REPO, first_through_the_process
@@ -124,7 +124,9 @@ def _call(name: str | None, arguments: str, index: int = 0) -> list[dict]:
     ("iso-date", "1969-07-20", [], "valid"),
     ("iso-date", "1969-07-20 ", [], "no_match"),
     ("yes-no", "yes", [], "valid"),
-    ("weather", "", _call("get_weather", WEATHER), "valid"),
+    ("weather", "", _call("get_weather", WEATHER), "correct"),  # the task's right call
+    ("weather", "", _call("get_weather", '{"city": "Porto", "unit": "celsius"}'), "wrong"),
+    ("calendar", "", _call("list_events", '{"day": "2027-02-11"}'), "valid"),  # not graded
     ("weather", "It is sunny.", [], "no_tool_call"),
     ("weather", "", _call("get_time", WEATHER), "unknown_tool"),
     ("weather", "", _call("get_weather", '{"city": '), "bad_arguments"),
@@ -133,12 +135,12 @@ def _call(name: str | None, arguments: str, index: int = 0) -> list[dict]:
     ("weather", "", _call("get_weather", WEATHER) + _call("get_weather", WEATHER, 1),
      "extra_tool_calls"),
     ("flights", "", _call("search_flights", '{"origin": "OSL", "destination": "MAD", '
-                                            '"date": "2027-02-11", "passengers": 2}'), "valid"),
+                                            '"date": "2027-02-11", "passengers": 2}'), "correct"),
     ("flights", "", _call("search_flights", '{"origin": "Oslo", "destination": "MAD", '
                                             '"date": "2027-02-11"}'), "arguments_schema"),
 ])
 def test_each_answer_is_valid_or_names_why_not(task: str, text: str, calls: list, verdict: str):
-    assert verdict == "valid" or verdict in FAILURES
+    assert verdict in ("valid", *FAILURES, *GRADES)
     assert CHECKS.verdict(task, text, calls) == verdict
 
 
@@ -182,7 +184,7 @@ def test_a_kept_tools_answer_keeps_its_whole_calls_in_outputs_jsonl(tmp_path: Pa
     dropped = _record("weather", "", tool_calls=list(streamed))
     CHECKS.check(kept, keep_text=True)
     CHECKS.check(dropped)
-    assert kept.answer_check == dropped.answer_check == "valid"
+    assert kept.answer_check == dropped.answer_check == "correct"  # the weather task grades its call
     assert dropped.tool_calls is None
     write_outputs(tmp_path / "outputs.jsonl", [kept, _record("yes-no", "no")])
     rows = [json.loads(line) for line in (tmp_path / "outputs.jsonl").read_text().splitlines()]
@@ -194,6 +196,9 @@ def test_a_kept_tools_answer_keeps_its_whole_calls_in_outputs_jsonl(tmp_path: Pa
 # --- bad task files -----------------------------------------------------------------------------
 
 GOOD = {"id": "t", "prompt": "Say a date.", "regex": "[0-9]{4}"}
+TOOLS = {"id": "c", "prompt": "Count to two.", "tools": [{"type": "function", "function": {
+    "name": "f", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}},
+                                "additionalProperties": False}}}]}
 BAD_TASKS = [
     ("not json at all", "not a JSON object"),
     ("[1, 2]", "not a JSON object"),
@@ -230,6 +235,13 @@ BAD_TASKS = [
                  "tool_choice": "sometimes"}), "tool_choice must be one of"),
     (json.dumps({"prompt": "x", "tools": [{"type": "function", "function": {"name": "f"}}],
                  "parallel_tool_calls": "no"}), "parallel_tool_calls must be true or false"),
+    (json.dumps({**GOOD, "call": {"name": "f", "arguments": {}}}), "call is for a task with tools"),
+    *((json.dumps({**TOOLS, "call": call}), message) for call, message in (
+        ("f", "call must be"), ({"name": "f"}, "call must be"),
+        ({"name": "f", "arguments": {}, "id": 1}, "call must be"),
+        ({"name": "g", "arguments": {}}, "call.name must be one of the task's tools (f)"),
+        ({"name": "f", "arguments": []}, "call.arguments must be a JSON object"),
+        ({"name": "f", "arguments": {"n": "two"}}, "call.arguments do not fit f's parameters"))),
 ]
 
 
@@ -271,7 +283,7 @@ def test_a_schema_may_refer_to_its_own_definitions(tmp_path: Path):
 
 
 _TASK_KEYS = st.sampled_from(["id", "prompt", "system", "json_schema", "regex", "tools",
-                              "tool_choice", "parallel_tool_calls", "grammar", "other"])
+                              "tool_choice", "parallel_tool_calls", "grammar", "call", "other"])
 
 
 @given(line=st.one_of(
@@ -280,7 +292,11 @@ _TASK_KEYS = st.sampled_from(["id", "prompt", "system", "json_schema", "regex", 
     st.fixed_dictionaries({"prompt": st.just("x")},
                           optional={"json_schema": _JSON, "tools": _JSON, "regex": _JSON,
                                     "tool_choice": _JSON,
-                                    "grammar": _JSON | st.just("root ::= [a-z]+")}).map(json.dumps)))
+                                    "grammar": _JSON | st.just("root ::= [a-z]+")}).map(json.dumps),
+    # a tools task with a generated call: one of its tool's names or not, any arguments
+    (st.fixed_dictionaries({"call": st.fixed_dictionaries(
+        {"name": st.sampled_from(["f", "g"]) | _JSON, "arguments": _JSON})}) | st.just({})
+     ).map(lambda extra: json.dumps({**TOOLS, **extra}))))
 @_fast
 def test_any_task_line_is_a_task_or_one_line_error(line: str, tmp_path: Path):
     """Generated lines: each makes a task whose request builds and whose answer can be checked,
@@ -319,3 +335,45 @@ def test_the_locustfile_refuses_a_bad_structured_workload_in_one_line(args, mess
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and message in errors[0] and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _calls(*calls: tuple[str, str]) -> list[dict]:
+    """A stream's tool-call fragments: each call's name, then its arguments in two pieces."""
+    fragments = []
+    for index, (name, arguments) in enumerate(calls):
+        fragments += [{"index": index, "function": {"name": name}},
+                      {"index": index, "function": {"arguments": arguments[:3]}},
+                      {"index": index, "function": {"arguments": arguments[3:]}}]
+    return fragments
+
+
+def test_a_tools_task_with_its_right_call_is_graded_and_its_validity_still_counted(tmp_path: Path):
+    """One call of the right tool with the right arguments (as JSON values) is correct; a valid
+    call of another tool or with other arguments, or two calls, is wrong; an invalid one keeps
+    its reason. The row counts each as graded and, apart, valid or not."""
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps({**TOOLS, "call": {"name": "f", "arguments": {"n": 2}}}) + "\n")
+    tasks, _ = load_tasks(path)
+    checks = AnswerChecks(tasks)
+    answers = {"right": _calls(("f", '{"n": 2}')), "spaced": _calls(("f", '{ "n" :2 }')),
+               "other_value": _calls(("f", '{"n": 3}')), "two": _calls(("f", '{"n": 2}'), ("f", '{"n": 2}')),
+               "no_call": [], "bad": _calls(("f", '{"n": "2"}'))}
+    records = []
+    for calls in answers.values():
+        record = RequestRecord(0, "c", 0.0, 0, output_text=[""], finish_reason="tool_calls",
+                               tool_calls=calls)
+        checks.check(record)
+        records.append(record)
+    assert [r.answer_check for r in records] == [
+        "correct", "correct", "wrong", "wrong", "no_tool_call", "arguments_schema"]
+    assert checks.graded == checks.called == {"c"}
+    assert answer_columns(records, checks.graded, checks.called) == {
+        "answers_checked": 6, "answers_valid": 4, "answers_valid_pct": 400 / 6,
+        "answer_failures": "arguments_schema=1;no_tool_call=1",
+        "answers_graded": 6, "answers_correct": 2, "answers_correct_pct": 200 / 6, "answers_wrong": "c=4"}
+
+
+def test_the_shipped_tools_tasks_grade_the_calls_that_have_one_right_answer():
+    tasks, _ = load_tasks(resolve_constraints("tools"))
+    assert {t.task_id: t.call["name"] for t in tasks if t.call} == {
+        "weather": "get_weather", "flights": "search_flights", "support": "refund_order"}

@@ -39,7 +39,9 @@ def test_each_constrained_answer_is_checked_and_counted(engine_url: str, tmp_pat
         assert row["workload_source"] == "structured" and row["constrained"] == "True"
         assert int(row["completed"]) == 8, (kind, row["errors"])
         assert int(row["answers_checked"]) == 8
-        verdicts = [r["answer_check"] for r in records]
+        # a graded tools task's valid answer is its grade: correct or wrong (its right call)
+        verdicts = ["valid" if r["answer_check"] in ("correct", "wrong") else r["answer_check"]
+                    for r in records]
         assert set(verdicts) <= {"valid", *FAILURES}, verdicts
         failures = sum(int(part.split("=")[1]) for part in row["answer_failures"].split(";") if part)
         assert int(row["answers_valid"]) == verdicts.count("valid") == 8 - failures
@@ -49,6 +51,10 @@ def test_each_constrained_answer_is_checked_and_counted(engine_url: str, tmp_pat
     # a tool call streams no text: its fragments are output all the same (TTFT, chunks)
     tools_row, tools = runs["tools"]
     assert int(tools_row["empty_answers"]) == 0 and float(tools_row["ttft_p50_ms"]) > 0
+    # the tasks with one right call are graded too (3 of the 4 shipped, each asked twice)
+    graded = [r for r in tools if r["prompt_id"] in ("weather", "flights", "support")]
+    assert int(tools_row["answers_graded"]) == len(graded) == 6
+    assert int(tools_row["answers_correct"]) == sum(r["answer_check"] == "correct" for r in graded)
     # the baseline: the same prompts, no tools sent, nothing checked
     assert bare["constrained"] == "False" and not bare.get("answers_checked")
     assert all("answer_check" not in r for r in bare_records)

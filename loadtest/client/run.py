@@ -388,8 +388,9 @@ class Run:
                                      self._engine_output_tokens()))
         row.update(prompt_token_columns(self.workload, self.records, self.config.api))
         row.update(asked_length_columns(self.workload, self.records, self.config.ignore_eos))
-        row.update(answer_columns(self.records, self.workload.answers.graded
-                                  if self.workload.answers is not None else ()))
+        answers = self.workload.answers
+        row.update(answer_columns(self.records, answers.graded if answers is not None else (),
+                                  answers.called if answers is not None else ()))
         row.update(goodput(self.records, row["completion_time_s"], self.options.slo))
         if self.telemetry is not None:
             row.update(self.telemetry.stop(row["output_tokens"], request_spans(self.records)))

@@ -16,8 +16,11 @@ from FAILURES:
     bad_arguments    a tool call whose arguments are not a JSON object
     arguments_schema arguments that do not fit the tool's parameters
 
-A graded answer's (a task with an `answer`) is "correct", "wrong", or "cut" (a wrong answer that
-the engine stopped at max_tokens). Once the whitespace around it, quotes, backticks or bold
+A graded answer's (a task with an `answer`, or a tools task with its one right `call`) is
+"correct", "wrong", or "cut" (a wrong answer that the engine stopped at max_tokens); a graded
+tools answer that is not even valid keeps its reason from FAILURES (it is not correct either). A
+valid tools answer is correct when it is exactly one call, of the right tool, whose arguments
+parse to the right call's arguments (JSON values equal: key order and spacing aside). Once the whitespace around it, quotes, backticks or bold
 marks wrapped around it and one final period are taken off, it is correct when it is the task's
 answer, case and all, or ends with it as its last word(s): `Paris`, `**"Paris."**` and `The
 capital of France is Paris.` are correct; `Paris is the capital.`, `paris` and `The order number
@@ -31,7 +34,8 @@ needs the answer's text only there.
 The row (answer_columns): answers_checked (completed requests with a constrained answer),
 answers_valid, answers_valid_pct, answer_failures (reason=count joined with ;); and for graded
 answers answers_graded, answers_correct, answers_correct_pct and answers_wrong (the tasks answered
-wrong or cut: id, or id=count where a task was asked more than once, joined with ;).
+wrong or cut: id, or id=count where a task was asked more than once, joined with ;). A graded
+tools answer counts in both: valid (correct or wrong) or not, and correct or not.
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ class AnswerChecks:
         self._tools: dict[str, dict[str, Draft202012Validator]] = {}
         self._answers = {task.task_id: task.constraint for task in tasks if task.kind == "answer"}
         self._single = {task.task_id for task in tasks if task.parallel_tool_calls is False}
+        self._calls = {task.task_id: task.call for task in tasks if task.call is not None}
         for task in tasks:
             if task.kind == "json_schema":
                 self._schemas[task.task_id] = Draft202012Validator(task.constraint)
@@ -117,13 +122,21 @@ class AnswerChecks:
         calls = _joined_calls(tool_calls)
         if len(calls) > 1 and task_id in self._single:
             return "extra_tool_calls"
-        return _tool_verdict(self._tools[task_id], calls)
+        verdict = _tool_verdict(self._tools[task_id], calls)
+        if verdict != "valid" or task_id not in self._calls:
+            return verdict
+        return "correct" if _is_call(self._calls[task_id], calls) else "wrong"
 
 
     @property
     def graded(self) -> frozenset[str]:
-        """The ids of the graded tasks (those with an answer)."""
-        return frozenset(self._answers)
+        """The ids of the graded tasks (those with an answer or a right call)."""
+        return frozenset(self._answers) | frozenset(self._calls)
+
+    @property
+    def called(self) -> frozenset[str]:
+        """The ids of the graded tools tasks (their answers are constrained too)."""
+        return frozenset(self._calls)
 
 
 def graded_verdict(expected: str, text: str) -> str:
@@ -140,11 +153,13 @@ def graded_verdict(expected: str, text: str) -> str:
     return "correct" if ends else "wrong"
 
 
-def answer_columns(records: Sequence[RequestRecord], graded: Collection[str] = ()) -> dict[str, Any]:
-    """The row's counts of checked answers, constrained and `graded` (task ids) apart; {} for a
-    run whose answers were not checked."""
+def answer_columns(records: Sequence[RequestRecord], graded: Collection[str] = (),
+                   called: Collection[str] = ()) -> dict[str, Any]:
+    """The row's counts of checked answers, constrained and `graded` (task ids) apart, the
+    graded tools tasks (`called`) in both; {} for a run whose answers were not checked."""
     checked = [r for r in records if r.ok and r.answer_check is not None]
-    constrained = [r.answer_check for r in checked if r.prompt_id not in graded]
+    constrained = ["valid" if r.answer_check in ("correct", "wrong") else str(r.answer_check)
+                   for r in checked if r.prompt_id not in graded or r.prompt_id in called]
     columns: dict[str, Any] = {}
     if constrained:
         valid = constrained.count("valid")
@@ -206,6 +221,13 @@ def _tool_verdict(tools: dict[str, Draft202012Validator], calls: list[tuple[str,
         if not _fits(tools[name], value):
             return "arguments_schema"
     return "valid"
+
+
+def _is_call(right: dict[str, Any], calls: list[tuple[str, str]]) -> bool:
+    """One call (already valid), the right tool, arguments equal as JSON values."""
+    if len(calls) != 1 or calls[0][0] != right["name"]:
+        return False
+    return json.loads(calls[0][1] or "{}") == right["arguments"]
 
 
 def _fits(validator: Draft202012Validator, value: Any) -> bool:

@@ -12,6 +12,9 @@ A constraints file is JSON Lines, one task a line, requests cycling through them
                                                                    grammar, not a regex (llama.cpp)
     {"id": "weather", "prompt": "...", "tools": [...], "tool_choice": "required",
      "parallel_tool_calls": false}                                 a tool call (OpenAI tools)
+    {"id": "weather", "prompt": "...", "tools": [...],
+     "call": {"name": "get_weather", "arguments": {...}}}          the same, graded: the one
+                                                                   right call (answers.py)
     {"id": "capital-03", "prompt": "...", "answer": "Paris"}       no constraint: one right
                                                                    answer, graded (answers.py)
 
@@ -61,7 +64,7 @@ _ROOT_RULE = re.compile(r"^[ \t]*root[ \t]*::=", re.MULTILINE)  # GBNF starts at
 TOOL_CHOICES = ("required", "auto")
 MAX_TASKS = 10_000
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for a function's name
-_ALLOWED = {"id", "prompt", "system", *KINDS, "tool_choice", "parallel_tool_calls", "grammar"}
+_ALLOWED = {"id", "prompt", "system", *KINDS, "tool_choice", "parallel_tool_calls", "grammar", "call"}
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class Task:
     system: str = ""
     parallel_tool_calls: bool | None = None  # None: not sent (the engine's default)
     grammar: str = ""  # a regex task's language in GBNF, for engines that take no regex
+    call: dict[str, Any] | None = None  # a tools task's one right call: {"name", "arguments"}
 
     def messages(self) -> list[dict[str, str]]:
         system = [{"role": "system", "content": self.system}] if self.system else []
@@ -182,7 +186,7 @@ def _task(line: str, number: int, where: str) -> Task:
         raise WorkloadError(f"{where}: give exactly one of {', '.join(KINDS)}")
     kind = kinds[0]
     choice, parallel = raw.get("tool_choice", "required"), raw.get("parallel_tool_calls")
-    for name in ("tool_choice", "parallel_tool_calls"):
+    for name in ("tool_choice", "parallel_tool_calls", "call"):
         if name in raw and kind != "tools":
             raise WorkloadError(f"{where}: {name} is for a task with tools")
     if "grammar" in raw and kind != "regex":
@@ -193,7 +197,9 @@ def _task(line: str, number: int, where: str) -> Task:
         raise WorkloadError(f"{where}: parallel_tool_calls must be true or false")
     checker = {"json_schema": _schema, "regex": _regex, "tools": _tools, "answer": _answer}[kind]
     grammar = _grammar(raw["grammar"], where) if "grammar" in raw else ""
-    return Task(task_id, prompt, kind, checker(raw[kind], where), choice, system, parallel, grammar)
+    constraint = checker(raw[kind], where)
+    call = _call(raw["call"], constraint, where) if "call" in raw else None
+    return Task(task_id, prompt, kind, constraint, choice, system, parallel, grammar, call)
 
 
 def _schema(schema: Any, where: str, name: str = "json_schema") -> dict[str, Any]:
@@ -289,6 +295,29 @@ def _tools(tools: Any, where: str) -> list[dict[str, Any]]:
         names.add(name)
         _schema(function.get("parameters", {"type": "object"}), at, "function.parameters")
     return tools
+
+
+def _call(call: Any, tools: list[dict[str, Any]], where: str) -> dict[str, Any]:
+    """A tools task's right call: one of its tools by name, with arguments that fit its parameters."""
+    from jsonschema import Draft202012Validator  # imported by the one source that needs it
+
+    if not isinstance(call, dict) or set(call) != {"name", "arguments"}:
+        raise WorkloadError(f'{where}: call must be {{"name": ..., "arguments": {{...}}}}')
+    parameters = {tool["function"]["name"]: tool["function"].get("parameters", {"type": "object"})
+                  for tool in tools}
+    if not isinstance(call["name"], str) or call["name"] not in parameters:
+        raise WorkloadError(f"{where}: call.name must be one of the task's tools "
+                            f"({', '.join(sorted(parameters))})")
+    arguments = call["arguments"]
+    if not isinstance(arguments, dict):
+        raise WorkloadError(f"{where}: call.arguments must be a JSON object")
+    try:
+        fits = Draft202012Validator(parameters[call["name"]]).is_valid(arguments)
+    except RecursionError:
+        fits = False
+    if not fits:
+        raise WorkloadError(f"{where}: call.arguments do not fit {call['name']}'s parameters")
+    return call
 
 
 def _schema_name(task_id: str) -> str:
