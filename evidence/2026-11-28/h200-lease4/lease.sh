@@ -36,11 +36,7 @@ serve() {  # ENGINE PORT CONFIG [SETTING=VALUE...]
 
 case ${1:?step} in
   keep)
-    for f in build/carry/*; do [[ -e $f ]] && mv -f "$f" $B/; done
-    if [[ -e $B/stream.count && ! -e $B/stream.done ]] && (( $(ls $B/stream.tar.* | wc -l) == $(cat $B/stream.count) )); then
-      cat $(ls $B/stream.tar.* | sort -t. -k3 -n) | tar -xf - -C $B && rm -f $B/stream.tar.* && touch $B/stream.done
-    fi
-    ls $B | tr '\n' ' '; echo
+    keep_parts
     if [[ ! -e $W/lanes.started ]]; then
       nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv | tee $R/gpu.csv
       install rig || exit 1
