@@ -42,14 +42,15 @@ def test_each_shipped_set_sends_its_constraint_in_the_engines_fields(name: str):
     sent = bodies(workload)
     tasks, _ = load_tasks(resolve_constraints(name))
     assert [b["messages"][-1]["content"] for b in sent[:len(tasks)]] == [t.prompt for t in tasks]
-    field = {"json": "response_format", "regex": "structured_outputs", "tools": "tools"}[name]
+    field = {"json": "response_format", "regex": "structured_outputs", "tools": "tools",
+             "tools-graded": "tools"}[name]
     assert all(field in body for body in sent)
     assert workload.source == "structured" and workload.answers is not None
     assert workload.columns["constrained"] is True and workload.name == f"structured-{name}-12x64"
     if name == "json":
         assert sent[0]["response_format"]["type"] == "json_schema"
-    if name == "tools":
-        assert {b["tool_choice"] for b in sent} == {"required"}
+    if name.startswith("tools"):  # the right call is the rig's to check: never sent
+        assert {b["tool_choice"] for b in sent} == {"required"} and not any("call" in b for b in sent)
         assert {b["parallel_tool_calls"] for b in sent} == {False}
 
 
@@ -374,6 +375,8 @@ def test_a_tools_task_with_its_right_call_is_graded_and_its_validity_still_count
 
 
 def test_the_shipped_tools_tasks_grade_the_calls_that_have_one_right_answer():
-    tasks, _ = load_tasks(resolve_constraints("tools"))
+    tasks, _ = load_tasks(resolve_constraints("tools-graded"))
+    plain, _ = load_tasks(resolve_constraints("tools"))  # the same tasks, ungraded
+    assert [t.prompt for t in tasks] == [t.prompt for t in plain] and not any(t.call for t in plain)
     assert {t.task_id: t.call["name"] for t in tasks if t.call} == {
         "weather": "get_weather", "flights": "search_flights", "support": "refund_order"}

@@ -32,7 +32,7 @@ def _run(url: str, out: Path, *options: str) -> tuple[dict[str, str], list[dict]
 
 def test_each_constrained_answer_is_checked_and_counted(engine_url: str, tmp_path: Path):
     runs = {kind: _run(engine_url, tmp_path / kind, "--constraints", kind)
-            for kind in ("json", "regex", "tools")}
+            for kind in ("json", "regex", "tools-graded")}
     bare, bare_records = _run(engine_url, tmp_path / "bare", "--constraints", "tools",
                               "--constrain", "off")
     for kind, (row, records) in runs.items():
@@ -49,7 +49,7 @@ def test_each_constrained_answer_is_checked_and_counted(engine_url: str, tmp_pat
     # every regex answer fits: the constraint holds token by token and the answers are short
     assert runs["regex"][0]["answers_valid"] == "8"
     # a tool call streams no text: its fragments are output all the same (TTFT, chunks)
-    tools_row, tools = runs["tools"]
+    tools_row, tools = runs["tools-graded"]
     assert int(tools_row["empty_answers"]) == 0 and float(tools_row["ttft_p50_ms"]) > 0
     # the tasks with one right call are graded too (3 of the 4 shipped, each asked twice)
     graded = [r for r in tools if r["prompt_id"] in ("weather", "flights", "support")]

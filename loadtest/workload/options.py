@@ -10,9 +10,9 @@ their validation: the one place that turns option text into a checked WorkloadOp
     --workload conversation  --turns T synthetic sessions (--input-len user messages, --think-time)
     --workload agentic       --trace FILE|DIR (agent sessions, Weka trace JSON: agentic.py), on
                              its own schedule / --speedup
-    --workload structured    --constraints json|regex|tools|graded|FILE: constrained answers,
-                             each checked, or graded ones (--constrain off: the same prompts
-                             unconstrained)
+    --workload structured    --constraints json|regex|tools|tools-graded|graded|FILE:
+                             constrained answers, each checked, or graded ones (--constrain
+                             off: the same prompts unconstrained)
 
 DIST is loadtest/workload/lengths.py's grammar. Bad values raise WorkloadError (one line).
 """

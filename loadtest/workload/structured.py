@@ -1,6 +1,6 @@
 """Structured output and tool calls: requests whose answer is constrained, each answer checked.
 
-    --workload structured --constraints json|regex|tools|FILE.jsonl --api chat
+    --workload structured --constraints json|regex|tools|tools-graded|graded|FILE.jsonl --api chat
 
 A constraints file is JSON Lines, one task a line, requests cycling through them in order:
 
@@ -54,8 +54,11 @@ __all__ = ["CONSTRAINT_SETS", "KINDS", "REGEX_FIELDS", "Task", "load_tasks", "re
            "structured_items", "structured_name"]
 
 KINDS = ("json_schema", "regex", "tools", "answer")  # answer: unconstrained, graded
+# tools-graded: the tools tasks, each with its one right call where it has one (a file of its own:
+# the tiny model's tokenizer is trained on structured-tools.jsonl's bytes, tests/test_tiny_model.py)
 CONSTRAINT_SETS = {"json": "structured-json.jsonl", "regex": "structured-regex.jsonl",
-                   "tools": "structured-tools.jsonl", "graded": "graded.jsonl"}
+                   "tools": "structured-tools.jsonl", "tools-graded": "structured-tools-graded.jsonl",
+                   "graded": "graded.jsonl"}
 # How a regex constraint is sent, by the engine's Target.regex_as ("grammar": its GBNF twin)
 REGEX_FIELDS = {"structured_outputs": lambda pattern: {"structured_outputs": {"regex": pattern}},
                 "regex": lambda pattern: {"regex": pattern}}
