@@ -27,6 +27,7 @@ from the ``.env`` file: its MODEL is a path inside the container. ``gpu_recipe``
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -187,7 +188,7 @@ def gpu_recipe(eng: Engine, flags: dict[str, tuple[str, ...]], env: Mapping[str,
         if (path.is_absolute() or model.startswith(".")) and not (path / "config.json").exists():
             return (f"no model at {model}: set {env_name(slug, 'MODEL')} to a model folder "
                     "(servers/vllm-cpu/tiny_model.py --shape llama3-8b DIR builds one)")
-        return None
+        return _rope_base_unread(path / "config.json", slug, python)
 
     return LocalRecipe(slug=slug, command=command, missing=missing,
                        model_name=settings.get("SERVED_MODEL_NAME") or model, env=engine_env, flags=flags,
@@ -214,6 +215,42 @@ def _nvidia_gpu() -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     return listed.returncode == 0 and "GPU" in listed.stdout
+
+
+TRANSFORMERS_4_ROPE_BASE = 10000.0  # LlamaConfig's rope_theta default in transformers 4
+
+
+def _rope_base_unread(config_path: Path, slug: str, python: str) -> str | None:
+    """Why a model folder that names RoPE's base only under ``rope_parameters`` (as transformers 5
+    writes it) is refused for an engine reading configs with transformers 4, which knows only a
+    top-level ``rope_theta`` and runs its default base of 10,000 instead: Aphrodite 0.21 did so
+    on an H200 and SmolLM2's answers drifted (evidence/2026-11-28/h200-lease3). None otherwise."""
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, ValueError):
+        return None
+    rope = config.get("rope_parameters") if isinstance(config, dict) else None
+    if not isinstance(rope, dict) or "rope_theta" not in rope or "rope_theta" in config:
+        return None
+    if rope["rope_theta"] == TRANSFORMERS_4_ROPE_BASE:  # read wrong, but as the same number
+        return None
+    version = _transformers_version(python)
+    if not version or not version.split(".")[0].isdigit() or int(version.split(".")[0]) >= 5:
+        return None
+    return (f"{config_path} gives RoPE's base ({rope['rope_theta']}) only under rope_parameters, as "
+            f"transformers 5 writes it; {slug} reads it with transformers {version}, which would run "
+            f"the default base of 10,000: add \"rope_theta\": {rope['rope_theta']} beside it "
+            "(servers/smollm2.py writes both)")
+
+
+def _transformers_version(python: str) -> str | None:
+    """The transformers version ``python`` has, read from its metadata (nothing imported)."""
+    code = "import importlib.metadata as m; print(m.version('transformers'))"
+    try:
+        done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def _importable(python: str, package: str) -> bool:

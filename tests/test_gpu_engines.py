@@ -7,7 +7,9 @@ Llama-3-8B shape is checked from its config and weight list, nothing allocated.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
+import json
 import math
 import shutil
 import subprocess
@@ -197,6 +199,37 @@ def test_refusals_are_one_line_each(slug: str, host: dict[str, bool], tmp_path: 
     assert f"scripts/gpu_bundle.sh install ... --target DIR (docs/gpus.md) and set RIG_{slug.upper()}_PYTHON" in why
     host["gpu"] = False
     assert _one_line(_recipe(slug, MODEL=str(model)).missing()).startswith("no NVIDIA GPU here")
+
+
+@pytest.mark.parametrize("slug", sorted(RECIPES))
+def test_a_rope_base_that_transformers_4_cannot_read_is_refused(slug: str, host: dict[str, bool],
+                                                                tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder as transformers 5 writes it (RoPE's base only under rope_parameters) is refused
+    for an engine whose transformers is 4 (Aphrodite 0.21: 4.57, which ran SmolLM2 at base
+    10,000); with both spellings, or on transformers 5, it starts."""
+    model = tmp_path / "m"
+    model.mkdir()
+    v5 = {"model_type": "llama", "rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"}}
+    (model / "config.json").write_text(json.dumps(v5))
+    versions = iter(["4.57.6", "5.17.0", "4.57.6"])
+    monkeypatch.setattr(servers.vllm, "_transformers_version", lambda python: next(versions))
+    why = _one_line(_recipe(slug, MODEL=str(model)).missing())
+    assert "only under rope_parameters" in why and "transformers 4.57.6" in why
+    assert '"rope_theta": 100000.0' in why
+    assert _recipe(slug, MODEL=str(model)).missing() is None  # transformers 5 reads it
+    (model / "config.json").write_text(json.dumps({**v5, "rope_theta": 100000.0}))
+    assert _recipe(slug, MODEL=str(model)).missing() is None  # both spellings: no version asked
+    base = {**v5, "rope_parameters": {"rope_theta": servers.vllm.TRANSFORMERS_4_ROPE_BASE}}
+    (model / "config.json").write_text(json.dumps(base))
+    assert _recipe(slug, MODEL=str(model)).missing() is None  # 4's default: read alike
+
+
+def test_the_transformers_version_is_read_without_importing_it() -> None:
+    assert servers.vllm._transformers_version("/nonexistent/python3") is None
+    expected = (importlib.metadata.version("transformers")
+                if importlib.util.find_spec("transformers") else None)
+    assert servers.vllm._transformers_version(sys.executable) == expected
 
 
 def test_an_interpreter_without_vllm_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
