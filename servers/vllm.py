@@ -234,8 +234,9 @@ def _rope_base_unread(config_path: Path, slug: str, python: str) -> str | None:
         return None
     if rope["rope_theta"] == TRANSFORMERS_4_ROPE_BASE:  # read wrong, but as the same number
         return None
-    version = _transformers_version(python)
-    if not version or not version.split(".")[0].isdigit() or int(version.split(".")[0]) >= 5:
+    version = _transformers_version(python) or ""
+    major = version.split(".")[0]
+    if not major.isdigit() or int(major) >= 5:
         return None
     return (f"{config_path} gives RoPE's base ({rope['rope_theta']}) only under rope_parameters, as "
             f"transformers 5 writes it; {slug} reads it with transformers {version}, which would run "

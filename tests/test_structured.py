@@ -338,16 +338,6 @@ def test_the_locustfile_refuses_a_bad_structured_workload_in_one_line(args, mess
     assert not (tmp_path / "out").exists()
 
 
-def _calls(*calls: tuple[str, str]) -> list[dict]:
-    """A stream's tool-call fragments: each call's name, then its arguments in two pieces."""
-    fragments = []
-    for index, (name, arguments) in enumerate(calls):
-        fragments += [{"index": index, "function": {"name": name}},
-                      {"index": index, "function": {"arguments": arguments[:3]}},
-                      {"index": index, "function": {"arguments": arguments[3:]}}]
-    return fragments
-
-
 def test_a_tools_task_with_its_right_call_is_graded_and_its_validity_still_counted(tmp_path: Path):
     """One call of the right tool with the right arguments (as JSON values) is correct; a valid
     call of another tool or with other arguments, or two calls, is wrong; an invalid one keeps
@@ -356,9 +346,9 @@ def test_a_tools_task_with_its_right_call_is_graded_and_its_validity_still_count
     path.write_text(json.dumps({**TOOLS, "call": {"name": "f", "arguments": {"n": 2}}}) + "\n")
     tasks, _ = load_tasks(path)
     checks = AnswerChecks(tasks)
-    answers = {"right": _calls(("f", '{"n": 2}')), "spaced": _calls(("f", '{ "n" :2 }')),
-               "other_value": _calls(("f", '{"n": 3}')), "two": _calls(("f", '{"n": 2}'), ("f", '{"n": 2}')),
-               "no_call": [], "bad": _calls(("f", '{"n": "2"}'))}
+    answers = {"right": _call("f", '{"n": 2}'), "spaced": _call("f", '{ "n" :2 }'),
+               "other_value": _call("f", '{"n": 3}'), "two": _call("f", '{"n": 2}') + _call("f", '{"n": 2}', 1),
+               "no_call": [], "bad": _call("f", '{"n": "2"}')}
     records = []
     for calls in answers.values():
         record = RequestRecord(0, "c", 0.0, 0, output_text=[""], finish_reason="tool_calls",

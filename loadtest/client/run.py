@@ -389,8 +389,8 @@ class Run:
         row.update(prompt_token_columns(self.workload, self.records, self.config.api))
         row.update(asked_length_columns(self.workload, self.records, self.config.ignore_eos))
         answers = self.workload.answers
-        row.update(answer_columns(self.records, answers.graded if answers is not None else (),
-                                  answers.called if answers is not None else ()))
+        graded, called = (answers.graded, answers.called) if answers is not None else ((), ())
+        row.update(answer_columns(self.records, graded, called))
         row.update(goodput(self.records, row["completion_time_s"], self.options.slo))
         if self.telemetry is not None:
             row.update(self.telemetry.stop(row["output_tokens"], request_spans(self.records)))
