@@ -18,11 +18,12 @@ from FAILURES:
 
 A graded answer's (a task with an `answer`, or a tools task with its one right `call`) is
 "correct", "wrong", or "cut" (a wrong answer that the engine stopped at max_tokens). Once the
-whitespace around it, quotes, backticks or bold marks wrapped around it and one final period
-are taken off, a text answer is correct when it is the task's answer, case and all, or ends with it as its last word(s): `Paris`, `**"Paris."**` and `The
-capital of France is Paris.` are correct; `Paris is the capital.`, `paris` and `The order number
-is 113374` (for 13374) are wrong. The last words, as a sentence ends on what it answers: a small
-instruct model says `The order number is 13374.` where the prompt asks for the number only.
+whitespace around it, quotes, backticks or bold marks wrapped around it and one final period are
+taken off, a text answer is correct when it is the task's answer, case and all, or ends with it
+as its last word(s): `Paris`, `**"Paris."**` and `The capital of France is Paris.` are correct;
+`Paris is the capital.`, `paris` and `The order number is 113374` (for 13374) are wrong. The
+last words, as a sentence ends on what it answers: a small instruct model says `The order number
+is 13374.` where the prompt asks for the number only.
 A valid tools answer is correct when it is exactly one call, of the right tool, whose arguments
 are the right call's as JSON values (key order and spacing aside); one that is not even valid
 keeps its reason from FAILURES (not correct either).
