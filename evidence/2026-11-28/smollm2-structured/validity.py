@@ -35,7 +35,7 @@ def verdicts(run_dir: Path, constraints: str) -> Counter[str]:
 def main(out: Path) -> None:
     runs = pd.read_csv(out / "runs.csv")
     for run in runs.itertuples():
-        constraints = run.tag.split("-")[-2]
+        constraints = next(part for part in run.tag.split("-") if part in CHECKS)  # json or regex
         counts = verdicts(out / "runs" / run.run_id, constraints)
         print(f"{run.tag}: {dict(counts)}; output tok/s {run.output_tok_per_s:.1f}, TTFT p50 "
               f"{run.ttft_p50_ms:.0f} ms, e2e p50 {run.e2e_p50_ms:.0f} ms, "
