@@ -241,7 +241,7 @@ def _rope_base_unread(config_path: Path, slug: str, python: str) -> str | None:
     return (f"{config_path} gives RoPE's base ({rope['rope_theta']}) only under rope_parameters, as "
             f"transformers 5 writes it; {slug} reads it with transformers {version}, which would run "
             f"the default base of 10,000: add \"rope_theta\": {rope['rope_theta']} beside it "
-            "(servers/smollm2.py writes both)")
+            "(servers/model_folder.py writes both)")
 
 
 def _transformers_version(python: str) -> str | None:

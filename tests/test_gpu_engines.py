@@ -282,6 +282,25 @@ def test_the_8b_shape_is_llama3_8bs_config() -> None:
     assert fields["architectures"] == ["LlamaForCausalLM"]
 
 
+_TRANSFORMERS_PYTHON = ROOT / ".venv-transformers" / "bin" / "python"
+
+
+@pytest.mark.skipif(not _TRANSFORMERS_PYTHON.exists(), reason="no .venv-transformers (scripts/install.sh)")
+@pytest.mark.parametrize("shape", ["tinyllama-1.1b", "llama3-8b"])
+def test_the_gpu_shapes_config_gives_its_rope_base_to_transformers_4_too(shape: str, tmp_path: Path) -> None:
+    """Transformers 5 writes the RoPE base only under rope_parameters; Aphrodite 0.21 (transformers
+    4.57) would read 10,000 for the 8B shape's 500,000 (and `rig engine start` refuses such a folder)."""
+    script = (f"import runpy, sys; m = runpy.run_path({str(ROOT / 'servers/vllm-cpu/tiny_model.py')!r}); "
+              f"out = sys.argv[1]; m['model_config']({shape!r}).save_pretrained(out); "
+              "m['readable_by_transformers_4'](__import__('pathlib').Path(out))")
+    (tmp_path / "tokenizer_config.json").write_text("{}")
+    subprocess.run([str(_TRANSFORMERS_PYTHON), "-c", script, str(tmp_path)], check=True, timeout=120)
+    config = json.loads((tmp_path / "config.json").read_text())
+    base = 500000.0 if shape == "llama3-8b" else 10000.0
+    assert config["rope_theta"] == config["rope_parameters"]["rope_theta"] == base
+    assert vllm._rope_base_unread(tmp_path / "config.json", "aphrodite", sys.executable) is None
+
+
 def test_the_8b_shape_has_llama3_8bs_weights_16_gb_in_bf16_and_shards_it() -> None:
     tiny_model = _tiny_model()
     shapes = tiny_model.parameter_shapes("llama3-8b")

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servers import smollm2
+from servers import model_folder, smollm2
 
 
 @settings(max_examples=25, deadline=None)
@@ -63,11 +63,11 @@ def test_the_folder_names_its_rope_base_and_tokenizer_as_transformers_4_reads_th
     knows only the top-level rope_theta) and refused the tokenizer class; both spellings now."""
     (tmp_path / "config.json").write_text(json.dumps(V5_CONFIG))
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(V5_TOKENIZER))
-    smollm2.readable_by_transformers_4(tmp_path)
+    model_folder.readable_by_transformers_4(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
     tokenizer = json.loads((tmp_path / "tokenizer_config.json").read_text())
     assert config == {**V5_CONFIG, "rope_theta": 100000.0}
     assert tokenizer == {**V5_TOKENIZER, "tokenizer_class": "PreTrainedTokenizerFast"}
     written = [(tmp_path / name).read_bytes() for name in ("config.json", "tokenizer_config.json")]
-    smollm2.readable_by_transformers_4(tmp_path)  # a second pass changes nothing
+    model_folder.readable_by_transformers_4(tmp_path)  # a second pass changes nothing
     assert [(tmp_path / name).read_bytes() for name in ("config.json", "tokenizer_config.json")] == written

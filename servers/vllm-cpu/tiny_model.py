@@ -25,6 +25,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+from servers.model_folder import readable_by_transformers_4  # noqa: E402
+
 VOCAB_SIZE = 4096
 MAX_POSITIONS = 4096
 SHAPES = {
@@ -84,14 +87,6 @@ def build_tokenizer(out: Path, shape: str = "tiny") -> None:
     fast.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
                           "{% if add_generation_prompt %}assistant: {% endif %}")
     fast.save_pretrained(out)
-    if shape == "tiny":  # the CPU engines' model stays byte for byte as it was (its digest)
-        return
-    # The GPU shapes: transformers 5 names the class TokenizersBackend, which engines pinned to
-    # transformers 4 (aphrodite-engine 0.21: 4.57) cannot load; both read PreTrainedTokenizerFast.
-    config = out / "tokenizer_config.json"
-    settings = json.loads(config.read_text(encoding="utf-8"))
-    settings["tokenizer_class"] = "PreTrainedTokenizerFast"
-    config.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
 
 
 def config_fields(shape: str) -> dict[str, object]:
@@ -220,6 +215,9 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     build_tokenizer(out, shape)
     build_model(out, shape)
+    if shape != "tiny":  # the CPU engines' model stays byte for byte as it was (its digest)
+        # the GPU shapes are served by engines pinned to transformers 4 too (Aphrodite 0.21)
+        readable_by_transformers_4(out)
     print(json.dumps({"model": str(out), "sha256": write_digest(out)}))
     return 0
 
