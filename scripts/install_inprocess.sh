@@ -52,9 +52,8 @@ install_ctranslate2() {
       echo "ctranslate2 model: present at $out" >&2; continue
     fi
     [[ -f models/tiny-llama/model_sha256.txt ]] || die "no models/tiny-llama: run scripts/install.sh"
-    run "$py" -c "import sys, ctranslate2.converters as c
-c.TransformersConverter('models/tiny-llama').convert(sys.argv[1], quantization=sys.argv[2], force=True)" \
-      "$out" "$type" 2>&1 | grep -v 'Loading weights' >&2 || true
+    rm -rf "$out"
+    run "$py" -m loadtest.inprocess.ct2 models/tiny-llama "$type" 2>&1 | grep -v 'Loading weights' >&2 || true
     [[ -s $out/model.bin ]] || die "the CTranslate2 conversion to $out failed"
   done
 }

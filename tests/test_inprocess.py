@@ -127,7 +127,8 @@ def test_vllm_offline_keeps_the_batch_in_flight(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args, message", [
     (["nope"], "unknown in-process engine 'nope'"),
-    (["ctranslate2:fp16"], "ctranslate2 has no variant 'fp16'; one of: ctranslate2:float32, ctranslate2:int8"),
+    (["ctranslate2:fp16"], "ctranslate2 has no variant 'fp16'; one of: ctranslate2:float32, ctranslate2:int8, "
+                          "ctranslate2:cuda, ctranslate2:cuda-int8"),
     (["llama-cpp-python", "--batch", "4"], "llama-cpp-python runs one sequence at a time"),
     (["vllm-offline", "--batch", "0"], "--batch must be positive integers"),
     (["vllm-offline", "--batch", "4,4"], "--batch names a value twice"),

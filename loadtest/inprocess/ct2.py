@@ -1,9 +1,11 @@
-"""CTranslate2 in-process: the tiny model converted by CTranslate2's own converter
-(`scripts/install_inprocess.sh ctranslate2` writes models/ct2/tiny-llama-float32 and
-models/ct2/tiny-llama-int8), run by `ctranslate2.Generator` on CPU.
+"""CTranslate2 in-process: a model converted by CTranslate2's own converter, run by
+`ctranslate2.Generator`: on CPU, the tiny model (`scripts/install_inprocess.sh ctranslate2` writes
+models/ct2/tiny-llama-float32 and models/ct2/tiny-llama-int8); on a GPU host, its own model folder
+(`RIG_CT2_MODEL`), converted there by `python -m loadtest.inprocess.ct2 MODEL COMPUTE_TYPE`.
 
-Options: `compute_type` (`float32` or `int8`: the model converted at that precision, loaded
-with the same compute type). Prompts are tokenized with the model's own tokenizer.json
+Options: `compute_type` (the precision the model was converted at, loaded with the same compute
+type: float32 or int8 on CPU, bfloat16, float16 or int8_bfloat16 on a GPU) and `device` (`cpu`,
+the default, or `cuda`). Prompts are tokenized with the model's own tokenizer.json
 (`tokenizers`), as CTranslate2 takes token strings. Greedy (`sampling_topk=1`), exactly
 `max_tokens` tokens (`min_length` = `max_length`, prompt not counted); the count is the ids the
 engine returned.
@@ -17,6 +19,7 @@ engine returned.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -25,8 +28,10 @@ from loadtest.inprocess.stamps import Missing, Stamps
 
 __all__ = ["Adapter", "COMPUTE_TYPES", "converted_model"]
 
-COMPUTE_TYPES = ("float32", "int8")
+COMPUTE_TYPES = ("float32", "int8", "bfloat16", "float16", "int8_bfloat16")
+DEVICES = ("cpu", "cuda")
 INSTALL = "scripts/install_inprocess.sh ctranslate2"
+CONVERT = "python -m loadtest.inprocess.ct2 MODEL COMPUTE_TYPE"
 
 
 def converted_model(model: str, compute_type: str) -> Path:
@@ -43,16 +48,19 @@ class Adapter:
         except ImportError as exc:
             raise Missing(f"ctranslate2 is not installed ({exc}): run {INSTALL}") from None
         compute_type = options.get("compute_type", "float32")
-        if compute_type not in COMPUTE_TYPES:
-            raise Missing(f"compute_type {compute_type!r}: one of {', '.join(COMPUTE_TYPES)}")
+        device = options.get("device", "cpu")
+        if compute_type not in COMPUTE_TYPES or device not in DEVICES:
+            raise Missing(f"compute_type {compute_type!r} on {device!r}: one of "
+                          f"{', '.join(COMPUTE_TYPES)} on one of {', '.join(DEVICES)}")
         path = converted_model(model, compute_type)
         if not (path / "model.bin").exists():
-            raise Missing(f"no CTranslate2 model at {path}: run {INSTALL}")
+            raise Missing(f"no CTranslate2 model at {path}: run {INSTALL if device == 'cpu' else CONVERT}")
         self.tokenizer = Tokenizer.from_file(str(Path(model) / "tokenizer.json"))
-        self.generator = ctranslate2.Generator(str(path), device="cpu", compute_type=compute_type,
+        self.generator = ctranslate2.Generator(str(path), device=device, compute_type=compute_type,
                                                intra_threads=threads or os.cpu_count() or 1)
         self.version = ctranslate2.__version__
-        self.settings = {"compute_type": compute_type, "intra_threads": threads, "model": str(path)}
+        self.settings = {"compute_type": compute_type, "device": device, "intra_threads": threads,
+                         "model": str(path)}
 
     def run(self, requests: list[dict[str, Any]], batch: int,
             emit: Callable[[dict[str, Any]], None]) -> None:
@@ -90,3 +98,30 @@ class Adapter:
         for stamp, prompt, result in zip(stamps, prompts, results):
             emit(stamp.record(done_ns=done, prompt_tokens=len(prompt),
                               output_tokens=len(result.sequences_ids[0]), finish_reason="length"))
+
+
+def convert(model: str, compute_type: str) -> Path:
+    """`model` (a Hugging Face folder) converted at `compute_type` by CTranslate2's own converter,
+    to converted_model()'s folder; the folder already there is kept."""
+    import ctranslate2.converters
+
+    out = converted_model(model, compute_type)
+    if not (out / "model.bin").exists():
+        ctranslate2.converters.TransformersConverter(model).convert(str(out), quantization=compute_type,
+                                                                   force=True)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[1] not in COMPUTE_TYPES or not (Path(argv[0]) / "config.json").exists():
+        print(f"error: give a model folder (with config.json) and a compute type "
+              f"({', '.join(COMPUTE_TYPES)}): {CONVERT}", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    out = convert(*argv)
+    print(f"converted {argv[0]} to {out} ({argv[1]}) in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -103,9 +103,13 @@ ENGINES: dict[str, InprocEngine] = {e.slug: e for e in (
         # on a GPU host, the ctranslate2 bundle's TARGET/python (its cuBLAS on the library path)
         Path(os.environ.get("RIG_CT2_PYTHON") or os.environ.get("RIG_TRANSFORMERS_PYTHON")
              or REPO / ".venv-transformers/bin/python"),
-        TINY_MODEL,
+        # a GPU host's own model folder (RIG_CT2_MODEL), converted there, on its GPU with :cuda*
+        Path(os.environ.get("RIG_CT2_MODEL") or TINY_MODEL),
         {"float32": ({"compute_type": "float32"}, "--compute-type float32"),
-         "int8": ({"compute_type": "int8"}, "--compute-type int8")},
+         "int8": ({"compute_type": "int8"}, "--compute-type int8"),
+         "cuda": ({"compute_type": "bfloat16", "device": "cuda"}, "--device cuda --compute-type bfloat16"),
+         "cuda-int8": ({"compute_type": "int8_bfloat16", "device": "cuda"},
+                       "--device cuda --compute-type int8_bfloat16")},
         batches=True, install="scripts/install_inprocess.sh ctranslate2",
         streams="batch 1: generate_tokens; batches: generate_batch's per-token callback",
         env=_HF_ENV),
