@@ -25,12 +25,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from loadtest.local_engine import LocalEngine, _healthy  # noqa: E402
 from rig_helpers import VLLM_EAGER, VLLM_QUICK_ENV, VLLM_TOOLS, free_port  # noqa: E402
 from tiers import ENGINE_FIXTURES, EngineWatch  # noqa: E402
-from file_queue import pytest_addoption, pytest_runtest_protocol  # noqa: E402,F401 (its hooks)
+from file_queue import (  # noqa: E402,F401 (its hooks)
+    longest_first, pytest_addoption, pytest_runtest_makereport, pytest_runtest_protocol,
+    pytest_sessionfinish)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """An engine fixture makes its test an engine test, whatever its markers say. A parameter
-    that only shares a fixture's name (`@pytest.mark.parametrize("engine", ...)`) does not."""
+    that only shares a fixture's name (`@pytest.mark.parametrize("engine", ...)`) does not.
+    Under --file-queue, the longest files first (tests/file_queue.py)."""
+    longest_first(config, items)
     for item in items:
         callspec = getattr(item, "callspec", None)
         parameters = set(callspec.params) if callspec else set()

@@ -4,16 +4,24 @@ Every process collects every file; the first to reach a file claims it (a file c
 with O_EXCL) and runs its tests, the others pass it by. The processes stay busy until the
 queue is empty, whatever each file takes, where a fixed split by file (every other file each)
 left one process idle for a minute while the other ran (scripts/test.sh's fast tier).
+
+The longest files go first, so that what is left at the end, while the other process may have
+nothing left to take, is short: each file's seconds at its last run are kept in pytest's cache
+(.pytest_cache), and files without any (a fresh clone, a new file) go before them in the order
+given. The order changes only which process runs a file and when, never what runs.
 """
 
 from __future__ import annotations
 
+import math
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-__all__ = ["pytest_addoption", "pytest_runtest_protocol"]
+__all__ = ["longest_first", "pytest_addoption", "pytest_collection_modifyitems",
+           "pytest_runtest_makereport", "pytest_runtest_protocol", "pytest_sessionfinish"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,3 +52,44 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if item.config.getoption("file_queue") is None or _claimed(item.config, item.path):
         return None
     return True
+
+
+# {test file's path relative to the rootdir: its tests' seconds (setup, call and teardown)}
+_SECONDS_KEY = "file_queue/seconds"
+_RAN = pytest.StashKey[Counter[str]]()
+
+
+def _file(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def longest_first(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The files that took longest at their last run first, each file's tests in their order."""
+    cache = getattr(config, "cache", None)
+    if config.getoption("file_queue") is None or cache is None:
+        return
+    seconds: dict[str, float] = cache.get(_SECONDS_KEY, {})
+    items.sort(key=lambda item: -seconds.get(_file(item.nodeid), math.inf))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """As a plugin of its own (`-p file_queue`); conftest.py, which has a hook of this name,
+    calls longest_first from it instead of importing this one."""
+    longest_first(config, items)
+
+
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+    """Each file's seconds in this process (the files it claimed: only they run here)."""
+    if item.config.getoption("file_queue") is not None:
+        item.config.stash.setdefault(_RAN, Counter())[_file(item.nodeid)] += call.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """This process's files' seconds into the cache, beside those the other process wrote."""
+    config = session.config
+    cache = getattr(config, "cache", None)
+    ran = config.stash.get(_RAN, None)
+    if cache is None or not ran:
+        return
+    cache.set(_SECONDS_KEY, {**cache.get(_SECONDS_KEY, {}),
+                             **{name: round(took, 2) for name, took in ran.items()}})

@@ -1,7 +1,9 @@
-"""tests/file_queue.py: pytest processes given one --file-queue run every test once between them."""
+"""tests/file_queue.py: pytest processes given one --file-queue run every test once between them,
+the files that took longest at their last run first."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -39,3 +41,22 @@ def test_two_processes_run_each_file_once_with_its_module_fixtures(tmp_path: Pat
     assert sorted(ran) == sorted(f"{name}:{case}" for name in names for case in range(3)), outputs
     assert sorted((tmp_path / "setups.log").read_text().split()) == names  # once per file
     assert len(os.listdir(queue)) == len(names)  # each file claimed once
+
+
+def test_the_files_that_took_longest_last_time_go_first_and_new_ones_before_them(tmp_path: Path):
+    names = [f"test_{n}" for n in range(4)]
+    for name in names:
+        (tmp_path / f"{name}.py").write_text(_FILE.format(name=name))
+    (tmp_path / "queue").mkdir()
+    seconds = tmp_path / "cache" / "v" / "file_queue" / "seconds"
+    seconds.parent.mkdir(parents=True)
+    seconds.write_text(json.dumps({"test_0.py": 1.0, "test_1.py": 9.0, "test_3.py": 5.0}))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "file_queue", "-o", "cache_dir=cache",
+         "--file-queue", "queue", *(f"{name}.py" for name in names)], cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)}, capture_output=True,
+        text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ran = [line.split(":")[0] for line in (tmp_path / "ran.log").read_text().split()]
+    assert list(dict.fromkeys(ran)) == ["test_2", "test_1", "test_3", "test_0"]
+    assert set(json.loads(seconds.read_text())) == {f"{name}.py" for name in names}

@@ -11,6 +11,8 @@ check that nothing was installed or started.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -18,9 +20,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from loadtest.race.cli import main as race_main
 from servers.local import LOCAL
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,8 +119,19 @@ BAD_ARGUMENTS = st.one_of(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# Through the script on the bare python3 (the wiring, and what each kind of value imports on
+# its way to the refusal), a process each: one value of each kind, and a few drawn; the values
+# are walked in numbers in-process below.
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(arguments=BAD_ARGUMENTS)
+@example(arguments=["0"]).via("USERS")
+@example(arguments=["8", "x"]).via("REQUESTS")
+@example(arguments=["--port", "0"]).via("--port")
+@example(arguments=["--engines", "x"]).via("--engines")
+@example(arguments=["--zzq"]).via("an option nobody has")
+@example(arguments=["--rate", "x"]).via("--max-tokens, --rate")
+@example(arguments=["--seed", "x"]).via("--seed")
+@example(arguments=["--max-tokens=0"]).via("--max-tokens=")
 def test_the_demo_refuses_bad_arguments_in_one_line_before_it_installs(guarded: Path,
                                                                         arguments: list[str]):
     result = _run(guarded, "scripts/demo.sh", *arguments)
@@ -126,6 +140,23 @@ def test_the_demo_refuses_bad_arguments_in_one_line_before_it_installs(guarded: 
     assert len(lines) == 1 and lines[0].startswith("error: "), (arguments, result.stderr)
     assert "Traceback" not in result.stdout + result.stderr
     _nothing_installed(guarded)
+
+
+@settings(max_examples=100, deadline=None)
+@given(arguments=BAD_ARGUMENTS)
+def test_the_demos_check_refuses_bad_arguments_in_one_line(arguments: list[str]):
+    """The check demo.sh makes before it installs (`python -m loadtest.race --dry-run --answers 4
+    ARGS`), in-process."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.chdir(REPO), contextlib.redirect_stdout(stdout), \
+            contextlib.redirect_stderr(stderr):
+        try:
+            code = race_main(["--dry-run", "--answers", "4", *arguments])
+        except SystemExit as exc:
+            code = exc.code
+    assert code == 2 and stdout.getvalue() == "", (arguments, stdout.getvalue())
+    lines = stderr.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), (arguments, stderr.getvalue())
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

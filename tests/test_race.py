@@ -4,7 +4,9 @@ that can start here. The race's planning is tested apart, without engines: test_
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import os
 import socket
 import subprocess
@@ -52,12 +54,13 @@ def _write(folder: Path, rows: list[dict[str, object]]) -> Path:
 
 
 def _race(folder: Path, *args: str) -> tuple[str, str]:
-    """(report.md, stdout) of `python -m loadtest.report FOLDER --race ARGS`."""
-    done = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "loadtest.report", str(folder),
-                           "--race", *args], capture_output=True, text=True, cwd=REPO,
-                          timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    return (folder / "report" / "report.md").read_text(), done.stdout
+    """(report.md, stdout) of `python -m loadtest.report FOLDER --race ARGS`, in-process (the
+    command as a process: tests/test_report_frontier.py and tests/test_secrets.py)."""
+    stdout = io.StringIO()
+    with contextlib.chdir(REPO), contextlib.redirect_stdout(stdout):
+        code = main([str(folder), "--race", *args])
+    assert code == 0
+    return (folder / "report" / "report.md").read_text(), stdout.getvalue()
 
 
 def test_race_table_has_the_columns_and_a_row_per_engine_per_users(tmp_path: Path):

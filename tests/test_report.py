@@ -304,9 +304,17 @@ def test_an_older_in_process_rows_warmup_s_reads_as_engine_warmup_s(tmp_path: Pa
 
 # --- kept evidence from real races -------------------------------------------------------------
 
-def test_the_sections_of_a_real_race_are_its_heats_with_every_engine_in_each(tmp_path: Path):
-    results = _evidence(tmp_path, _GPU_RACE)
-    code, md = _report(results)
+@pytest.fixture(scope="module")
+def gpu_race(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, str]:
+    """The H100 race's copy, its report written once for the tests that read it as it is (a
+    report of its heats and plots takes seconds): the folder, the exit code and report.md."""
+    results = _evidence(tmp_path_factory.mktemp("gpu-race"), _GPU_RACE)
+    return results, *_report(results)
+
+
+def test_the_sections_of_a_real_race_are_its_heats_with_every_engine_in_each(
+        gpu_race: tuple[Path, int, str]):
+    results, code, md = gpu_race
     assert code == 0
     rows = _csv(results / "runs.csv")
     expected: dict[str, set[str]] = {}
@@ -349,21 +357,20 @@ def test_the_demo_race_of_three_cpu_engines_has_every_engine_in_each_heat(tmp_pa
     assert len(list((results / "report" / "timelines").glob("*.png"))) == 3
 
 
-def test_engines_serving_one_model_under_two_names_share_its_heats(tmp_path: Path):
-    results = _evidence(tmp_path, _GPU_RACE)
+def test_engines_serving_one_model_under_two_names_share_its_heats(
+        gpu_race: tuple[Path, int, str]):
+    results, _, md = gpu_race
     runs = load_runs(results)
     names = set(runs["model"])
     assert names == {"tinyllama-1.1b", "/work/main/models/tinyllama-1.1b"}
     digests = set(runs["model_sha256"]) - {""}
     assert len(digests) == 1 and set(runs[MODEL]) == digests  # the alias takes the digest
-    _, md = _report(results)
     heat = _sections(md)["Heat: mixed-64x128 at 8 users"]
     assert [row["platform"] for row in markdown_tables(heat)[0]] == ["llamacpp", "transformers"]
 
 
-def test_the_curves_across_user_counts_are_drawn_once(tmp_path: Path):
-    results = _evidence(tmp_path, _GPU_RACE)
-    _report(results)
+def test_the_curves_across_user_counts_are_drawn_once(gpu_race: tuple[Path, int, str]):
+    results, _, _ = gpu_race
     pngs = sorted(p.name for p in (results / "report").glob("*.png"))
     assert pngs == ["frontier-gpu-1.png", "frontier.png", "race.png",  # no requests.jsonl kept
                     "users.png"]
