@@ -316,8 +316,10 @@ def test_demo_races_the_local_engines_on_a_short_workload(tmp_path: Path):
 
     One heat, at 8 users: at one user vLLM and transformers run about 6 times slower than
     llama.cpp, whose 5 s sizes every engine's heat (at 8 users about 4 times). A second user
-    count would run all of it again (about 90 s here) and check nothing more: heats apart, each
-    with its own count and line, are tests/test_race_plan.py's and the hand-made rows' above."""
+    count would run all of it again (about 90 s of 270 here) for what is checked elsewhere:
+    heats apart, each with its own count, line and workload column, and race.png's curves (the
+    hand-made rows above; tests/test_report.py's recorded demo race), and the schedule across
+    heats (tests/test_race_plan.py)."""
     assert {"vllm-cpu", "llamacpp-cpu", "transformers"} <= set(_READY), _READY
     first = ["transformers", "llamacpp-cpu"]  # so that an engine before the raiser catches up
     engines = [*first, *(engine for engine in _READY if engine not in first)]
