@@ -1,12 +1,14 @@
-"""Shared fixtures: the real embedded engine (vLLM on CPU, tiny model, eager, serving tool calls).
+"""Shared fixtures: the real embedded engine (vLLM on CPU, tiny model, eager, serving tool calls),
+and a second vLLM for what that one does not serve (LoRA adapters, reasoning).
 
-The engine is started once per test session on a free port and stopped at the end. Set
-RIG_ENGINE_URL to reuse an engine that is already running (it must serve the tiny model, started
-with tests/rig_helpers.py's VLLM_TOOLS).
+Each engine is started once per test session on a free port, when a test first asks for it, and
+stopped at the end. Set RIG_ENGINE_URL to reuse an engine that is already running as the first
+(it must serve the tiny model, started with tests/rig_helpers.py's VLLM_TOOLS).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -23,7 +25,10 @@ settings.load_profile("rig")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtest.local_engine import LocalEngine, _healthy  # noqa: E402
-from rig_helpers import VLLM_EAGER, VLLM_QUICK_ENV, VLLM_TOOLS, free_port  # noqa: E402
+from rig_helpers import (VLLM_EAGER, VLLM_QUICK_ENV, VLLM_TOOLS, free_port,  # noqa: E402
+                         reasoning_model)
+from servers.lora import build_adapters, lora_flags  # noqa: E402
+from servers.vllm_cpu import TINY_MODEL  # noqa: E402
 from tiers import ENGINE_FIXTURES, EngineWatch  # noqa: E402
 from file_queue import (  # noqa: E402,F401 (its hooks)
     longest_first, pytest_addoption, pytest_runtest_makereport, pytest_runtest_protocol,
@@ -68,5 +73,23 @@ def engine_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # the rig against vLLM's server, which answers the same. The race tests keep the default.
     # Tool calls too (VLLM_TOOLS): the structured workload's test shares it, a vLLM start less.
     with LocalEngine(port=free_port(), log_path=log, extra_args=[VLLM_EAGER, *VLLM_TOOLS],
+                     env=VLLM_QUICK_ENV) as engine:
+        yield engine.url
+
+
+@pytest.fixture(scope="session")
+def vllm_adapters_reasoning(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """vLLM (eager) serving two LoRA adapters built here (tests/test_lora.py) and reasoning: the
+    `hf` parser on a copy of the tiny model whose template names its markers, constraints held
+    from the first token (tests/test_reasoning_engine.py). One start for both tests (about 35 s
+    each). Neither's requests meet the other's flags: the adapters' runs use the completions API,
+    which no reasoning parser reads, and the reasoning runs ask for the base model."""
+    folder = tmp_path_factory.mktemp("vllm-adapters-reasoning")
+    adapters = build_adapters(TINY_MODEL, folder / "adapters", 2)
+    args = [VLLM_EAGER, "--model", str(reasoning_model(folder / "tiny-think")),
+            "--reasoning-parser", "hf",
+            "--structured-outputs-config", json.dumps({"enable_in_reasoning": True}),
+            *lora_flags(adapters)]
+    with LocalEngine(port=free_port(), log_path=folder / "engine.log", extra_args=args,
                      env=VLLM_QUICK_ENV) as engine:
         yield engine.url

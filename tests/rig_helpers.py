@@ -48,6 +48,11 @@ VLLM_EAGER = "--enforce-eager"
 # forked. Healthy in 30-37 s instead of 46-49 s (eager, one core); these tests are of the rig
 # against vLLM's server, which answers the same.
 VLLM_QUICK_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_WORKER_MULTIPROC_METHOD": "fork"}
+# vLLM's `hf` reasoning parser reads the model's own response template (tokenizer_config.json):
+# this one names the tiny model's reasoning markers (tests/test_reasoning_engine.py says why).
+RESPONSE_TEMPLATE = {"version": 1, "start_anchor": "assistant: ",
+                     "fields": {"thinking": {"open": "<think>", "close": "</think>"},
+                                "content": {}}}
 # The suite's shared vLLM serves tool calls as a user serving them would start it
 # (tests/test_structured_engine.py): `--enable-auto-tool-choice` and a tool-call parser
 # (`pythonic` reads text, so it runs on the tiny tokenizer; `tool_choice` required is then
@@ -57,6 +62,19 @@ VLLM_QUICK_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_WORKER_MULTIPROC_
 VLLM_TOOLS = ["--enable-auto-tool-choice", "--tool-call-parser", "pythonic",
               "--structured-outputs-config",
               json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})]
+
+
+def reasoning_model(folder: Path) -> Path:
+    """The tiny model's folder with a response template that names its reasoning markers."""
+    model = REPO / "models" / "tiny-llama"
+    folder.mkdir()
+    for item in model.iterdir():
+        if item.name != "tokenizer_config.json":
+            (folder / item.name).symlink_to(item)
+    config = json.loads((model / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({**config, "response_template": RESPONSE_TEMPLATE}))
+    return folder
 
 
 def run_locust(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:

@@ -161,19 +161,17 @@ def test_adapters_are_peft_layout_and_deterministic(tmp_path: Path):
 
 
 @pytest.mark.engine
-def test_vllm_serves_the_adapters_and_the_run_reports_each(tmp_path: Path):
-    """The real thing: vLLM CPU started with two adapters built here; a run spread over them
-    records figures for each, and the report shows them."""
-    from loadtest.local_engine import LocalEngine
-    from rig_helpers import VLLM_EAGER, VLLM_QUICK_ENV, free_port, run_locust
+def test_vllm_serves_the_adapters_and_the_run_reports_each(vllm_adapters_reasoning: str,
+                                                          tmp_path: Path):
+    """The real thing: vLLM CPU started with two adapters built here (conftest.py's
+    vllm_adapters_reasoning, which serves tests/test_reasoning_engine.py's reasoning too); a run
+    spread over them records figures for each, and the report shows them."""
+    from rig_helpers import run_locust
 
-    flags = lora_flags(build_adapters(TINY_MODEL, tmp_path / "adapters", 2))
-    with LocalEngine(port=free_port(), log_path=tmp_path / "engine.log",
-                     extra_args=[VLLM_EAGER, *flags], env=VLLM_QUICK_ENV) as engine:
-        result = run_locust("--engine", "vllm-cpu", "--host", engine.url, "--users", "4",
-                            "--requests", "16", "--max-tokens", "4", "--ignore-eos",
-                            "--lora-adapters", "2", "--lora-mix", "zipf:1",
-                            "--telemetry-interval", "0", "--out", str(tmp_path / "out"))
+    result = run_locust("--engine", "vllm-cpu", "--host", vllm_adapters_reasoning, "--users", "4",
+                        "--requests", "16", "--max-tokens", "4", "--ignore-eos",
+                        "--lora-adapters", "2", "--lora-mix", "zipf:1",
+                        "--telemetry-interval", "0", "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr[-2000:]
     [run] = list((tmp_path / "out" / "runs").iterdir())
     saved = json.loads((run / "run.json").read_text())

@@ -19,29 +19,13 @@ import pytest
 
 from loadtest.local_engine import LocalEngine
 from servers.local import LOCAL
-from rig_helpers import REPO, VLLM_EAGER, VLLM_QUICK_ENV, free_port, run_locust
+from rig_helpers import REPO, free_port, run_locust
 
 pytestmark = pytest.mark.engine
 
-MODEL = REPO / "models" / "tiny-llama"
 TASKS = REPO / "tests" / "data" / "reasoning-regex.jsonl"  # <think>[a-z ]{16,40}</think>[a-z ]{4,20}
 # the tiny model's template, with an assistant's reasoning rendered in <think>...</think>
 THINK_TEMPLATE = REPO / "tests" / "data" / "think.jinja"
-RESPONSE_TEMPLATE = {"version": 1, "start_anchor": "assistant: ",
-                     "fields": {"thinking": {"open": "<think>", "close": "</think>"},
-                                "content": {}}}
-
-
-def reasoning_model(folder: Path) -> Path:
-    """The tiny model's folder with a response template that names its reasoning markers."""
-    folder.mkdir()
-    for item in MODEL.iterdir():
-        if item.name != "tokenizer_config.json":
-            (folder / item.name).symlink_to(item)
-    config = json.loads((MODEL / "tokenizer_config.json").read_text())
-    (folder / "tokenizer_config.json").write_text(
-        json.dumps({**config, "response_template": RESPONSE_TEMPLATE}))
-    return folder
 
 
 def _reasoning_run(engine: str, url: str, out: Path) -> tuple[dict[str, str], list[dict]]:
@@ -69,13 +53,11 @@ def _reasoning_run(engine: str, url: str, out: Path) -> tuple[dict[str, str], li
     return row, records
 
 
-def test_a_reasoning_stream_is_timed_and_counted_apart_from_its_answer(tmp_path: Path):
-    model = reasoning_model(tmp_path / "tiny-think")
-    args = [VLLM_EAGER, "--model", str(model), "--reasoning-parser", "hf",
-            "--structured-outputs-config", json.dumps({"enable_in_reasoning": True})]
-    with LocalEngine(port=free_port(), extra_args=args, env=VLLM_QUICK_ENV,
-                     log_path=tmp_path / "engine.log") as engine:
-        row, records = _reasoning_run("vllm-cpu", engine.url, tmp_path / "out")
+def test_a_reasoning_stream_is_timed_and_counted_apart_from_its_answer(
+        vllm_adapters_reasoning: str, tmp_path: Path):
+    """vLLM with the `hf` parser on the copy of the tiny model whose template names the markers
+    (conftest.py's vllm_adapters_reasoning, shared with tests/test_lora.py's adapters)."""
+    row, records = _reasoning_run("vllm-cpu", vllm_adapters_reasoning, tmp_path / "out")
     for r in records:
         assert 1 <= r["reasoning_chunks"] < r["output_chunks"]
         assert "answer_check" not in r  # a regex the parser split is not checked

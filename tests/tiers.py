@@ -18,7 +18,8 @@ import psutil
 __all__ = ["ENGINE_FIXTURES", "EngineWatch", "engine_command"]
 
 # Fixtures that start (or reuse) a real engine: a test that asks for one is an engine test.
-ENGINE_FIXTURES = frozenset({"engine_url", "engine", "local_run", "baseline", "sustained"})
+ENGINE_FIXTURES = frozenset({"engine_url", "vllm_adapters_reasoning", "engine", "local_run",
+                             "baseline", "sustained"})
 
 # Command-line fragments of the processes an engine test starts (the engines, in-process
 # engine workers, Docker, native builds).
