@@ -107,6 +107,22 @@ def test_differences_within_the_repeat_spread_name_no_winner(tmp_path: Path):
     assert table[("vllm-cpu", "32")]["repeats"] == "2"
 
 
+def test_a_lead_whose_runs_carry_a_ranking_doubt_says_so_in_its_line(tmp_path: Path):
+    """The 8B race at 256 users: both front ends saturated; the lead is named, with the doubt
+    beside it (the report's Warnings say what each means). Other warnings add nothing."""
+    rows = [_row("a", "aphrodite", 256, 16938.6, warnings="front_end_saturated"),
+            _row("b", "vllm", 256, 16429.1, warnings="front_end_saturated;output_tokens_from_chunks"),
+            _row("c", "llamacpp", 256, 1001.5, warnings="client_cpu_high"),
+            _row("d", "aphrodite", 64, 10178.2, warnings="output_tokens_from_chunks"),
+            _row("e", "vllm", 64, 10191.3)]
+    leaders = {users: w for (_, users), w in winners(race_cells(load_runs(_write(tmp_path, rows)))).items()}
+    assert leaders[256].doubts == ("aphrodite: front_end_saturated", "vllm: front_end_saturated")
+    assert winner_line(leaders[256]) == (
+        "fastest at 256 users: aphrodite (16,939 tok/s), 1.03x vllm (single run); in doubt "
+        "(aphrodite: front_end_saturated; vllm: front_end_saturated: see Warnings)")
+    assert leaders[64].doubts == () and winner_line(leaders[64]).endswith("1.00x aphrodite (single run)")
+
+
 def test_engines_whose_answers_stop_at_different_places_get_no_winner(tmp_path: Path):
     """Real stops (no --ignore-eos): a faster engine whose answers are over 10% shorter did not
     do the same work, so no winner is called; within 10% the race is run as usual."""

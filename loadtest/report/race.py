@@ -15,6 +15,10 @@
   runner-up it is called only when the two differ by more than both repeat spreads added (the
   report's flag-effect rule, pyperf's "not significant" in spirit); with a single run on either
   side there is no spread to judge by, so the winner is named with "single run" beside it.
+- A lead is only as good as the two runs behind it: where the leader or the runner-up carries a
+  warning that says something other than the engine may have set its number (RANKING_DOUBTS: a
+  saturated front end or client, another client on the engine, a prefix cache left warm), the
+  winner's line names it beside the lead, so that nobody quotes the lead without it.
 - Only equal work is raced: where the leader's and the runner-up's answers differ in mean length
   by more than OUTPUT_SPREAD_PCT of the longer (a real model stopping at its own end of answer,
   not --ignore-eos's), tok/s compares different work and no winner is called ("unequal work").
@@ -35,6 +39,7 @@ from loadtest.report.tables import _number, _spread, heat_cells, markdown_table
 from loadtest.results.rules import OUTPUT_SPREAD_PCT
 
 __all__ = [
+    "RANKING_DOUBTS",
     "Winner",
     "invalid_markdown",
     "race_cells",
@@ -43,6 +48,11 @@ __all__ = [
     "winner_line",
     "winners",
 ]
+
+
+# Warnings (loadtest/results/rules.py) that put the ranking itself in doubt: the number may be
+# the front end's, the client's, another client's or a warm cache's rather than the engine's.
+RANKING_DOUBTS = ("front_end_saturated", "client_cpu_high", "engine_shared", "prefix_cache_not_reset")
 
 
 @dataclass(frozen=True)
@@ -60,6 +70,8 @@ class Winner:
     unranked: tuple[str, ...] = ()  # e.g. "vllm-cpu's run was short_run (invalid)"
     # the two answered at lengths too far apart to race: mean output tokens, leader's and runner-up's
     unequal_work: tuple[float, float] | None = None
+    # the leader's and the runner-up's RANKING_DOUBTS, e.g. ("aphrodite: front_end_saturated",)
+    doubts: tuple[str, ...] = ()
 
     @property
     def decided(self) -> bool:
@@ -125,8 +137,19 @@ def winners(cells: pd.DataFrame, invalid: pd.DataFrame | None = None,
         significant = unequal is None and (single or best["tok_s_mean"] - second["tok_s_mean"] > spread)
         result[sha, users] = Winner(users, workload, best["name"], best["tok_s_mean"],
                                     second["name"], second["tok_s_mean"], significant, single,
-                                    unequal_work=unequal)
+                                    unequal_work=unequal, doubts=_doubts(best, second))
     return result
+
+
+def _doubts(*cells: pd.Series) -> tuple[str, ...]:
+    """Each cell's RANKING_DOUBTS among its warnings, as "NAME: WARNING[, WARNING]"."""
+    found = []
+    for cell in cells:
+        names = [w for w in str(cell.get("warnings") or "").replace(",", ";").split(";")
+                 if w.strip() in RANKING_DOUBTS]
+        if names:
+            found.append(f"{cell['name']}: {', '.join(w.strip() for w in names)}")
+    return tuple(found)
 
 
 def _unequal_work(best: pd.Series, second: pd.Series) -> tuple[float, float] | None:
@@ -193,7 +216,8 @@ def winner_line(winner: Winner, with_workload: bool = False) -> str:
         return (f"no clear winner at {users}: {lead} and {winner.runner_up} "
                 f"({winner.runner_up_tok_s:,.0f} tok/s) differ by less than their repeats' "
                 "spread (not significant)")
-    return f"fastest at {users}: {lead}, {winner.ratio:.2f}x {winner.runner_up}{single}"
+    doubts = f"; in doubt ({'; '.join(winner.doubts)}: see Warnings)" if winner.doubts else ""
+    return f"fastest at {users}: {lead}, {winner.ratio:.2f}x {winner.runner_up}{single}{doubts}"
 
 
 def race_markdown(cells: pd.DataFrame, failed: dict[str, str] | None = None) -> str:
