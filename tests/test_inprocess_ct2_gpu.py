@@ -64,3 +64,11 @@ def test_on_a_host_without_cuda_the_gpu_variant_fails_in_one_line(tmp_path: Path
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "ctranslate2" in errors[0] and "CUDA" in errors[0], done.stderr[-2000:]
     assert "Traceback" not in done.stderr
+
+
+def test_the_converter_without_ctranslate2_says_so_in_one_line():
+    """The rig's own venv has no CTranslate2: one error line naming the install, no traceback."""
+    done = subprocess.run([str(REPO / ".venv/bin/python"), "-m", "loadtest.inprocess.ct2", "models/tiny-llama",
+                           "bfloat16"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "no CTranslate2 converter" in done.stderr

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from loadtest.inprocess.stamps import Missing, Stamps
 
-__all__ = ["Adapter", "COMPUTE_TYPES", "converted_model"]
+__all__ = ["Adapter", "COMPUTE_TYPES", "DEVICES", "convert", "converted_model", "main"]
 
 COMPUTE_TYPES = ("float32", "int8", "bfloat16", "float16", "int8_bfloat16")
 DEVICES = ("cpu", "cuda")
@@ -118,7 +118,12 @@ def main(argv: list[str]) -> int:
               f"({', '.join(COMPUTE_TYPES)}): {CONVERT}", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    out = convert(*argv)
+    try:
+        out = convert(*argv)
+    except ImportError as exc:
+        print(f"error: this Python has no CTranslate2 converter ({exc}): run {INSTALL}, or the "
+              "ctranslate2 bundle's python on a GPU host", file=sys.stderr)
+        return 2
     print(f"converted {argv[0]} to {out} ({argv[1]}) in {time.perf_counter() - started:.1f} s")
     return 0
 
