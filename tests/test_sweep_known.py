@@ -282,7 +282,9 @@ def test_llamacpp_slots_until_known_end_to_end(tmp_path: Path,
                                          "llamacpp-cpu", "--prompts", "mixed", "--max-tokens",
                                          "64", "--ignore-eos", users=2)
     measured = f"sized from {why}"
-    data = {"name": "known-e2e", "users": [2], "repeats": 1, "warmup_requests": 2,
+    # no warm-up runs: one before each of the four starts cost a Locust run each (about 3 s);
+    # a local engine's warm-up is tests/test_sweep_real.py's, and a cold run is only longer
+    data = {"name": "known-e2e", "users": [2], "repeats": 1, "warmup_requests": 0,
             "health_timeout_s": 60, "run_timeout_s": 300,
             "workload": {"prompts": "mixed", "requests": requests, "max_tokens": 64,
                          "ignore_eos": True},
