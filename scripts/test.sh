@@ -94,8 +94,10 @@ fast_tests() {
   local files=(tests/test_*.py tests/compose/test_*.py) reversed=() i queue log rc=0 other_rc=0
   for (( i = ${#files[@]} - 1; i >= 0; i-- )); do reversed+=("${files[i]}"); done
   queue=$(mktemp -d) log=$(mktemp)
-  # from both ends of the list, meeting in the middle: what's left at the end is at most the file
-  # each has under way. Classic output: the percentages would count the other's tests too.
+  # both take the longest files first (tests/file_queue.py: their seconds at the last run, or
+  # tests/file_seconds.json's on a fresh clone), so what's left at the end is short; files with no
+  # seconds go first, from both ends of the list. Classic output: the percentages would count the
+  # other's tests too.
   pytest+=(--file-queue "$queue" -o console_output_style=classic)
   "${pytest[@]}" "${reversed[@]}" "$@" > "$log" 2>&1 & local other_pid=$!
   "${pytest[@]}" "${files[@]}" "$@" || rc=$?

@@ -7,14 +7,19 @@ left one process idle for a minute while the other ran (scripts/test.sh's fast t
 
 The longest files go first, so that what is left at the end, while the other process may have
 nothing left to take, is short: each file's seconds at its last run are kept in pytest's cache
-(.pytest_cache), and files without any (a fresh clone, a new file) go before them in the order
-given. The order changes only which process runs a file and when, never what runs.
+(.pytest_cache); a fresh clone (CI) has none, and takes them from FILE_SECONDS, a run's cache
+shipped beside this file (refresh it with `python tests/file_queue.py`); files without any (a new
+file) go before them in the order given. The order changes only which process runs a file and
+when, never what runs.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import math
 import os
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -56,6 +61,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 # {test file's path relative to the rootdir: its tests' seconds (setup, call and teardown)}
 _SECONDS_KEY = "file_queue/seconds"
+FILE_SECONDS = Path(__file__).with_name("file_seconds.json")  # a fast-tier run's, for fresh clones
 _RAN = pytest.StashKey[Counter[str]]()
 
 
@@ -68,7 +74,8 @@ def longest_first(config: pytest.Config, items: list[pytest.Item]) -> None:
     cache = getattr(config, "cache", None)
     if config.getoption("file_queue") is None or cache is None:
         return
-    seconds: dict[str, float] = cache.get(_SECONDS_KEY, {})
+    shipped = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.exists() else {}
+    seconds: dict[str, float] = {**shipped, **cache.get(_SECONDS_KEY, {})}
     items.sort(key=lambda item: -seconds.get(_file(item.nodeid), math.inf))
 
 
@@ -91,5 +98,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     ran = config.stash.get(_RAN, None)
     if cache is None or not ran:
         return
-    cache.set(_SECONDS_KEY, {**cache.get(_SECONDS_KEY, {}),
-                             **{name: round(took, 2) for name, took in ran.items()}})
+    # the processes end at about the same time: each merges into what the others wrote, in turn
+    with open(cache.mkdir("file_queue_lock") / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cache.set(_SECONDS_KEY, {**cache.get(_SECONDS_KEY, {}),
+                                 **{name: round(took, 2) for name, took in ran.items()}})
+
+
+if __name__ == "__main__":  # FILE_SECONDS from this checkout's cache (after scripts/test.sh --fast)
+    cached = Path(__file__).parents[1] / ".pytest_cache" / "v" / _SECONDS_KEY
+    if not cached.exists():
+        sys.exit(f"error: no {cached}: run scripts/test.sh --fast first")
+    FILE_SECONDS.write_text(json.dumps(json.loads(cached.read_text()), indent=0, sort_keys=True) + "\n")

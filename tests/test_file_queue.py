@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 _FILE = '''
 import pytest
@@ -60,3 +61,36 @@ def test_the_files_that_took_longest_last_time_go_first_and_new_ones_before_them
     ran = [line.split(":")[0] for line in (tmp_path / "ran.log").read_text().split()]
     assert list(dict.fromkeys(ran)) == ["test_2", "test_1", "test_3", "test_0"]
     assert set(json.loads(seconds.read_text())) == {f"{name}.py" for name in names}
+
+
+def test_a_fresh_clone_orders_the_files_by_the_shipped_seconds_and_its_own_cache_wins(tmp_path: Path,
+                                                                                    monkeypatch):
+    """CI starts from a fresh clone with no cache: the seconds shipped in tests/file_seconds.json
+    order its files; where this checkout's cache has a file's seconds, they win."""
+    import file_queue
+
+    shipped = tmp_path / "file_seconds.json"
+    shipped.write_text(json.dumps({"tests/a.py": 1.0, "tests/b.py": 7.0, "tests/c.py": 3.0}))
+    monkeypatch.setattr(file_queue, "FILE_SECONDS", shipped)
+
+    class Cache:
+        def __init__(self, seconds: dict[str, float]) -> None:
+            self.seconds = seconds
+
+        def get(self, key: str, default: object) -> object:
+            return self.seconds
+
+    class Config:
+        def __init__(self, seconds: dict[str, float]) -> None:
+            self.cache = Cache(seconds)
+
+        def getoption(self, name: str) -> str:
+            return "queue"
+
+    def order(cached: dict[str, float]) -> list[str]:
+        items = [SimpleNamespace(nodeid=f"tests/{name}.py::test_x") for name in "abcd"]
+        file_queue.longest_first(Config(cached), items)
+        return [item.nodeid.split("/")[1][0] for item in items]
+
+    assert order({}) == ["d", "b", "c", "a"]  # d: no seconds anywhere, first
+    assert order({"tests/a.py": 9.0}) == ["d", "a", "b", "c"]
