@@ -282,23 +282,29 @@ def test_the_8b_shape_is_llama3_8bs_config() -> None:
     assert fields["architectures"] == ["LlamaForCausalLM"]
 
 
-_TRANSFORMERS_PYTHON = ROOT / ".venv-transformers" / "bin" / "python"
+@pytest.mark.parametrize("shape, base", [("tinyllama-1.1b", 10000.0), ("llama3-8b", 500000.0)])
+def test_the_gpu_shapes_folder_gives_its_rope_base_to_transformers_4_too(shape: str, base: float,
+                                                                        tmp_path: Path, monkeypatch) -> None:
+    """Transformers 5 writes the RoPE base only under rope_parameters (as the stand-in build below
+    does); Aphrodite 0.21 (transformers 4.57) would read 10,000 for the 8B shape's 500,000, and
+    `rig engine start` refuses such a folder. tiny_model.py writes both spellings for the GPU
+    shapes (the fifth H200 lease: Aphrodite served the 8B), and leaves the tiny model's bytes."""
+    tiny_model = _tiny_model()
 
+    def build(out: Path, shape: str) -> None:  # what transformers 5's save_pretrained writes
+        (out / "config.json").write_text(json.dumps(
+            {"rope_parameters": {"rope_theta": tiny_model.SHAPES[shape].get("rope_theta", 10000.0),
+                                 "rope_type": "default"}}))
 
-@pytest.mark.skipif(not _TRANSFORMERS_PYTHON.exists(), reason="no .venv-transformers (scripts/install.sh)")
-@pytest.mark.parametrize("shape", ["tinyllama-1.1b", "llama3-8b"])
-def test_the_gpu_shapes_config_gives_its_rope_base_to_transformers_4_too(shape: str, tmp_path: Path) -> None:
-    """Transformers 5 writes the RoPE base only under rope_parameters; Aphrodite 0.21 (transformers
-    4.57) would read 10,000 for the 8B shape's 500,000 (and `rig engine start` refuses such a folder)."""
-    script = (f"import runpy, sys; m = runpy.run_path({str(ROOT / 'servers/vllm-cpu/tiny_model.py')!r}); "
-              f"out = sys.argv[1]; m['model_config']({shape!r}).save_pretrained(out); "
-              "m['readable_by_transformers_4'](__import__('pathlib').Path(out))")
-    (tmp_path / "tokenizer_config.json").write_text("{}")
-    subprocess.run([str(_TRANSFORMERS_PYTHON), "-c", script, str(tmp_path)], check=True, timeout=120)
-    config = json.loads((tmp_path / "config.json").read_text())
-    base = 500000.0 if shape == "llama3-8b" else 10000.0
-    assert config["rope_theta"] == config["rope_parameters"]["rope_theta"] == base
-    assert vllm._rope_base_unread(tmp_path / "config.json", "aphrodite", sys.executable) is None
+    monkeypatch.setattr(tiny_model, "build_tokenizer", lambda out, shape: (out / "tokenizer_config.json")
+                        .write_text(json.dumps({"tokenizer_class": "TokenizersBackend"})))
+    monkeypatch.setattr(tiny_model, "build_model", build)
+    for name, expected in ((shape, base), ("tiny", None)):
+        assert tiny_model.main(["--shape", name, str(tmp_path / name)]) == 0
+        config = json.loads((tmp_path / name / "config.json").read_text())
+        assert config.get("rope_theta") == expected
+        if expected:
+            assert vllm._rope_base_unread(tmp_path / name / "config.json", "aphrodite", sys.executable) is None
 
 
 def test_the_8b_shape_has_llama3_8bs_weights_16_gb_in_bf16_and_shards_it() -> None:
