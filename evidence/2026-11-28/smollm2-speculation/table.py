@@ -1,7 +1,8 @@
 """The speculation table from run_llamacpp.sh / run_vllm.sh folders: per run (tag), its speed,
 the engine's own draft/accept counts (llama.cpp: OUT/acceptance.csv from its log; vLLM: the
 row's engine_spec_* columns from its /metrics) and how many answers are the same text as the
-non-speculative run's (the tag whose K is 0 or whose name starts "none", same prompt set).
+non-speculative run's (the tag whose K is 0 or whose name starts "none", same prompt set and
+users).
 
     .venv/bin/python evidence/2026-11-28/smollm2-speculation/table.py OUT... > table.txt"""
 
@@ -29,8 +30,8 @@ def main(folders: list[Path]) -> None:
                 counts[tag] = (int(drafted), int(accepted), load)
         texts = {row.tag: answers(out / "runs" / row.run_id) for row in runs.itertuples()}
         for row in runs.itertuples():
-            config, prompts = row.tag.rsplit("-", 1)
-            base = next(tag for tag in texts if tag.endswith("-" + prompts)
+            rest = row.tag.split("-")[1:]  # the prompt set, and -uN where USERS was given
+            base = next(tag for tag in texts if tag.split("-")[1:] == rest
                         and tag.split("-")[0] in ("k0", "none"))
             same = sum(texts[row.tag][p] == texts[base].get(p) for p in texts[row.tag])
             drafted, accepted, load = counts.get(row.tag, (
