@@ -144,11 +144,10 @@ def winners(cells: pd.DataFrame, invalid: pd.DataFrame | None = None,
 def _doubts(*cells: pd.Series) -> tuple[str, ...]:
     """Each cell's RANKING_DOUBTS among its warnings, as "NAME: WARNING[, WARNING]"."""
     found = []
-    for cell in cells:
-        names = [w for w in str(cell.get("warnings") or "").replace(",", ";").split(";")
-                 if w.strip() in RANKING_DOUBTS]
+    for cell in cells:  # a cell's warnings: its repeats' names, ";"-joined (tables.py)
+        names = [name for name in str(cell.get("warnings") or "").split(";") if name in RANKING_DOUBTS]
         if names:
-            found.append(f"{cell['name']}: {', '.join(w.strip() for w in names)}")
+            found.append(f"{cell['name']}: {', '.join(names)}")
     return tuple(found)
 
 
